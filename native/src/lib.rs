@@ -1,0 +1,18 @@
+//! Reader of Nsight Systems SQLite exports for CollectiveTrace.
+//!
+//! Pure Rust: `cargo test` needs no Python. The optional `python` feature adds the bindings,
+//! all in `python.rs`.
+
+pub mod error;
+pub mod export;
+pub mod floor;
+pub mod schema;
+pub mod strings;
+pub mod tables;
+
+#[cfg(feature = "python")]
+mod python;
+
+pub use error::ReadError;
+pub use export::{read_export, read_exports, Export, Session};
+pub use tables::Table;

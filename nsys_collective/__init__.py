@@ -1,0 +1,13 @@
+"""CollectiveTrace: which CUDA kernels block your NCCL collectives, on which rank, by how much."""
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("collectivetrace-nsys")
+except PackageNotFoundError:  # running from a source tree without an install
+    __version__ = "0.0.0+unknown"
+
+from nsys_collective.errors import CollectiveTraceError, InputError, NsysExportError
+from nsys_collective.reader import Export, read_exports
+
+__all__ = ["CollectiveTraceError", "Export", "InputError", "NsysExportError", "__version__", "read_exports"]
