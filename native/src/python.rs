@@ -39,6 +39,19 @@ fn floor_scan(py: Python<'_>, path: PathBuf) -> PyResult<i64> {
     py.detach(|| crate::floor::floor_scan(&path)).map_err(to_py_err)
 }
 
+/// The table declarations of the reader, so the pure-Python reference reader reads the same
+/// columns: `[(name, [stored table, ...], [(column, [stored column, ...], kind), ...]), ...]`.
+#[pyfunction]
+fn table_specs() -> Vec<(&'static str, Vec<&'static str>, Vec<(&'static str, Vec<&'static str>, String)>)> {
+    crate::tables::ALL
+        .iter()
+        .map(|spec| {
+            let columns = spec.columns().map(|c| (c.name, c.sources.to_vec(), format!("{:?}", c.kind))).collect();
+            (spec.name, spec.tables.to_vec(), columns)
+        })
+        .collect()
+}
+
 fn export_to_dict(py: Python<'_>, export: Export) -> PyResult<Bound<'_, PyDict>> {
     let session = PyDict::new(py);
     let s = &export.session;
@@ -70,6 +83,7 @@ fn export_to_dict(py: Python<'_>, export: Export) -> PyResult<Bound<'_, PyDict>>
 fn native_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_exports, m)?)?;
     m.add_function(wrap_pyfunction!(floor_scan, m)?)?;
+    m.add_function(wrap_pyfunction!(table_specs, m)?)?;
     m.add("CollectiveTraceError", m.py().get_type::<CollectiveTraceError>())?;
     m.add("InputError", m.py().get_type::<InputError>())?;
     m.add("KNOWN_SCHEMA_MAJOR", export::KNOWN_SCHEMA_MAJOR)?;

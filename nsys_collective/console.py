@@ -1,0 +1,40 @@
+"""Where everything but results goes: stderr, and the edge where errors become exit statuses."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+
+import typer
+from rich.console import Console
+
+from nsys_collective.errors import InputError
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_INPUT = 2
+
+stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def warn(message: str) -> None:
+    stderr.print(f"warning: {message}", markup=False)
+
+
+@contextlib.contextmanager
+def error_edge() -> Iterator[None]:
+    """Unusable input: one line on stderr, exit 2. Anything else: one line, exit 1; the traceback
+    only with COLLECTIVETRACE_DEBUG=1."""
+    try:
+        yield
+    except InputError as e:
+        stderr.print(f"error: {e}", markup=False)
+        raise typer.Exit(EXIT_INPUT) from None
+    except (typer.Exit, typer.Abort):
+        raise
+    except Exception as e:
+        if os.environ.get("COLLECTIVETRACE_DEBUG"):
+            raise
+        stderr.print(f"internal error: {type(e).__name__}: {e} (COLLECTIVETRACE_DEBUG=1 shows a traceback)", markup=False)
+        raise typer.Exit(EXIT_INTERNAL) from None

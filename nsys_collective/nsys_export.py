@@ -1,0 +1,239 @@
+"""Turn Nsight Systems reports (`.nsys-rep`, `.qdrep`) into SQLite exports with the real `nsys`.
+
+The reader only understands `nsys export --type sqlite` files, and the report format is private
+to NVIDIA, so reports go through the user's own `nsys`. Exports are cached: beside the report when
+its folder is writable, else in a cache folder, and reused while newer than the report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import secrets
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Sequence
+
+from nsys_collective.errors import NsysExportError
+
+__all__ = ["NsysExportError", "default_cache_dir", "export_path_for", "export_reports", "find_nsys"]
+
+_HINT = "install Nsight Systems or pass --nsys PATH (or export the reports to .sqlite yourself)"
+
+# nsys draws its progress bar ("Processing 57141 events: [===45%   ]") with carriage returns.
+_PROGRESS_BAR = re.compile(r"\[[=\s]*\d{1,3}%[=\s]*\]\s*$")
+# What nsys 2023.4 prints for a report from a newer nsys (the same text since at least 2021):
+# "Report was created in Nsight Systems version (2099.4.4.54-...), newer than your current
+# version (2023.4.4.54-...)."
+_NEWER = re.compile(r"newer than your current version", re.IGNORECASE)
+_NEWER_VERSIONS = re.compile(r"version \(([^)]*)\), newer than your current version \(([^)]*)\)")
+# What nsys says for files that are not reports at all (random bytes, empty, truncated, .qdstrm).
+_NOT_A_REPORT = re.compile(
+    r"version tag does not contain a delimiter|version tag is not found|cannot read from stream"
+    r"|magic number mismatch|invalid version prefix",
+    re.IGNORECASE,
+)
+
+
+def find_nsys(explicit: str | os.PathLike | None = None) -> Path:
+    """The nsys to run: `explicit` if given (it must be an executable file), else `nsys` on PATH."""
+    if explicit is not None:
+        path = Path(explicit).expanduser()
+        if path.is_file() and os.access(path, os.X_OK):
+            # Absolute, so that a bare "nsys" in the current folder is not looked up on PATH.
+            return path.absolute()
+        raise NsysExportError(f"nsys not found at {path}: {_HINT}")
+    found = shutil.which("nsys")
+    if found is None:
+        raise NsysExportError(f"nsys not found: {_HINT}")
+    return Path(found)
+
+
+def default_cache_dir() -> Path:
+    """`$COLLECTIVETRACE_CACHE`, else ~/.cache/collectivetrace-nsys/exports."""
+    env = os.environ.get("COLLECTIVETRACE_CACHE")
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "collectivetrace-nsys" / "exports"
+
+
+def _writable_dir(folder: Path) -> bool:
+    try:
+        if not os.access(folder, os.W_OK):
+            return False
+        # root passes os.access on any folder of a read-write filesystem; also honour the
+        # permission bits, so a folder its owner made read-only (shared data) stays untouched.
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            return bool(folder.stat().st_mode & 0o222)
+        return True
+    except OSError:
+        return False
+
+
+def export_path_for(report: Path, cache_dir: Path | None) -> Path:
+    """Where the SQLite export of `report` goes.
+
+    Beside the report (`x.nsys-rep` -> `x.sqlite`) when no cache_dir is given and the report's
+    folder is writable; else in cache_dir (default: `default_cache_dir()`), named after the report
+    plus a short hash of its absolute path, so same-named reports from different folders differ.
+    """
+    report = Path(report)
+    if cache_dir is None and _writable_dir(report.absolute().parent):
+        return report.with_suffix(".sqlite")
+    folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    digest = hashlib.sha256(str(report.resolve()).encode()).hexdigest()[:12]
+    return folder / f"{report.stem}-{digest}.sqlite"
+
+
+def _is_fresh(export: Path, report: Path) -> bool:
+    """An existing export newer than its report needs no new run."""
+    try:
+        return export.stat().st_mtime_ns > report.stat().st_mtime_ns
+    except FileNotFoundError:
+        return False
+
+
+def _meaningful_lines(text: str) -> list[str]:
+    """nsys's output without blank lines and progress-bar frames."""
+    # Non-printable characters (nsys may echo bytes of a damaged file) would break the line.
+    text = "".join(c if c.isprintable() or c in "\r\n" else " " for c in text)
+    lines = (line.strip() for line in re.split(r"[\r\n]+", text))
+    return [line for line in lines if line and not _PROGRESS_BAR.search(line)]
+
+
+def _short_version(version: str) -> str:
+    """'2023.4.4.54-234433681190v0' -> '2023.4.4.54' (drop the build id)."""
+    return version.strip().split("-")[0]
+
+
+def _nsys_version(nsys: Path) -> str:
+    """The version `nsys --version` reports, or 'this nsys' if it cannot say."""
+    try:
+        out = subprocess.run([str(nsys), "--version"], stdin=subprocess.DEVNULL,
+                             capture_output=True, text=True, errors="replace", timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "this nsys"
+    match = re.search(r"version\s+(\S+)", out)
+    return f"nsys {_short_version(match.group(1))}" if match else "this nsys"
+
+
+def _failure_message(report: Path, nsys: Path, proc: subprocess.CompletedProcess) -> str:
+    """One line saying why `nsys export` failed on `report`."""
+    output = proc.stderr + "\n" + proc.stdout
+    if _NEWER.search(output):
+        versions = _NEWER_VERSIONS.search(output)
+        if versions:
+            made = f" ({_short_version(versions.group(1))})"
+            current = f"nsys {_short_version(versions.group(2))}"
+        else:
+            made, current = "", _nsys_version(nsys)
+        return (f"{report}: made by a newer Nsight Systems{made} than {current}; export it with "
+                "that version (nsys export --type sqlite) and pass the .sqlite")
+    lines = _meaningful_lines(proc.stderr) or _meaningful_lines(proc.stdout)
+    if not lines:
+        return f"{report}: nsys export failed with exit status {proc.returncode} and no message"
+    # nsys follows its error line with advice ("Use `--force-overwrite true` ..."): prefer the
+    # error itself, without its "Exportation error:" prefix.
+    errors = [line for line in lines if "error" in line.lower()]
+    line = re.sub(r"^(exportation\s+)?error:\s*", "", (errors or lines)[-1], flags=re.IGNORECASE)
+    if _NOT_A_REPORT.search(line):
+        line += " (not an Nsight Systems report, or a damaged one)"
+    return f"{report}: nsys export failed: {line}"
+
+
+def _export_one(nsys: Path, report: Path, dest: Path) -> None:
+    """Run `nsys export` for one report; the export appears at `dest` whole or not at all."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    # A fresh hidden name in the destination folder, so os.replace() is an atomic rename. It ends
+    # in .sqlite because some nsys versions append that suffix when it is missing.
+    tmp = dest.with_name(f".{dest.stem}.{secrets.token_hex(4)}.tmp.sqlite")
+    cmd = [str(nsys), "export", "--type", "sqlite", "--output", str(tmp), str(report)]
+    try:
+        try:
+            proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                  errors="replace")
+        except OSError as exc:
+            raise NsysExportError(f"{report}: cannot run {nsys}: {exc.strerror or exc}") from None
+        if proc.returncode != 0:
+            raise NsysExportError(_failure_message(report, nsys, proc))
+        if not tmp.is_file():
+            raise NsysExportError(f"{report}: nsys export reported success but wrote no file")
+        os.replace(tmp, dest)
+    finally:
+        tmp.unlink(missing_ok=True)  # gone already after a success; never leave half an export
+
+
+def _progress_bar(total: int):
+    """A rich progress bar on stderr; returns (context manager, advance callback)."""
+    # Imported here: only the bar needs rich.
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(TextColumn("nsys export"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("{task.description}"), TimeElapsedColumn(),
+                   console=Console(stderr=True))
+    task = bar.add_task("", total=total)
+
+    def advance(report: Path) -> None:
+        bar.update(task, advance=1, description=report.name)
+
+    return bar, advance
+
+
+def export_reports(
+    reports: Sequence[Path],
+    nsys: str | os.PathLike | None = None,
+    cache_dir: Path | None = None,
+    jobs: int | None = None,
+    progress: bool = False,
+) -> list[Path]:
+    """Export each report to SQLite (see `export_path_for`); return the export paths, in order.
+
+    Exports newer than their report are reused without running nsys. The others run `jobs`
+    at a time (default min(4, CPUs)). The first failure raises NsysExportError naming the report;
+    exports already finished stay, unfinished ones leave nothing behind.
+    """
+    reports = [Path(r) for r in reports]
+    dests = [export_path_for(r, cache_dir) for r in reports]
+
+    todo: dict[Path, Path] = {}  # destination -> report; each destination is exported once
+    for report, dest in zip(reports, dests):
+        if not report.is_file():
+            raise NsysExportError(f"{report}: no such report")
+        if dest.absolute() == report.absolute():
+            raise NsysExportError(f"{report}: not a report (.nsys-rep or .qdrep)")
+        other = todo.get(dest)
+        if other is not None:
+            if other.resolve() != report.resolve():
+                raise NsysExportError(f"{other} and {report} would both be exported to {dest}; "
+                                      "rename one of them")
+            continue
+        if not _is_fresh(dest, report):
+            todo[dest] = report
+    if not todo:
+        return dests
+
+    exe = find_nsys(nsys)  # only needed when something is left to export
+    jobs = max(1, jobs or min(4, os.cpu_count() or 1))
+    if progress:
+        bar, advance = _progress_bar(len(todo))
+    else:
+        bar, advance = contextlib.nullcontext(), lambda report: None
+    with bar, ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(_export_one, exe, report, dest): report
+                   for dest, report in todo.items()}
+        try:
+            for future in as_completed(futures):
+                future.result()  # re-raises that report's NsysExportError
+                advance(futures[future])
+        except BaseException:
+            # Stop what has not started; leaving the `with` waits for the running ones, which
+            # clean up after themselves.
+            for future in futures:
+                future.cancel()
+            raise
+    return dests
