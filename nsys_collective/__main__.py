@@ -1,0 +1,3 @@
+from nsys_collective.cli import main
+
+main()
