@@ -26,9 +26,9 @@ _HINT = "install Nsight Systems or pass --nsys PATH (or export the reports to .s
 
 # nsys draws its progress bar ("Processing 57141 events: [===45%   ]") with carriage returns.
 _PROGRESS_BAR = re.compile(r"\[[=\s]*\d{1,3}%[=\s]*\]\s*$")
-# What nsys 2023.4 prints for a report from a newer nsys (the same text since at least 2021):
-# "Report was created in Nsight Systems version (2099.4.4.54-...), newer than your current
-# version (2023.4.4.54-...)."
+# What nsys 2023.4.4 prints (stderr, exit status 1) for a report from a newer nsys:
+# "Exportation error: Report was created in Nsight Systems version (2099.4.4.54-...), newer
+# than your current version (2023.4.4.54-...)." and a second line asking to update.
 _NEWER = re.compile(r"newer than your current version", re.IGNORECASE)
 _NEWER_VERSIONS = re.compile(r"version \(([^)]*)\), newer than your current version \(([^)]*)\)")
 # What nsys says for files that are not reports at all (random bytes, empty, truncated, .qdstrm).
@@ -202,9 +202,10 @@ def export_reports(
 
     todo: dict[Path, Path] = {}  # destination -> report; each destination is exported once
     for report, dest in zip(reports, dests):
+        dest = dest.absolute()  # one key per file, however the report was spelled
         if not report.is_file():
             raise NsysExportError(f"{report}: no such report")
-        if dest.absolute() == report.absolute():
+        if dest == report.absolute():
             raise NsysExportError(f"{report}: not a report (.nsys-rep or .qdrep)")
         other = todo.get(dest)
         if other is not None:

@@ -1,0 +1,359 @@
+"""Reports -> SQLite through `nsys export`, with a real nsys (fetched from Debian) and a fake."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sqlite3
+import stat
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from nsys_collective import nsys_export
+from nsys_collective.errors import InputError, NsysExportError
+from nsys_collective.nsys_export import export_path_for, export_reports, find_nsys
+
+REPO = Path(__file__).resolve().parents[1]
+REAL = REPO.parent / "shared" / "data" / "real"
+QDREP = REAL / "reports" / "brentgg-hac-report1.qdrep"
+
+# What nsys 2023.4.4 prints (on stderr, exit status 1) for a report from a newer nsys.
+NEWER_MESSAGE = (
+    "Exportation error: Report was created in Nsight Systems version (2099.4.4.54-234433681190v0), "
+    "newer than your current version (2023.4.4.54-234433681190v0).\n"
+    "Please update your Nsight Systems to the latest version to view this report."
+)
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def kernel_rows(export: Path) -> int:
+    con = sqlite3.connect(f"file:{export}?mode=ro", uri=True)
+    try:
+        return con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    finally:
+        con.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# The real nsys
+
+
+@pytest.fixture(scope="session")
+def real_nsys() -> Path:
+    """nsys 2023.4.4 from scripts/fetch_nsys.py, cached in its default folder across runs."""
+    spec = importlib.util.spec_from_file_location("fetch_nsys", REPO / "scripts" / "fetch_nsys.py")
+    fetch_nsys = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fetch_nsys)
+    try:
+        return fetch_nsys.fetch()
+    except (RuntimeError, OSError) as exc:
+        pytest.skip(f"no real nsys (scripts/fetch_nsys.py failed: {exc})")
+
+
+@pytest.fixture(scope="session")
+def qdrep() -> Path:
+    if not QDREP.is_file():
+        pytest.skip(f"real report data not found at {QDREP}")
+    return QDREP
+
+
+def test_real_nsys_exports_qdrep(qdrep, real_nsys, tmp_path, monkeypatch):
+    before = sha256(qdrep)
+    cache = tmp_path / "cache"
+
+    [export] = export_reports([qdrep], nsys=real_nsys, cache_dir=cache)
+
+    assert export.parent == cache
+    assert export.read_bytes()[:16] == b"SQLite format 3\0"
+    assert kernel_rows(export) == 20
+    assert sha256(qdrep) == before, "the report must never be modified"
+    assert [p.name for p in cache.iterdir()] == [export.name], "no temporary file left"
+
+    # A second call reuses the export: nsys must not run again.
+    mtime = export.stat().st_mtime_ns
+
+    def no_run(*args, **kwargs):
+        raise AssertionError(f"nsys ran again: {args}")
+
+    monkeypatch.setattr(nsys_export.subprocess, "run", no_run)
+    assert export_reports([qdrep], nsys=real_nsys, cache_dir=cache) == [export]
+    assert export.stat().st_mtime_ns == mtime
+
+
+def test_real_nsys_newer_report(qdrep, real_nsys, tmp_path):
+    # A copy of the report whose version tag claims a future nsys: the real refusal message.
+    data = qdrep.read_bytes()
+    assert data.startswith(b"NVIDIA Tegra Profiler Report 1.\n")
+    newer = tmp_path / "newer.qdrep"
+    newer.write_bytes(data.replace(b"Report 1.\n", b"Report 2099@1@1@1-1v0.\n", 1))
+    cache = tmp_path / "cache"
+
+    with pytest.raises(NsysExportError) as err:
+        export_reports([newer], nsys=real_nsys, cache_dir=cache)
+    message = str(err.value)
+    assert message.startswith(
+        f"{newer}: made by a newer Nsight Systems (2099.1.1.1) than nsys 2023.4.4")
+    assert "\n" not in message
+    assert not any(cache.iterdir())
+
+
+@pytest.mark.parametrize("content, says", [
+    (b"", "Cannot read from stream."),
+    (b"hello world\n" * 10, "Version tag is not found in the stream."),
+], ids=["empty", "text"])
+def test_real_nsys_garbage_report(real_nsys, tmp_path, content, says):
+    garbage = tmp_path / "x.nsys-rep"
+    garbage.write_bytes(content)
+    cache = tmp_path / "cache"
+
+    with pytest.raises(NsysExportError) as err:
+        export_reports([garbage], nsys=real_nsys, cache_dir=cache)
+    assert str(err.value) == (f"{garbage}: nsys export failed: {says} "
+                              "(not an Nsight Systems report, or a damaged one)")
+    assert not any(cache.iterdir())
+
+
+# ---------------------------------------------------------------------------------------------
+# A fake nsys: a shell script that logs each call and then does what the test says.
+
+
+def fake_nsys(tmp_path: Path, action: str) -> Path:
+    """Write an `nsys` script; in `action`, $out is the --output path and $report the input."""
+    log = tmp_path / "nsys-calls.log"
+    script = tmp_path / "bin" / "nsys"
+    script.parent.mkdir(exist_ok=True)
+    script.write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        out=""
+        while [ $# -gt 1 ]; do
+            if [ "$1" = "--output" ]; then out="$2"; fi
+            shift
+        done
+        report="$1"
+        echo "$out $report" >> "{log}"
+        """) + textwrap.dedent(action))
+    script.chmod(0o755)
+    return script
+
+
+def calls(tmp_path: Path) -> list[str]:
+    log = tmp_path / "nsys-calls.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+@pytest.fixture
+def report(tmp_path) -> Path:
+    path = tmp_path / "in" / "rank0.nsys-rep"
+    path.parent.mkdir()
+    path.write_bytes(b"not really a report")
+    return path
+
+
+def test_fake_success_beside_report(tmp_path, report):
+    nsys = fake_nsys(tmp_path, """\
+        printf 'Processing 10 events: [==50%%   ]\\rProcessing 10 events: [100%%]\\n' >&2
+        printf 'exported %s' "$report" > "$out"
+        """)
+
+    [export] = export_reports([report], nsys=nsys)
+
+    assert export == report.with_suffix(".sqlite")  # the report's folder is writable
+    assert export.read_text() == f"exported {report}"
+    assert sorted(p.name for p in report.parent.iterdir()) == ["rank0.nsys-rep", "rank0.sqlite"]
+    assert report.read_bytes() == b"not really a report"
+    # nsys wrote to a temporary .sqlite name in the same folder, not to the export itself.
+    [call] = calls(tmp_path)
+    tmp_out = Path(call.split()[0])
+    assert tmp_out.parent == report.parent and tmp_out.suffix == ".sqlite" and tmp_out != export
+
+
+def test_fake_newer_version(tmp_path, report):
+    action = f"printf half > \"$out\"\ncat >&2 <<'EOF'\n{NEWER_MESSAGE}\nEOF\nexit 1\n"
+    nsys = fake_nsys(tmp_path, action)
+    cache = tmp_path / "cache"
+
+    with pytest.raises(NsysExportError) as err:
+        export_reports([report], nsys=nsys, cache_dir=cache)
+
+    assert isinstance(err.value, InputError)
+    assert str(err.value) == (
+        f"{report}: made by a newer Nsight Systems (2099.4.4.54) than nsys 2023.4.4.54; "
+        "export it with that version (nsys export --type sqlite) and pass the .sqlite")
+    assert not any(cache.iterdir()), "no half-written export may be left behind"
+
+
+def test_fake_other_failure_leaves_nothing(tmp_path, report):
+    nsys = fake_nsys(tmp_path, """\
+        printf 'half an export' > "$out"
+        printf 'Processing 10 events: [==50%%   ]\\r' >&2
+        echo 'Exportation error: Something went wrong inside.' >&2
+        echo 'Please try again.' >&2
+        exit 1
+        """)
+
+    with pytest.raises(NsysExportError) as err:
+        export_reports([report], nsys=nsys)
+
+    assert str(err.value) == f"{report}: nsys export failed: Something went wrong inside."
+    assert [p.name for p in report.parent.iterdir()] == ["rank0.nsys-rep"]
+
+
+def test_fake_failure_without_message(tmp_path, report):
+    nsys = fake_nsys(tmp_path, "exit 3\n")
+    with pytest.raises(NsysExportError, match=r"rank0.nsys-rep: .* with exit status 3"):
+        export_reports([report], nsys=nsys, cache_dir=tmp_path / "cache")
+
+
+def test_fake_success_without_file(tmp_path, report):
+    nsys = fake_nsys(tmp_path, "exit 0\n")
+    with pytest.raises(NsysExportError, match="reported success but wrote no file"):
+        export_reports([report], nsys=nsys, cache_dir=tmp_path / "cache")
+
+
+def test_fresh_export_is_reused_and_stale_one_redone(tmp_path, report):
+    nsys = fake_nsys(tmp_path, 'printf new > "$out"\n')
+    export = report.with_suffix(".sqlite")
+    export.write_text("old")
+
+    # Newer than the report: reused, nsys not even looked for.
+    os.utime(report, ns=(1_000_000_000, 1_000_000_000))
+    assert export_reports([report], nsys=tmp_path / "no-such-nsys") == [export]
+    assert export.read_text() == "old" and calls(tmp_path) == []
+
+    # Older than the report: exported again.
+    os.utime(export, ns=(500_000_000, 500_000_000))
+    assert export_reports([report], nsys=nsys) == [export]
+    assert export.read_text() == "new" and len(calls(tmp_path)) == 1
+
+
+def test_many_reports_in_parallel_keep_order(tmp_path):
+    nsys = fake_nsys(tmp_path, 'sleep 0.2; printf "%s" "$report" > "$out"\n')
+    reports = []
+    for i in range(6):
+        path = tmp_path / "in" / f"rank{i}.nsys-rep"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(str(i))
+        reports.append(path)
+    cache = tmp_path / "cache"
+
+    exports = export_reports(reports + [reports[0]], nsys=nsys, cache_dir=cache, jobs=3)
+
+    assert exports == [export_path_for(r, cache) for r in reports + [reports[0]]]
+    assert [e.read_text() for e in exports] == [str(r) for r in reports + [reports[0]]]
+    assert len(calls(tmp_path)) == 6  # the repeated report is exported once
+
+
+def test_first_failure_stops_the_rest(tmp_path):
+    nsys = fake_nsys(tmp_path, """\
+        case "$report" in *bad*) echo 'Exportation error: bad one.' >&2; exit 1;; esac
+        printf ok > "$out"
+        """)
+    folder = tmp_path / "in"
+    folder.mkdir()
+    good, bad = folder / "good.nsys-rep", folder / "bad.nsys-rep"
+    good.write_text("g")
+    bad.write_text("b")
+
+    with pytest.raises(NsysExportError, match=r"bad.nsys-rep: nsys export failed: bad one\.$"):
+        export_reports([good, bad], nsys=nsys, jobs=1)
+    assert not (folder / "bad.sqlite").exists()
+    assert not [p for p in folder.iterdir() if p.name.startswith(".")]
+
+
+def test_missing_report(tmp_path):
+    with pytest.raises(NsysExportError, match="no such report"):
+        export_reports([tmp_path / "absent.nsys-rep"], nsys=fake_nsys(tmp_path, "exit 0\n"))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("rich") is None, reason="rich not installed")
+def test_progress_bar(tmp_path, report, capsys):
+    nsys = fake_nsys(tmp_path, 'printf ok > "$out"\n')
+    [export] = export_reports([report], nsys=nsys, progress=True)
+    assert export.read_text() == "ok"
+    assert capsys.readouterr().out == ""  # the bar goes to stderr only
+
+
+# ---------------------------------------------------------------------------------------------
+# Finding nsys, choosing where exports go
+
+
+def test_find_nsys_explicit(tmp_path):
+    nsys = fake_nsys(tmp_path, "exit 0\n")
+    assert find_nsys(nsys) == nsys
+    assert find_nsys(str(nsys)) == nsys
+
+
+def test_find_nsys_missing_explicit(tmp_path):
+    with pytest.raises(NsysExportError, match="nsys not found"):
+        find_nsys(tmp_path / "nowhere" / "nsys")
+    not_executable = tmp_path / "nsys"
+    not_executable.write_text("#!/bin/sh\n")
+    not_executable.chmod(0o644)
+    if os.access(not_executable, os.X_OK):
+        pytest.skip("this user can execute any file")
+    with pytest.raises(NsysExportError, match="nsys not found"):
+        find_nsys(not_executable)
+
+
+def test_find_nsys_on_path(tmp_path, monkeypatch):
+    nsys = fake_nsys(tmp_path, "exit 0\n")
+    monkeypatch.setenv("PATH", str(nsys.parent))
+    assert find_nsys() == nsys
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(NsysExportError) as err:
+        find_nsys()
+    assert str(err.value) == ("nsys not found: install Nsight Systems or pass --nsys PATH "
+                              "(or export the reports to .sqlite yourself)")
+
+
+def test_export_path_for(tmp_path, monkeypatch):
+    a = tmp_path / "a" / "r.nsys-rep"
+    b = tmp_path / "b" / "r.nsys-rep"
+    for path in (a, b):
+        path.parent.mkdir()
+        path.write_text("x")
+    cache = tmp_path / "cache"
+
+    assert export_path_for(a, None) == tmp_path / "a" / "r.sqlite"
+    in_cache_a, in_cache_b = export_path_for(a, cache), export_path_for(b, cache)
+    assert in_cache_a.parent == cache and in_cache_a.suffix == ".sqlite"
+    assert in_cache_a.name.startswith("r-") and in_cache_a != in_cache_b
+    assert export_path_for(a, cache) == in_cache_a  # stable
+
+    # A read-only folder: the default cache, $COLLECTIVETRACE_CACHE.
+    monkeypatch.setenv("COLLECTIVETRACE_CACHE", str(tmp_path / "env-cache"))
+    a.parent.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        assert export_path_for(a, None) == tmp_path / "env-cache" / in_cache_a.name
+    finally:
+        a.parent.chmod(0o755)
+
+
+
+def test_analyze_a_report_end_to_end(qdrep, real_nsys, tmp_path):
+    """`analyze report.qdrep --nsys ...`: exported by the real nsys, read, one rank of 20 kernels;
+    a newer report through the CLI is one line and exit status 2."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from nsys_collective.cli import app
+
+    cache = tmp_path / "cache"
+    result = CliRunner().invoke(app, ["analyze", str(qdrep), "--nsys", str(real_nsys), "--cache-dir", str(cache), "--json"])
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["inputs"][0]["path"] == str(qdrep) and doc["inputs"][0]["nsys_version"].startswith("2023.4.4")
+    assert [r["kernels"] for r in doc["ranks"]] == [20]
+
+    newer = tmp_path / "newer.qdrep"
+    newer.write_bytes(qdrep.read_bytes().replace(b"Report 1.\n", b"Report 2099@1@1@1-1v0.\n", 1))
+    result = CliRunner().invoke(app, ["analyze", str(newer), "--nsys", str(real_nsys), "--cache-dir", str(cache)])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1 and "newer Nsight Systems" in result.stderr
