@@ -6,6 +6,7 @@
 pub mod error;
 pub mod export;
 pub mod floor;
+mod scan;
 pub mod schema;
 pub mod strings;
 pub mod tables;
