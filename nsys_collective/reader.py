@@ -45,6 +45,8 @@ class Export:
     session: Session
     metadata: dict[str, str]
     system_env: dict[str, str]
+    capture: list[tuple[str, str]]
+    """META_DATA_CAPTURE rows in order; keys repeat (one ENVIRONMENT_VARIABLE row per variable)."""
     strings: list[str]
     kernels: Table
     memcpy: Table
@@ -70,6 +72,7 @@ class Export:
             session=Session(**raw["session"]),
             metadata=first_wins(raw["metadata"]),
             system_env=first_wins(raw["system_env"]),
+            capture=[tuple(pair) for pair in raw["capture"]],
             strings=raw["strings"],
             warnings=list(raw["warnings"]),
             **{name: raw[name] for name in TABLES},

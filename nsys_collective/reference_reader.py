@@ -136,6 +136,7 @@ def _read(conn: sqlite3.Connection, path: Path) -> Export:
     metadata = [(as_text(k), as_text(v)) for k, v in conn.execute(f'SELECT name, value FROM "{meta_table}"')] if meta_table else []
     env = "TARGET_INFO_SYSTEM_ENV"
     system_env = [(as_text(k), as_text(v)) for k, v in conn.execute(f"SELECT name, value FROM {env}")] if "name" in schema.get(env, []) else []
+    capture = [(as_text(k), as_text(v)) for k, v in conn.execute("SELECT name, value FROM META_DATA_CAPTURE")] if "name" in schema.get("META_DATA_CAPTURE", []) else []
     lookup = lambda pairs, key: next((v for k, v in pairs if k == key), None)  # noqa: E731
     utc = None
     if "utcEpochNs" in schema.get("TARGET_INFO_SESSION_START_TIME", []):
@@ -175,6 +176,7 @@ def _read(conn: sqlite3.Connection, path: Path) -> Export:
             },
             "metadata": metadata,
             "system_env": system_env,
+            "capture": capture,
             "strings": strings.values,
             "warnings": warnings,
             **tables,

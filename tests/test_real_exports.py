@@ -15,7 +15,7 @@ READERS = {"native": read_exports, "reference": reference_reader.read_exports}
 
 def assert_same_export(a: Export, b: Export) -> None:
     assert a.session == b.session
-    assert a.metadata == b.metadata and a.system_env == b.system_env
+    assert a.metadata == b.metadata and a.system_env == b.system_env and a.capture == b.capture
     assert a.strings == b.strings
     assert a.warnings == b.warnings
     for name in TABLES:

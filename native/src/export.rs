@@ -31,6 +31,9 @@ pub struct Export {
     pub metadata: Vec<(String, String)>,
     /// `TARGET_INFO_SYSTEM_ENV` name/value pairs (hostname, the captured environment, ...).
     pub system_env: Vec<(String, String)>,
+    /// `META_DATA_CAPTURE` name/value pairs (capture settings; keys repeat, e.g. one
+    /// `PROCESS_0:ENVIRONMENT_VARIABLE` row per variable of the profiled process).
+    pub capture: Vec<(String, String)>,
     pub tables: Vec<Table>,
     pub strings: Vec<String>,
     pub warnings: Vec<String>,
@@ -115,6 +118,11 @@ fn read_all(conn: &Connection, schema: &Schema, path: &Path, warnings: &mut Vec<
     } else {
         Vec::new()
     };
+    let capture = if schema.has_column("META_DATA_CAPTURE", "name") {
+        name_values(conn, "SELECT name, value FROM META_DATA_CAPTURE")?
+    } else {
+        Vec::new()
+    };
     let lookup = |pairs: &[(String, String)], key: &str| pairs.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
     let utc_epoch_ns = if schema.has_column("TARGET_INFO_SESSION_START_TIME", "utcEpochNs") {
         conn.query_row("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1", [], |r| r.get(0))
@@ -171,6 +179,7 @@ fn read_all(conn: &Connection, schema: &Schema, path: &Path, warnings: &mut Vec<
         },
         metadata,
         system_env,
+        capture,
         tables,
         strings: Vec::new(),
         warnings: Vec::new(),

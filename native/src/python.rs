@@ -64,8 +64,9 @@ fn export_to_dict(py: Python<'_>, export: Export) -> PyResult<Bound<'_, PyDict>>
     let out = PyDict::new(py);
     out.set_item("path", &export.path)?;
     out.set_item("session", session)?;
-    out.set_item("metadata", export.metadata.into_iter().collect::<Vec<_>>())?;
-    out.set_item("system_env", export.system_env.into_iter().collect::<Vec<_>>())?;
+    out.set_item("metadata", export.metadata)?;
+    out.set_item("system_env", export.system_env)?;
+    out.set_item("capture", export.capture)?;
     out.set_item("strings", export.strings)?;
     out.set_item("warnings", export.warnings)?;
     for table in export.tables {
