@@ -1,19 +1,31 @@
-"""Ranks: one (report, host, pid, device) each, with their GPU work counted.
+"""Ranks: one (report, host, pid, device) each, with their GPU work counted and their number.
 
 A report holds one rank per process and GPU that ran GPU work; a report without any GPU work is
 still a rank (with zero kernels), so a rank that did nothing is seen, not silently dropped.
+
+Rank numbers come from the most trusted source every rank has (nsys-export.md, "Identity"):
+the rank variables of the profiled process's environment (only for reports holding one rank: a
+report of several ranks records its launcher's environment), else a `rank<N>` in the file name
+(`-o report_rank%q{RANK}`), else a stable order (host, pid, device, report). NCCL's
+`ncclCommInitRank` payload would come first, but default exports do not carry payload values.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from nsys_collective.intervals import covered_ns, overlap_ns
+from nsys_collective.nccl import nccl_kernel_mask
 from nsys_collective.reader import Export
 
 GPU_ACTIVITY_TABLES = ("kernels", "memcpy", "memset")
+RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", "MV2_COMM_WORLD_RANK")
+_RANK_IN_NAME = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
+_ENV_ASSIGNMENT = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*)="?(.*?)"?$')
 
 
 @dataclass
@@ -30,13 +42,33 @@ class Rank:
     overlap_share: float | None
     first_ns: int | None
     last_ns: int | None
+    export_index: int  # which of the analyzed exports holds this rank
 
 
-def nccl_mask(export: Export) -> np.ndarray:
-    """Which kernels are NCCL's: every NCCL naming era starts with `nccl`."""
-    names = export.kernels["short_name"]
-    is_nccl_name = np.array([s.startswith("nccl") for s in export.strings] + [False], dtype=bool)
-    return is_nccl_name[np.where(names >= 0, names, len(export.strings))]
+def environment(export: Export) -> dict[str, str]:
+    """The profiled process's environment: META_DATA_CAPTURE's ENVIRONMENT_VARIABLE rows
+    (`NAME="value"`), else TARGET_INFO_SYSTEM_ENV's DeviceEnvironment (`NAME=value;...`)."""
+    env: dict[str, str] = {}
+    for key, value in export.capture:
+        if key.endswith(":ENVIRONMENT_VARIABLE") and (m := _ENV_ASSIGNMENT.match(value)):
+            env.setdefault(m.group(1), m.group(2))
+    for assignment in export.system_env.get("DeviceEnvironment", "").split(";"):
+        name, sep, value = assignment.partition("=")
+        if sep:
+            env.setdefault(name, value)
+    return env
+
+
+def _rank_from_environment(env: dict[str, str]) -> tuple[int, str] | None:
+    for name in RANK_VARIABLES:
+        if env.get(name, "").strip().isdigit():
+            return int(env[name]), f"environment ({name})"
+    return None
+
+
+def _rank_from_file_name(report: str) -> tuple[int, str] | None:
+    m = _RANK_IN_NAME.search(Path(report).name)
+    return (int(m.group(1)), "file name") if m else None
 
 
 def _on(table: dict[str, np.ndarray], pid: int | None, device: int | None) -> np.ndarray:
@@ -65,24 +97,34 @@ def _gpu_work(export: Export, pid: int | None, device: int | None, is_nccl: np.n
 
 
 def find_ranks(exports: list[Export], reports: list[str]) -> tuple[list[Rank], list[str]]:
-    """The ranks of all exports, numbered in a stable order (host, pid, device, report).
-
-    `reports` names each export as the user gave it. Returns the ranks and warnings.
-    """
+    """The ranks of all exports, numbered (see the module's docstring). `reports` names each
+    export as the user gave it. Returns the ranks, sorted by number, and warnings."""
     found, warnings = [], []
-    for export, report in zip(exports, reports):
-        is_nccl = nccl_mask(export)
+    for index, (export, report) in enumerate(zip(exports, reports)):
         tables = [getattr(export, t) for t in GPU_ACTIVITY_TABLES]
         keys = sorted({(int(p), int(d)) for t in tables for p, d in zip(t["pid"], t["device"])})
         if not keys:
             warnings.append(f"{report}: no CUDA kernels or copies captured; counted as a rank with zero kernels")
             keys = [(None, None)]
+        env = _rank_from_environment(environment(export)) if len(keys) == 1 else None
         for pid, device in keys:
-            found.append((export, report, pid, device, is_nccl))
-    found.sort(key=lambda f: (f[0].session.hostname or "", f[2] if f[2] is not None else -1, f[3] if f[3] is not None else -1, f[1]))
-    ranks = [
-        Rank(rank=i, report=report, host=export.session.hostname, pid=pid, device=device, rank_source="order",
-             **_gpu_work(export, pid, device, is_nccl))
-        for i, (export, report, pid, device, is_nccl) in enumerate(found)
-    ]
+            found.append({"index": index, "report": report, "pid": pid, "device": device,
+                          "host": export.session.hostname, "env": env, "file": _rank_from_file_name(report) if len(keys) == 1 else None})
+    found.sort(key=lambda f: (f["host"] or "", -1 if f["pid"] is None else f["pid"], -1 if f["device"] is None else f["device"], f["report"]))
+    numbers = None
+    for source in ("env", "file"):
+        candidates = [f[source] for f in found]
+        if all(candidates) and len({c[0] for c in candidates}) == len(candidates):
+            numbers = candidates
+            break
+        if any(candidates):
+            warnings.append(f"rank numbers from the {'environment' if source == 'env' else 'file names'} are missing or repeat; not used")
+    if numbers is None:
+        numbers = [(i, "order (host, pid, device)") for i in range(len(found))]
+    ranks = []
+    for f, (number, source) in zip(found, numbers):
+        export = exports[f["index"]]
+        ranks.append(Rank(rank=number, report=f["report"], host=f["host"], pid=f["pid"], device=f["device"], rank_source=source,
+                          export_index=f["index"], **_gpu_work(export, f["pid"], f["device"], nccl_kernel_mask(export))))
+    ranks.sort(key=lambda r: r.rank)
     return ranks, warnings

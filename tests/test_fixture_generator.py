@@ -6,23 +6,16 @@ Only plain sqlite3 queries here: the point is to check the generator, not to tes
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import re
 import shlex
 import sqlite3
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT / "fixtures"
-_spec = importlib.util.spec_from_file_location("generate_fixture", ROOT / "scripts" / "generate_fixture.py")
-gen = importlib.util.module_from_spec(_spec)
-sys.modules["generate_fixture"] = gen  # dataclasses look their module up there
-_spec.loader.exec_module(gen)
+from conftest import FIXTURES, ROOT, gen
 
 SMALL = dict(ranks=4, hosts=2, steps=4, kernels_per_step=28, buckets=2)
 

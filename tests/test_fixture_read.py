@@ -9,7 +9,8 @@ import pytest
 
 from conftest import FIXTURES, tree_hashes
 from nsys_collective import read_exports, reference_reader
-from nsys_collective.ranks import find_ranks, nccl_mask
+from nsys_collective.nccl import nccl_kernel_mask
+from nsys_collective.ranks import find_ranks
 from test_real_exports import assert_same_export
 
 SETS = sorted(p.name for p in FIXTURES.iterdir() if (p / "truth.json").is_file())
@@ -28,7 +29,7 @@ def test_fixture_counts_and_identity_equal_truth(name):
         assert export.session.utc_epoch_ns == planted["utc_epoch_ns"]
         assert export.session.time_normalized == truth["time_normalized"]
         assert len(export.kernels["start"]) == planted["kernels"]
-        assert int(nccl_mask(export).sum()) == planted["nccl_kernels"]
+        assert int(nccl_kernel_mask(export).sum()) == planted["nccl_kernels"]
         assert len(export.memcpy["start"]) == planted["memcpys"]
         assert len(export.runtime["start"]) == planted["runtime_calls"]
         assert len(export.nvtx["start"]) == planted["nvtx_events"]

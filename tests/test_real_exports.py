@@ -7,7 +7,8 @@ import pytest
 
 from conftest import REAL, real_params, sha256
 from nsys_collective import read_exports, reference_reader
-from nsys_collective.ranks import find_ranks, nccl_mask
+from nsys_collective.nccl import nccl_kernel_mask
+from nsys_collective.ranks import find_ranks
 from nsys_collective.reader import NVTX_PUSH_POP_RANGE, NVTX_START_END_RANGE, TABLES, Export
 
 READERS = {"native": read_exports, "reference": reference_reader.read_exports}
@@ -44,7 +45,7 @@ def test_real_export_matches_facts(facts, reader):
 
     k = export.kernels
     assert len(k["start"]) == int(facts["kernels"])
-    assert int(nccl_mask(export).sum()) == int(facts["nccl_kernels"])
+    assert int(nccl_kernel_mask(export).sum()) == int(facts["nccl_kernels"])
     assert len(export.nvtx["start"]) == int(facts["nvtx_rows"])
     names = export.names(export.nvtx["domain_name"])
     ranges = np.isin(export.nvtx["type"], [NVTX_PUSH_POP_RANGE, NVTX_START_END_RANGE])

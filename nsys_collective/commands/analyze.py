@@ -4,20 +4,16 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from nsys_collective import __version__
+from nsys_collective.analysis import analyze_exports
 from nsys_collective.console import error_edge, stderr, warn
 from nsys_collective.inputs import discover, is_report
-from nsys_collective.ranks import Rank, find_ranks
+from nsys_collective.json_output import document
 from nsys_collective.reader import read_exports
-
-JSON_SCHEMA_VERSION = 1
+from nsys_collective.terminal import render
 
 
 def analyze(
@@ -37,26 +33,13 @@ def analyze(
                 exports = read_exports(exports_paths, threads)
         else:
             exports = read_exports(exports_paths, threads)
-        reports = [str(p) for p in inputs]
-        ranks, warnings = find_ranks(exports, reports)
-        warnings = [f"{r}: {w}" for e, r in zip(exports, reports) for w in e.warnings] + warnings
-        if not as_json:
-            for w in warnings:
-                warn(w)
-        result = {
-            "schema_version": JSON_SCHEMA_VERSION,
-            "tool_version": __version__,
-            "inputs": [
-                {"path": r, "export": str(p), "nsys_version": e.session.nsys_version, "schema": e.session.schema_version}
-                for r, p, e in zip(reports, exports_paths, exports)
-            ],
-            "ranks": [_rank_json(r) for r in ranks],
-            "warnings": warnings,
-        }
+        analysis = analyze_exports(exports, [str(p) for p in inputs])
         if as_json:
-            typer.echo(json.dumps(result, indent=2))
+            typer.echo(json.dumps(document(analysis, [str(p) for p in exports_paths]), indent=2))
         else:
-            _print_ranks(ranks)
+            for w in analysis.warnings:
+                warn(w)
+            render(analysis)
 
 
 def _exported(inputs: list[Path], nsys: str | None, cache_dir: Path | None, progress: bool) -> list[Path]:
@@ -68,29 +51,3 @@ def _exported(inputs: list[Path], nsys: str | None, cache_dir: Path | None, prog
 
     exported = dict(zip(reports, export_reports(reports, nsys=nsys, cache_dir=cache_dir, progress=progress)))
     return [exported.get(p, p) for p in inputs]
-
-
-def _rank_json(rank: Rank) -> dict:
-    out = asdict(rank)
-    # Filled by clock alignment (a later stage); null, not a made-up zero, until then.
-    out["clock_offset_ns"] = None
-    out["clock_drift_ppm"] = None
-    return out
-
-
-def _ms(ns: int | None) -> str:
-    return "-" if ns is None else f"{ns / 1e6:,.3f}"
-
-
-def _print_ranks(ranks: list[Rank]) -> None:
-    table = Table(title=f"{len(ranks)} ranks", title_justify="left")
-    for column, justify in [("rank", "right"), ("report", "left"), ("host", "left"), ("pid", "right"), ("device", "right"),
-                            ("kernels", "right"), ("NCCL kernels", "right"), ("NCCL ms", "right"), ("span ms", "right")]:
-        table.add_column(column, justify=justify)
-    for r in ranks:
-        span = None if r.first_ns is None else r.last_ns - r.first_ns
-        table.add_row(str(r.rank), Path(r.report).name, r.host or "-", str(r.pid) if r.pid is not None else "-",
-                      str(r.device) if r.device is not None else "-", f"{r.kernels:,}", f"{r.nccl_kernels:,}",
-                      _ms(r.nccl_time_ns), _ms(span))
-    # A pipe gets every column in full, not a table squeezed to 80 characters.
-    Console(width=None if sys.stdout.isatty() else 240).print(table)

@@ -1,0 +1,81 @@
+"""Per-instance timing on aligned clocks (method.md section 3).
+
+For instance c with aligned starts a_r and ends e_r: last arrival L = max a_r, whose rank is the
+straggler; reference arrival = median a_r; wait w_r = L - a_r (time rank r spun), wait cost
+W = sum w_r (GPU-time lost); transfer x = max(0, median e_r - L); skew = L - reference.
+The clock-free cross-check of the transfer is the shortest kernel duration across ranks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+# nccl-tests' bus bandwidth factors, by operation, for n ranks.
+BUS_FACTOR = {
+    "AllReduce": lambda n: 2 * (n - 1) / n,
+    "AllGather": lambda n: (n - 1) / n,
+    "ReduceScatter": lambda n: (n - 1) / n,
+    "AllToAll": lambda n: (n - 1) / n,
+}
+
+
+@dataclass
+class Timing:
+    """Instance arrays (by instance id) and observation arrays (by observation row)."""
+
+    first_arrival: np.ndarray
+    last_arrival: np.ndarray
+    straggler: np.ndarray  # rank number
+    reference_arrival: np.ndarray
+    skew: np.ndarray
+    wait_cost: np.ndarray
+    transfer: np.ndarray
+    shortest_duration: np.ndarray
+    wait: np.ndarray  # per observation
+
+
+def _group_bounds(inst: np.ndarray) -> np.ndarray:
+    """Start offsets of each instance's run in an instance-sorted array."""
+    return np.flatnonzero(np.r_[True, inst[1:] != inst[:-1]])
+
+
+def _median_per_group(inst: np.ndarray, values: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    order = np.lexsort((values, inst))
+    v = values[order]
+    lo, hi = starts + (counts - 1) // 2, starts + counts // 2
+    return v[lo] + (v[hi] - v[lo]) // 2
+
+
+def instance_timing(inst: np.ndarray, rank: np.ndarray, start: np.ndarray, end: np.ndarray) -> Timing:
+    """Timing of every instance from aligned observations sorted by instance."""
+    if len(inst) == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return Timing(*([empty] * 9))
+    starts = _group_bounds(inst)
+    counts = np.diff(np.r_[starts, len(inst)])
+    last = np.maximum.reduceat(start, starts)
+    # The straggler: the latest arrival (the lowest rank on a tie).
+    latest = np.lexsort((rank, -start, inst))[starts]
+    reference = _median_per_group(inst, start, starts, counts)
+    wait = last[np.repeat(np.arange(len(starts)), counts)] - start
+    return Timing(
+        first_arrival=np.minimum.reduceat(start, starts),
+        last_arrival=last,
+        straggler=rank[latest],
+        reference_arrival=reference,
+        skew=last - reference,
+        wait_cost=np.add.reduceat(wait, starts),
+        transfer=np.maximum(0, _median_per_group(inst, end, starts, counts) - last),
+        shortest_duration=np.minimum.reduceat(end - start, starts),
+        wait=wait,
+    )
+
+
+def bus_bandwidth_gbps(op: str, nbytes: int, nranks: int, transfer_ns: int) -> float | None:
+    """busbw in GB/s (nccl-tests convention), None when the size or transfer is unknown."""
+    if nbytes < 0 or transfer_ns <= 0:
+        return None
+    factor = BUS_FACTOR.get(op, lambda n: 1.0)(nranks)
+    return nbytes / transfer_ns * factor
