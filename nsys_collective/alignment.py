@@ -72,8 +72,14 @@ class Alignment:
 
     def correct(self, ranks: np.ndarray, utc: np.ndarray) -> np.ndarray:
         """Aligned times of UTC times, each of the given rank (integer ns)."""
-        clock = np.array([self.clock_of_rank[int(r)] for r in ranks], dtype=np.int64) if len(ranks) else np.zeros(0, np.int64)
-        return _apply(utc, clock, self.offset_ns, self.drift_ppm, self.t_ref_ns)
+        return _apply(utc, _lookup(self.clock_of_rank, ranks), self.offset_ns, self.drift_ppm, self.t_ref_ns)
+
+
+def _lookup(mapping: dict[int, int], keys: np.ndarray) -> np.ndarray:
+    """mapping[k] for every k of keys, vectorized."""
+    known = np.array(sorted(mapping), dtype=np.int64)
+    values = np.array([mapping[k] for k in known.tolist()], dtype=np.int64)
+    return values[np.searchsorted(known, keys)] if len(keys) else np.zeros(0, np.int64)
 
 
 def _apply(t: np.ndarray, clock: np.ndarray, offset: np.ndarray, drift: np.ndarray, t_ref: int) -> np.ndarray:
@@ -250,7 +256,7 @@ def align(obs_instance, obs_rank, obs_start, obs_end, sync: np.ndarray, host_of_
         clock_of_rank[r] = names.index(name)
 
     def clock_array():
-        return np.array([clock_of_rank[int(r)] for r in rank], dtype=np.int64)
+        return _lookup(clock_of_rank, rank)
 
     before = _spread(inst, end)
     violations_before = count_violations(inst, start, end)
@@ -297,21 +303,17 @@ def _best_fit(inst, clock, start, end, n_clocks, t_ref):
 
 
 def _disagreeing_ranks(rank, resid, w, clock_of_rank) -> list[int]:
-    out = []
-    by_clock: dict[int, list[int]] = {}
-    for r, c in clock_of_rank.items():
-        by_clock.setdefault(c, []).append(r)
-    for members in by_clock.values():
-        if len(members) < 2:
-            continue
-        for r in members:
-            mine = rank == r
-            n = int(mine.sum())
-            if n < 3:
-                continue
-            mean = np.average(resid[mine], weights=w[mine])
-            se = np.std(resid[mine]) / np.sqrt(n)
-            if abs(mean) > max(SPLIT_MIN_NS, SPLIT_SIGMAS * se):
-                out.append(r)
-    # Never split every rank of a clock: someone has to keep the host's clock.
-    return [r for r in out if sum(clock_of_rank[q] == clock_of_rank[r] and q not in out for q in clock_of_rank) > 0]
+    """Ranks whose weighted mean residual is far (in ns and in standard errors) from their clock's."""
+    ids, at = np.unique(rank, return_inverse=True)
+    n = np.bincount(at)
+    mean = np.bincount(at, weights=w * resid) / np.bincount(at, weights=w)
+    std = np.sqrt(np.maximum(np.bincount(at, weights=resid**2) / n - (np.bincount(at, weights=resid) / n) ** 2, 0))
+    far = (n >= 3) & (np.abs(mean) > np.maximum(SPLIT_MIN_NS, SPLIT_SIGMAS * std / np.sqrt(n)))
+    clocks = _lookup(clock_of_rank, ids)
+    far &= np.bincount(clocks)[clocks] > 1
+    # Never split every rank of a clock: the one nearest its fit keeps the host's clock.
+    for clock in np.unique(clocks[far]):
+        members = np.flatnonzero(clocks == clock)
+        if far[members].all():
+            far[members[np.argmin(np.abs(mean[members]))]] = False
+    return ids[far].tolist()
