@@ -1,5 +1,6 @@
 """The cross-rank model of one job: ranks, their NCCL operations matched into collective
-instances, clocks aligned from those instances, and per-instance timing on the aligned clocks."""
+instances, clocks aligned from those instances, per-instance timing on the aligned clocks, and
+what blocked (blocking.py) and slowed (contention.py) each collective."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from nsys_collective import blocking, contention
 from nsys_collective.alignment import Alignment, align
+from nsys_collective.gpu_work import WorkCache
 from nsys_collective.matching import Collectives, match
 from nsys_collective.nccl import OPS, SYNC_OPS, NcclOps, nccl_ops
 from nsys_collective.ranks import Rank, find_ranks
@@ -27,6 +30,8 @@ class Analysis:
     aligned_start: np.ndarray  # per observation of `collectives`
     aligned_end: np.ndarray
     warnings: list[str] = field(default_factory=list)
+    blocking: blocking.Blocking | None = None
+    contention: contention.Contention | None = None
 
     def op_name(self, instance: int) -> str:
         return OPS[int(self.collectives.op[instance])]
@@ -61,5 +66,10 @@ def analyze_exports(exports: list[Export], reports: list[str]) -> Analysis:
     aligned_start = alignment.correct(collectives.obs_rank, collectives.obs_start)
     aligned_end = alignment.correct(collectives.obs_rank, collectives.obs_end)
     timing = instance_timing(collectives.obs_instance, collectives.obs_rank, aligned_start, aligned_end)
-    return Analysis(exports=exports, reports=reports, ranks=ranks, ops=ops, collectives=collectives, alignment=alignment,
-                    timing=timing, aligned_start=aligned_start, aligned_end=aligned_end, warnings=warnings)
+    analysis = Analysis(exports=exports, reports=reports, ranks=ranks, ops=ops, collectives=collectives, alignment=alignment,
+                        timing=timing, aligned_start=aligned_start, aligned_end=aligned_end, warnings=warnings)
+    work = WorkCache(analysis)
+    analysis.blocking = blocking.attribute(analysis, work)
+    analysis.contention = contention.attribute(analysis, work)
+    analysis.warnings += analysis.contention.warnings
+    return analysis

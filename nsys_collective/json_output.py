@@ -9,6 +9,7 @@ import numpy as np
 
 from nsys_collective import __version__
 from nsys_collective.analysis import Analysis
+from nsys_collective.findings import findings
 from nsys_collective.timing import bus_bandwidth_gbps
 
 SCHEMA_VERSION = 1
@@ -20,6 +21,7 @@ def _int_or_none(value: int) -> int | None:
 
 def document(analysis: Analysis, export_paths: list[str]) -> dict:
     a, t, c = analysis.alignment, analysis.timing, analysis.collectives
+    b, ct = analysis.blocking, analysis.contention
     ranks = []
     for r in analysis.ranks:
         fitted = analysis.clock_fitted(r.rank)
@@ -29,7 +31,7 @@ def document(analysis: Analysis, export_paths: list[str]) -> dict:
             "clock_offset_ns": a.rank_offset_ns(r.rank) if fitted else None,
             "clock_drift_ppm": a.rank_drift_ppm(r.rank) if fitted else None,
             "kernels": r.kernels, "nccl_kernels": r.nccl_kernels, "nccl_time_ns": r.nccl_time_ns,
-            "overlap_share": r.overlap_share, "first_ns": r.first_ns, "last_ns": r.last_ns,
+            "compute_overlap_ns": r.compute_overlap_ns, "overlap_share": r.overlap_share, "first_ns": r.first_ns, "last_ns": r.last_ns,
         })
     collectives = []
     for i in range(len(c)):
@@ -40,7 +42,12 @@ def document(analysis: Analysis, export_paths: list[str]) -> dict:
             "straggler_rank": int(t.straggler[i]), "skew_ns": int(t.skew[i]), "wait_cost_ns": int(t.wait_cost[i]),
             "transfer_ns": int(t.transfer[i]), "transfer_shortest_ns": int(t.shortest_duration[i]),
             "busbw_gbps": bus_bandwidth_gbps(op, int(c.bytes[i]), n, int(t.transfer[i])),
-            "blame": None,  # blocking attribution comes in a later stage
+            "reference_rank": _int_or_none(b.reference[i]),
+            "blame_method": b.method[i],
+            "blame": b.blame[i],
+            "compute_overlap_ns": int(ct.overlap[i]),
+            "baseline_transfer_ns": _int_or_none(ct.baseline[i]),
+            "contention_excess_ns": _int_or_none(ct.excess[i]),
         })
     inflicted = Counter()
     for straggler, cost in zip(t.straggler.tolist(), t.wait_cost.tolist()):
@@ -73,8 +80,10 @@ def document(analysis: Analysis, export_paths: list[str]) -> dict:
             "instances_used": a.instances_used,
         },
         "collectives": collectives,
-        "blocking_kernels": None,
-        "contention": None,
+        "blocking_kernels": b.kernels,
+        "blocking_launches": b.launches,
+        "contention": ct.entries,
+        "compute_slowdown": ct.compute_slowdown,
         "summary": {
             "ranks": len(analysis.ranks),
             "collectives": len(c),
@@ -82,9 +91,11 @@ def document(analysis: Analysis, export_paths: list[str]) -> dict:
             "wait_ns": int(t.wait_cost.sum()),
             # GPU-time, like every total over ranks: each instance's transfer on each of its ranks.
             "transfer_ns": int((t.transfer * c.nranks).sum()),
-            "explained_wait_share": None,
-            "top_blocking_kernel": None,
+            "explained_wait_share": b.explained_wait_share,
+            "top_blocking_kernel": b.top_blocking_kernel,
+            "idle_wait_ns": b.idle,
             "top_straggler_rank": max(inflicted, key=inflicted.get) if inflicted and max(inflicted.values()) > 0 else None,
         },
+        "findings": findings(analysis),
         "warnings": analysis.warnings,
     }

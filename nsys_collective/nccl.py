@@ -89,17 +89,17 @@ def _ranges(export: Export, pid: int, wanted, domain: str | None):
     return out
 
 
-def _launches(export: Export, pid: int, correlation: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(thread, time) of the runtime call that launched each correlation id; -1 when not found."""
+def launches(export: Export, pid: int, correlation: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(thread, UTC time) of the runtime call that launched each correlation id of process pid,
+    -1 where the export has no such call (same process, same correlation id)."""
     rt = export.runtime
     mine = np.flatnonzero(rt["pid"] == pid)
     order = mine[np.argsort(rt["correlation"][mine], kind="stable")]
-    keys = rt["correlation"][order]
-    at = np.clip(np.searchsorted(keys, correlation), 0, max(len(keys) - 1, 0))
-    found = (len(keys) > 0) & (keys[at] == correlation) if len(keys) else np.zeros(len(correlation), bool)
-    tid = np.where(found, rt["tid"][order[at]] if len(keys) else -1, -1)
-    when = np.where(found, rt["start"][order[at]] if len(keys) else -1, -1)
-    return tid, when
+    if len(order) == 0:
+        return np.full(len(correlation), -1), np.full(len(correlation), -1)
+    at = np.minimum(np.searchsorted(rt["correlation"][order], correlation), len(order) - 1)
+    found = rt["correlation"][order[at]] == correlation
+    return np.where(found, rt["tid"][order[at]], -1), np.where(found, rt["start"][order[at]], -1)
 
 
 def _covering_range(ranges, tid: np.ndarray, when: np.ndarray) -> np.ndarray:
@@ -118,7 +118,7 @@ def nccl_ops(export: Export, pid: int, device: int) -> NcclOps:
     k = export.kernels
     rows = np.flatnonzero(nccl_kernel_mask(export) & (k["pid"] == pid) & (k["device"] == device))
     ranges = _ranges(export, pid, _is_api, "NCCL")
-    tid, when = _launches(export, pid, k["correlation"][rows])
+    tid, when = launches(export, pid, k["correlation"][rows])
     api = _covering_range(ranges, tid, when)
     pytorch = _covering_range(_ranges(export, pid, _is_pytorch, None), tid, when)
     kernel_names = export.names(k["short_name"][rows])
@@ -131,7 +131,7 @@ def nccl_ops(export: Export, pid: int, device: int) -> NcclOps:
     m = export.memcpy
     copies = np.flatnonzero((m["pid"] == pid) & (m["device"] == device))
     if len(copies) and ranges:
-        ctid, cwhen = _launches(export, pid, m["correlation"][copies])
+        ctid, cwhen = launches(export, pid, m["correlation"][copies])
         capi = _covering_range(ranges, ctid, cwhen)
         kernel_launch_times = set(when.tolist())
         ce = [i for i, a in enumerate(capi) if a in _API_OP]

@@ -39,6 +39,7 @@ class Rank:
     kernels: int
     nccl_kernels: int
     nccl_time_ns: int
+    compute_overlap_ns: int
     overlap_share: float | None
     first_ns: int | None
     last_ns: int | None
@@ -89,6 +90,7 @@ def _gpu_work(export: Export, pid: int | None, device: int | None, is_nccl: np.n
         "kernels": int(mine.sum()),
         "nccl_kernels": int(nccl.sum()),
         "nccl_time_ns": nccl_time,
+        "compute_overlap_ns": overlap,
         # HTA's and NVIDIA's headline figure: the share of NCCL time with compute running beside it.
         "overlap_share": overlap / nccl_time if nccl_time else None,
         "first_ns": int(starts.min()) if len(starts) else None,

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from nsys_collective.analysis import Analysis
+from nsys_collective.findings import findings
 
 WORST = 10
 # A straggler is "dominant" when it caused at least this share of all wait.
@@ -25,7 +26,11 @@ def _us(ns) -> str:
     return "-" if ns is None else f"{ns / 1e3:,.1f}"
 
 
-TEXT_COLUMNS = {"host", "report", "clock", "op", "comm"}
+TEXT_COLUMNS = {"host", "report", "clock", "op", "comm", "cause", "kernel", "kernel or NVTX range", "confidence"}
+
+
+def _shorten(name: str, width: int = 60) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"
 
 
 def _table(title: str, columns: list[str]) -> Table:
@@ -53,9 +58,7 @@ def verdict(analysis: Analysis) -> list[str]:
     if total_wait and top_wait >= DOMINANT_SHARE * total_wait:
         lines.append(f"Rank {top} arrived last in {count[top]} of {len(c)} collectives and cost the others "
                      f"{_ms(top_wait)} ms ({top_wait / total_wait:.0%} of all wait).")
-    elif total_wait:
-        lines.append("No dominant straggler: the last arrival moves between ranks.")
-    return lines
+    return lines + findings(analysis)
 
 
 def render(analysis: Analysis) -> None:
@@ -90,6 +93,23 @@ def render(analysis: Analysis) -> None:
         stragglers.add_row(str(rank), host_of.get(rank) or "-", f"{int(mine.sum())} of {len(c)}",
                            _ms(int(t.skew[mine].sum())), _ms(int(t.wait_cost[mine].sum())))
     out.print(stragglers)
+
+    b = analysis.blocking
+    if b.kernels or b.launches:
+        blocking = _table("What made the stragglers late", ["rank", "cause", "kernel or NVTX range", "blamed ms", "wait inflicted ms", "collectives", "confidence"])
+        rows = [(e["inflicted_wait_ns"], e["rank"], e["cause"], e["kernel"], e["blame_ns"], e["collectives"], e["confidence"]) for e in b.kernels]
+        rows += [(e["inflicted_wait_ns"], e["rank"], "host_launch", e["nvtx"] or "-", e["blame_ns"], e["collectives"], e["confidence"]) for e in b.launches]
+        for inflicted, rank, cause, what, blamed, count, confidence in sorted(rows, key=lambda r: -r[0])[:WORST]:
+            blocking.add_row(str(rank), cause, _shorten(what), _ms(blamed), _ms(inflicted), str(count), confidence)
+        out.print(blocking)
+        if b.explained_wait_share is not None:
+            out.print(f"Explained: {b.explained_wait_share:.0%} of the wait (the rest is unexplained lateness).")
+    ct = analysis.contention
+    if ct.entries:
+        contention = _table("What slowed the transfers", ["kernel", "overlap ms", "slowdown ms", "SM footprint", "collectives"])
+        for e in ct.entries[:WORST]:
+            contention.add_row(_shorten(e["kernel"]), _ms(e["overlap_ns"]), _ms(e["contention_ns"]), f"{e['sm_footprint']:.2f}", str(e["collectives"]))
+        out.print(contention)
 
     worst = _table(f"Worst collectives by wait (top {min(WORST, len(c))})",
                    ["id", "op", "comm", "seq", "ranks", "straggler", "skew ms", "wait ms", "transfer ms", "shortest ms"])

@@ -7,6 +7,8 @@ pub mod error;
 pub mod export;
 pub mod floor;
 mod scan;
+pub mod intervals;
+pub mod lateness;
 pub mod schema;
 pub mod strings;
 pub mod tables;

@@ -1,0 +1,56 @@
+"""The analysis in plain words: what a person should read first."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+MAX_FINDINGS = 5
+# Contention is worth a sentence when it cost at least this share of all transfer time.
+CONTENTION_SHARE = 0.02
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:,.1f} ms" if ns >= 100_000 else f"{ns / 1e3:,.0f} µs"
+
+
+def _op_plural(analysis) -> str:
+    ops = Counter(analysis.op_name(i) for i in range(len(analysis.collectives)))
+    return f"{ops.most_common(1)[0][0]}s" if len(ops) == 1 else "collectives"
+
+
+def findings(analysis) -> list[str]:
+    b, ct, t, c = analysis.blocking, analysis.contention, analysis.timing, analysis.collectives
+    if not len(c):
+        return ["No collective was matched across ranks: nothing blocked anything."]
+    total_wait = int(t.wait_cost.sum())
+    ops = _op_plural(analysis)
+    others = len(analysis.ops) - 1
+    out = []
+    causes = [(e["inflicted_wait_ns"], "kernel", e) for e in b.kernels if e["confidence"] == "high"]
+    causes += [(e["inflicted_wait_ns"], "launch", e) for e in b.launches if e["confidence"] == "high"]
+    for inflicted, kind, e in sorted(causes, key=lambda x: -x[0])[:MAX_FINDINGS]:
+        share = f"{inflicted / total_wait:.0%} of all collective wait" if total_wait else "no wait"
+        cost = f"the other {others} ranks waited {_ms(inflicted)} in total ({share})"
+        if kind == "launch":
+            out.append(f"rank {e['rank']}: kernel launches came late while the host was in '{e['nvtx'] or 'no NVTX range'}' "
+                       f"and made {e['collectives']} of {len(c)} {ops} late; {cost}.")
+        elif e["cause"] == "window":
+            out.append(f"rank {e['rank']}: {e['kernel']} was running while the others waited, in {e['collectives']} "
+                       f"{ops} (its ranks run different programs); {cost}.")
+        elif e["runs"] > e["reference_runs"]:
+            out.append(f"rank {e['rank']}: {e['kernel']} ran {e['runs']} times against {e['reference_runs']} on the other ranks "
+                       f"(more work on this rank) and made {e['collectives']} of {len(c)} {ops} late; {cost}.")
+        else:
+            out.append(f"rank {e['rank']}: {e['kernel']} ran {e['slowdown']:.0%} longer than on the other ranks and made "
+                       f"{e['collectives']} of {len(c)} {ops} late; {cost}.")
+    if not causes:
+        stragglers = Counter(t.straggler.tolist())
+        out.append(f"No dominant straggler or cause: the last arrival moves between ranks "
+                   f"({', '.join(f'rank {r}: {k}' for r, k in stragglers.most_common(3))} of {len(c)}) "
+                   f"and the {_ms(total_wait)} of wait is spread over many kernels.")
+    total_transfer = float((t.transfer * c.nranks).sum())
+    for e in ct.entries[:2]:
+        if e["contention_ns"] and total_transfer and e["contention_ns"] >= CONTENTION_SHARE * total_transfer:
+            out.append(f"{e['kernel']} overlapped the transfers of {e['collectives']} {ops} and slowed them by "
+                       f"{_ms(e['contention_ns'])} of GPU time ({e['contention_ns'] / total_transfer:.0%} of all transfer time).")
+    return out
