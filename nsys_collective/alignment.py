@@ -74,6 +74,11 @@ class Alignment:
         """Aligned times of UTC times, each of the given rank (integer ns)."""
         return _apply(utc, _lookup(self.clock_of_rank, ranks), self.offset_ns, self.drift_ppm, self.t_ref_ns)
 
+    def correct_rank(self, rank: int, utc: np.ndarray) -> np.ndarray:
+        """Aligned times of UTC times of one rank."""
+        clock = self.clock_of_rank[rank]
+        return _apply(utc, np.zeros(len(utc), np.int64), self.offset_ns[[clock]], self.drift_ppm[[clock]], self.t_ref_ns)
+
 
 def _lookup(mapping: dict[int, int], keys: np.ndarray) -> np.ndarray:
     """mapping[k] for every k of keys, vectorized."""

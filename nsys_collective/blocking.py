@@ -74,8 +74,8 @@ def _nvtx_around(work: WorkCache, rank: int, tid: int, gap_start: int, gap_end: 
     rows = np.flatnonzero(np.isin(nvtx["type"], [NVTX_PUSH_POP_RANGE, NVTX_START_END_RANGE]) & (nvtx["pid"] == r.pid) & (nvtx["tid"] == tid))
     if len(rows) == 0:
         return None
-    correct = lambda t: work.analysis.alignment.correct(np.full(len(t), rank), t)  # noqa: E731
-    start, end = correct(nvtx["start"][rows]), correct(nvtx["end"][rows])
+    correct = work.analysis.alignment.correct_rank
+    start, end = correct(rank, nvtx["start"][rows]), correct(rank, nvtx["end"][rows])
     overlap = np.minimum(end, gap_end) - np.maximum(start, gap_start)
     # Ranges covering most of the gap; of those the innermost (a step range covers it all, the
     # data loader inside it is what the host was doing).
@@ -140,7 +140,7 @@ def attribute(analysis, work: WorkCache) -> Blocking:
         for row, cause, key, ns, ready in zip(*(blames[k].tolist() for k in ("target", "cause", "key", "ns", "ready"))):
             i = targets[row]
             if CAUSES[cause] == "kernel":
-                entry = {"cause": "kernel", "kernel": work.names.values[_short(ws, key)], "kernel_full": work.names.values[key]}
+                entry = {"cause": "kernel", "kernel": work.names.values[ws.short_of[key]], "kernel_full": work.names.values[key]}
             elif CAUSES[cause] == "host_launch":
                 entry = {"cause": "host_launch", "nvtx": _nvtx_around(work, s, int(ws.launch_tid[key]), ready, int(ws.launch[key])),
                          "kernel": work.names.values[int(ws.short_name[key])]}
@@ -165,7 +165,7 @@ def attribute(analysis, work: WorkCache) -> Blocking:
         for item, overlap in zip(items.tolist(), ns.tolist()):
             per_name[int(w.name[item])] += round(overlap * scale)
         for key, part in sorted(per_name.items(), key=lambda kv: -kv[1]):
-            result.blame[i].append({"cause": "window", "kernel": work.names.values[_short(w, key)],
+            result.blame[i].append({"cause": "window", "kernel": work.names.values[w.short_of[key]],
                                     "kernel_full": work.names.values[key], "rank": s, "ns": part})
         result.unexplained[i] = result.lateness[i] - sum(per_name.values())
 
@@ -177,20 +177,13 @@ def attribute(analysis, work: WorkCache) -> Blocking:
     return result
 
 
-def _short(work, full_id: int) -> int:
-    at = np.flatnonzero(work.name == full_id)
-    return int(work.short_name[at[0]]) if len(at) else full_id
-
-
 def kernel_contrast(work: WorkCache, full_name: str, rank: int, references: set[int]) -> tuple[float | None, int, int]:
     """How a kernel ran on `rank` against its reference ranks: the ratio of median durations
     (means) minus one (None where the references never ran it), and the occurrence counts on each side."""
     name = work.names.intern(full_name)
 
     def durations(r):
-        w = work[r]
-        mine = w.name == name
-        return (w.end - w.start)[mine]
+        return work[r].durations_by_name.get(name, np.zeros(0, np.int64))
 
     own = durations(rank)
     other = np.concatenate([durations(r) for r in sorted(references)]) if references else np.zeros(0, np.int64)

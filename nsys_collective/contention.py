@@ -73,7 +73,7 @@ def _positions_in_step(analysis) -> np.ndarray | None:
         if len(steps) == 0:
             continue
         found = True
-        step_starts = np.sort(analysis.alignment.correct(np.full(len(steps), rank), nvtx["start"][steps]))
+        step_starts = np.sort(analysis.alignment.correct_rank(rank, nvtx["start"][steps]))
         mine = np.flatnonzero((c.obs_rank == rank) & np.isin(c.obs_instance, [i for i, cm in enumerate(c.comm) if cm == comm]))
         inst = c.obs_instance[mine]
         step = np.searchsorted(step_starts, analysis.aligned_start[mine], side="right")
@@ -175,9 +175,8 @@ def _compute_slowdown(analysis, work: WorkCache, min_runs: int = 3) -> list[dict
         duration = (w.end - w.start)[compute]
         for flag, col in ((True, 0), (False, 2)):
             sel = beside == flag
-            names = w.name[compute][sel]
-            for name, total, count in zip(*_group_sum(names, duration[sel])):
-                s = sums[(int(name), int(w.short_name[compute][sel][names == name][0]))]
+            for name, total, count in zip(*_group_sum(w.name[compute][sel], duration[sel])):
+                s = sums[(int(name), w.short_of[int(name)])]
                 s[col] += total
                 s[col + 1] += count
     out = []

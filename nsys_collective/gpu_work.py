@@ -50,6 +50,20 @@ class GpuWork:
     def __len__(self) -> int:
         return len(self.start)
 
+    @cached_property
+    def short_of(self) -> dict[int, int]:
+        """Short name id of each full name id."""
+        full, first = np.unique(self.name, return_index=True)
+        return dict(zip(full.tolist(), self.short_name[first].tolist()))
+
+    @cached_property
+    def durations_by_name(self) -> dict[int, np.ndarray]:
+        """Durations of each name's runs."""
+        order = np.argsort(self.name, kind="stable")
+        names, starts = np.unique(self.name[order], return_index=True)
+        durations = (self.end - self.start)[order]
+        return {int(n): d for n, d in zip(names, np.split(durations, starts[1:]))}
+
     def index_of(self, start: np.ndarray, end: np.ndarray) -> np.ndarray:
         """Index of the items with these aligned (start, end); -1 where none."""
         at = np.searchsorted(self.start, start)
@@ -99,7 +113,7 @@ class WorkCache:
         if rank not in self._work:
             r = self._ranks[rank]
             export = self.analysis.exports[r.export_index]
-            correct = lambda t: self.analysis.alignment.correct(np.full(len(t), rank), t)  # noqa: E731
+            correct = lambda t: self.analysis.alignment.correct_rank(rank, t)  # noqa: E731
             self._work[rank] = build(export, r.pid, r.device, correct, self.names)
         return self._work[rank]
 

@@ -104,7 +104,9 @@ def find_ranks(exports: list[Export], reports: list[str]) -> tuple[list[Rank], l
     found, warnings = [], []
     for index, (export, report) in enumerate(zip(exports, reports)):
         tables = [getattr(export, t) for t in GPU_ACTIVITY_TABLES]
-        keys = sorted({(int(p), int(d)) for t in tables for p, d in zip(t["pid"], t["device"])})
+        # (pid, device) packed in one integer: np.unique on rows is many times slower.
+        packed = np.unique(np.concatenate([(t["pid"] << 20) + (t["device"] + 1) for t in tables]))
+        keys = [(int(k >> 20), int((k & 0xFFFFF) - 1)) for k in packed]
         if not keys:
             warnings.append(f"{report}: no CUDA kernels or copies captured; counted as a rank with zero kernels")
             keys = [(None, None)]

@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""End-to-end benchmark: `collectivetrace-nsys analyze --json` on the generated 8-rank set of
+`bench_reader.py` (1M+ kernels), against the SQLite floor of that benchmark, in one run.
+
+Times the command as a user runs it (a fresh process, best of --repeat, output discarded), its
+peak memory, and the in-process stages, and prints the ratio to the floor. Targets: at most 3x
+the floor (goal 1.5x), peak memory under 2 GB.
+
+    python scripts/bench_analyze.py [--dir DIR] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_reader import DEFAULT_SET, best_of, generated_set  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", type=Path, default=DEFAULT_SET)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    from nsys_collective import _native, read_exports
+    from nsys_collective.analysis import analyze_exports
+    from nsys_collective.json_output import document
+
+    paths = generated_set(args.dir)
+    for p in paths:
+        p.read_bytes()  # warm the page cache
+    floor = best_of(args.repeat, lambda: [_native.floor_scan(str(p)) for p in paths])
+
+    command = [shutil.which("collectivetrace-nsys") or "collectivetrace-nsys", "analyze", str(args.dir), "--json"]
+    wall = best_of(args.repeat, lambda: subprocess.run(command, stdout=subprocess.DEVNULL, check=True))
+    peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+    t0 = time.perf_counter()
+    exports = read_exports(paths)
+    t1 = time.perf_counter()
+    analysis = analyze_exports(exports, [str(p) for p in paths])
+    t2 = time.perf_counter()
+    text = json.dumps(document(analysis, [str(p) for p in paths]))
+    t3 = time.perf_counter()
+
+    kernels = sum(len(e.kernels["start"]) for e in exports)
+    print(f"set: {args.dir} - {len(paths)} exports, {kernels:,} kernels, {len(analysis.collectives):,} collectives")
+    print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}")
+    print(f"floor (SQLite sums the columns, 1 thread)  {floor:7.3f} s")
+    print(f"analyze --json, whole command               {wall:7.3f} s  = {wall / floor:.2f} x floor")
+    print(f"  in process: read {t1 - t0:.3f} s, analyze {t2 - t1:.3f} s, JSON {t3 - t2:.3f} s ({len(text) / 1e6:.1f} MB)")
+    print(f"peak memory of the command                  {peak_mib:7.0f} MiB")
+    print(f"{'PASS' if wall <= 3 * floor else 'MISS'}  at most 3x the floor ({'goal 1.5x met' if wall <= 1.5 * floor else 'goal 1.5x not met'})")
+    print(f"{'PASS' if peak_mib < 2048 else 'MISS'}  peak memory under 2 GB")
+
+
+if __name__ == "__main__":
+    main()
