@@ -15,6 +15,7 @@ that is the wait it inflicted on the other ranks.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -83,7 +84,16 @@ def _nvtx_around(work: WorkCache, rank: int, tid: int, gap_start: int, gap_end: 
     if len(covering) == 0:
         return None
     innermost = covering[np.argmin((end - start)[covering])]
-    return export.name(int(nvtx["name"][rows[innermost]]))
+    return nvtx_family(export.name(int(nvtx["name"][rows[innermost]])))
+
+
+_NVTX_COUNTERS = re.compile(r"(, (seq|op_id) = \d+)+$|(?<=#)\d+$")
+
+
+def nvtx_family(name: str | None) -> str | None:
+    """An NVTX name without its per-call counters (PyTorch's `, seq = N, op_id = N`, a step's
+    `#N`), so that every call of one operation is counted together."""
+    return _NVTX_COUNTERS.sub(lambda m: "N" if m.group(0).isdigit() else "", name) if name else name
 
 
 def attribute(analysis, work: WorkCache) -> Blocking:
@@ -195,7 +205,7 @@ def _aggregate(result: Blocking, wait_cost: np.ndarray, work: WorkCache) -> None
     """Per kernel (and rank), per NVTX range of late launches, per rank idle: the stragglers'
     lateness each caused and the wait it inflicted on the other ranks."""
     def blank():
-        return {"blame_ns": 0, "inflicted_wait_ns": 0.0, "collectives": 0, "references": set()}
+        return {"blame_ns": 0, "inflicted_wait_ns": 0.0, "instances": set(), "references": set()}
 
     kernels: dict = defaultdict(blank)
     launches: dict = defaultdict(blank)
@@ -218,7 +228,7 @@ def _aggregate(result: Blocking, wait_cost: np.ndarray, work: WorkCache) -> None
                 continue
             agg["blame_ns"] += b["ns"]
             agg["inflicted_wait_ns"] += inflicted
-            agg["collectives"] += 1
+            agg["instances"].add(i)
             if result.reference[i] >= 0:
                 agg["references"].add(int(result.reference[i]))
             explained_wait += inflicted
@@ -233,14 +243,14 @@ def _aggregate(result: Blocking, wait_cost: np.ndarray, work: WorkCache) -> None
         systematic = cause == "window" or runs > reference_runs or (slowdown is not None and slowdown >= CONFIDENT_SLOWDOWN)
         result.kernels.append({
             "kernel": short, "kernel_full": full, "rank": rank, "cause": cause, "blame_ns": v["blame_ns"],
-            "inflicted_wait_ns": round(v["inflicted_wait_ns"]), "collectives": v["collectives"],
+            "inflicted_wait_ns": round(v["inflicted_wait_ns"]), "collectives": len(v["instances"]),
             "slowdown": slowdown, "runs": runs, "reference_runs": reference_runs,
             "confidence": "high" if large(v) and systematic else "low"})
     result.kernels.sort(key=lambda e: -e["inflicted_wait_ns"])
     result.launches = sorted(
         ({"nvtx": nvtx, "rank": rank, "blame_ns": v["blame_ns"], "inflicted_wait_ns": round(v["inflicted_wait_ns"]),
-          "collectives": v["collectives"],
-          "confidence": "high" if large(v) and v["blame_ns"] >= CONFIDENT_LAUNCH_TOLERANCES * result.tolerance_ns * v["collectives"] else "low"}
+          "collectives": len(v["instances"]),
+          "confidence": "high" if large(v) and v["blame_ns"] >= CONFIDENT_LAUNCH_TOLERANCES * result.tolerance_ns * len(v["instances"]) else "low"}
          for (nvtx, rank), v in launches.items()),
         key=lambda e: -e["inflicted_wait_ns"])
     result.explained_wait_share = explained_wait / total_wait if total_wait else None

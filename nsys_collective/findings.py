@@ -4,9 +4,28 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
+
 MAX_FINDINGS = 5
 # Contention is worth a sentence when it cost at least this share of all transfer time.
 CONTENTION_SHARE = 0.02
+# A straggler is dominant when it caused at least this share of all wait (two ranks taking turns
+# by jitter alone hover around half each).
+DOMINANT_SHARE = 0.6
+
+
+def dominant_straggler(analysis) -> tuple[int, int, int] | None:
+    """(rank, collectives it was last in, wait it caused) of the dominant straggler, if any."""
+    t = analysis.timing
+    total = int(t.wait_cost.sum())
+    if not total:
+        return None
+    ranks, at = np.unique(t.straggler, return_inverse=True)
+    caused = np.bincount(at, weights=t.wait_cost)
+    top = int(np.argmax(caused))
+    if caused[top] < DOMINANT_SHARE * total:
+        return None
+    return int(ranks[top]), int((at == top).sum()), int(caused[top])
 
 
 def _ms(ns: float) -> str:
@@ -24,13 +43,13 @@ def findings(analysis) -> list[str]:
         return ["No collective was matched across ranks: nothing blocked anything."]
     total_wait = int(t.wait_cost.sum())
     ops = _op_plural(analysis)
-    others = len(analysis.ops) - 1
+    others = "the other rank" if len(analysis.ops) == 2 else f"the other {len(analysis.ops) - 1} ranks"
     out = []
     causes = [(e["inflicted_wait_ns"], "kernel", e) for e in b.kernels if e["confidence"] == "high"]
     causes += [(e["inflicted_wait_ns"], "launch", e) for e in b.launches if e["confidence"] == "high"]
     for inflicted, kind, e in sorted(causes, key=lambda x: -x[0])[:MAX_FINDINGS]:
         share = f"{inflicted / total_wait:.0%} of all collective wait" if total_wait else "no wait"
-        cost = f"the other {others} ranks waited {_ms(inflicted)} in total ({share})"
+        cost = f"{others} waited {_ms(inflicted)} in total ({share})"
         if kind == "launch":
             out.append(f"rank {e['rank']}: kernel launches came late while the host was in '{e['nvtx'] or 'no NVTX range'}' "
                        f"and made {e['collectives']} of {len(c)} {ops} late; {cost}.")
@@ -43,7 +62,16 @@ def findings(analysis) -> list[str]:
         else:
             out.append(f"rank {e['rank']}: {e['kernel']} ran {e['slowdown']:.0%} longer than on the other ranks and made "
                        f"{e['collectives']} of {len(c)} {ops} late; {cost}.")
-    if not causes:
+    dominant = dominant_straggler(analysis)
+    if not causes and dominant:
+        rank, _, caused = dominant
+        if (b.explained_wait_share or 0) < 0.5:
+            out.append(f"rank {rank}: its lateness ({_ms(caused)} of wait inflicted) is mostly not explained by the captured "
+                       f"GPU work ({b.explained_wait_share or 0:.0%} explained): look at its host side or outside the capture.")
+        else:
+            out.append(f"rank {rank}: no single cause of its lateness stands out; its {_ms(caused)} of inflicted wait is "
+                       f"spread over many kernels, launches and gaps (see the table below).")
+    elif not causes:
         stragglers = Counter(t.straggler.tolist())
         out.append(f"No dominant straggler or cause: the last arrival moves between ranks "
                    f"({', '.join(f'rank {r}: {k}' for r, k in stragglers.most_common(3))} of {len(c)}) "

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -11,11 +10,9 @@ from rich.console import Console
 from rich.table import Table
 
 from nsys_collective.analysis import Analysis
-from nsys_collective.findings import findings
+from nsys_collective.findings import dominant_straggler, findings
 
 WORST = 10
-# A straggler is "dominant" when it caused at least this share of all wait.
-DOMINANT_SHARE = 0.5
 
 
 def _ms(ns) -> str:
@@ -46,18 +43,13 @@ def verdict(analysis: Analysis) -> list[str]:
     lines = [f"{len(analysis.ranks)} ranks on {hosts} host{'s' * (hosts != 1)}, {len(c)} collectives matched "
              f"in {len(c.communicators)} communicator{'s' * (len(c.communicators) != 1)}."]
     total_wait = int(t.wait_cost.sum())
-    if not len(c):
-        return lines
-    inflicted = Counter()
-    count = Counter()
-    for s, w in zip(t.straggler.tolist(), t.wait_cost.tolist()):
-        inflicted[s] += w
-        count[s] += 1
-    top, top_wait = inflicted.most_common(1)[0]
-    lines.append(f"Ranks spent {_ms(total_wait)} ms of GPU time waiting for the last rank to arrive.")
-    if total_wait and top_wait >= DOMINANT_SHARE * total_wait:
-        lines.append(f"Rank {top} arrived last in {count[top]} of {len(c)} collectives and cost the others "
-                     f"{_ms(top_wait)} ms ({top_wait / total_wait:.0%} of all wait).")
+    if len(c):
+        lines.append(f"Ranks spent {_ms(total_wait)} ms of GPU time waiting for the last rank to arrive.")
+    dominant = dominant_straggler(analysis)
+    if dominant:
+        rank, count, caused = dominant
+        lines.append(f"Rank {rank} arrived last in {count} of {len(c)} collectives and cost the others "
+                     f"{_ms(caused)} ms ({caused / total_wait:.0%} of all wait).")
     return lines + findings(analysis)
 
 
