@@ -10,6 +10,7 @@ on each rank is its excess, shared among the kernels that overlapped it on any o
 (contention on one rank slows the whole ring) in proportion to overlap x footprint.
 
 The other direction too: compute kernels that ran beside NCCL against the same kernels alone.
+With GPU metrics captured, SM activity and NVLink/PCIe throughput during the transfers.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nsys_collective import _native
+from nsys_collective import _native, gpu_metrics
 from nsys_collective.gpu_work import WorkCache
 from nsys_collective.reader import NVTX_PUSH_POP_RANGE, NVTX_START_END_RANGE
 
@@ -41,6 +42,7 @@ class Contention:
     overlap: np.ndarray  # per instance: compute overlapping its transfers, summed over ranks
     excess: np.ndarray  # per instance: transfer beyond baseline, summed over ranks; -1 unknown
     compute_slowdown: list[dict]
+    metrics: dict[str, np.ndarray] = field(default_factory=dict)  # per field, per instance (NaN: none)
     warnings: list[str] = field(default_factory=list)
 
 
@@ -158,8 +160,9 @@ def attribute(analysis, work: WorkCache) -> Contention:
           "sm_footprint": round(e["sm_footprint"], 3), "collectives": len(e["instances"])}
          for (full, short), e in entries.items()),
         key=lambda e: (-(e["contention_ns"] or 0), -e["overlap_ns"]))
+    metrics, metric_warnings = gpu_metrics.during_transfers(analysis)
     return Contention(entries=listed, baseline=baseline, overlap=overlap, excess=excess,
-                      compute_slowdown=_compute_slowdown(analysis, work), warnings=warnings)
+                      compute_slowdown=_compute_slowdown(analysis, work), metrics=metrics, warnings=warnings + metric_warnings)
 
 
 def _compute_slowdown(analysis, work: WorkCache, min_runs: int = 3) -> list[dict]:

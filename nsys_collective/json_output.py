@@ -48,6 +48,7 @@ def document(analysis: Analysis, export_paths: list[str]) -> dict:
             "compute_overlap_ns": int(ct.overlap[i]),
             "baseline_transfer_ns": _int_or_none(ct.baseline[i]),
             "contention_excess_ns": _int_or_none(ct.excess[i]),
+            "gpu_metrics": {f: None if np.isnan(v[i]) else round(float(v[i]), 2) for f, v in ct.metrics.items()},
         })
     inflicted = Counter()
     for straggler, cost in zip(t.straggler.tolist(), t.wait_cost.tolist()):

@@ -99,3 +99,34 @@ def test_nvtx_marks_end_where_they_start(export_copy):
     mark = np.flatnonzero(nvtx["type"] == 34)
     assert len(mark) == 1 and nvtx["end"][mark[0]] == nvtx["start"][mark[0]]
     assert export.name(int(nvtx["name"][mark[0]])) == "checkpoint"
+
+
+def test_gpu_metrics_during_transfers_reach_the_collectives(tmp_path):
+    """SM activity sampled during each rank's transfer phase, averaged per collective."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from nsys_collective.cli import app
+
+    folder = tmp_path / "job"
+    shutil.copytree(FIXTURES / "demo-4rank-2host", folder)
+    (export,) = read_exports([folder / "rep_0.sqlite"])
+    epoch = export.session.utc_epoch_ns
+    k = export.kernels
+    nccl = [i for i, n in enumerate(export.names(k["short_name"])) if n.startswith("nccl")]
+    # Rank 0 samples 80% SM activity from the middle to the end of each NCCL kernel, 5% elsewhere.
+    rows = []
+    for i in nccl:
+        s, e = int(k["start"][i]) - epoch, int(k["end"][i]) - epoch
+        rows += [(s - 50_000, 5), (e - 1_000, 80), (e + 50_000, 5)]
+    alter(
+        folder / "rep_0.sqlite",
+        "CREATE TABLE TARGET_INFO_GPU_METRICS (typeId INTEGER, sourceId INTEGER, typeName TEXT, metricId INTEGER, metricName TEXT)",
+        "INSERT INTO TARGET_INFO_GPU_METRICS VALUES (7, 0, 'GH100', 1, 'SMs Active [Throughput %]')",
+        "CREATE TABLE GPU_METRICS (timestamp INTEGER, typeId INTEGER, metricId INTEGER, value INTEGER)",
+        *[f"INSERT INTO GPU_METRICS VALUES ({t}, 7, 1, {v})" for t, v in rows],
+    )
+    doc = json.loads(CliRunner().invoke(app, ["analyze", str(folder), "--json"]).stdout)
+    assert [c["gpu_metrics"]["sm_active"] for c in doc["collectives"]] == [80.0] * len(nccl)
+    assert all(c["gpu_metrics"]["nvlink"] is None for c in doc["collectives"])
