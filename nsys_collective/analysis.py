@@ -32,6 +32,7 @@ class Analysis:
     warnings: list[str] = field(default_factory=list)
     blocking: blocking.Blocking | None = None
     contention: contention.Contention | None = None
+    work: WorkCache | None = None  # each rank's GPU work on the aligned clock, built on first use
 
     def op_name(self, instance: int) -> str:
         return OPS[int(self.collectives.op[instance])]
@@ -68,7 +69,7 @@ def analyze_exports(exports: list[Export], reports: list[str]) -> Analysis:
     timing = instance_timing(collectives.obs_instance, collectives.obs_rank, aligned_start, aligned_end)
     analysis = Analysis(exports=exports, reports=reports, ranks=ranks, ops=ops, collectives=collectives, alignment=alignment,
                         timing=timing, aligned_start=aligned_start, aligned_end=aligned_end, warnings=warnings)
-    work = WorkCache(analysis)
+    work = analysis.work = WorkCache(analysis)
     analysis.blocking = blocking.attribute(analysis, work)
     analysis.contention = contention.attribute(analysis, work)
     analysis.warnings += analysis.contention.warnings

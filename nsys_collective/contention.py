@@ -40,6 +40,7 @@ class Contention:
     entries: list[dict]
     baseline: np.ndarray  # per instance, -1 when it has none
     overlap: np.ndarray  # per instance: compute overlapping its transfers, summed over ranks
+    sm_pressure: np.ndarray  # per instance: sum(overlap x SM footprint) / sum of transfer phases
     excess: np.ndarray  # per instance: transfer beyond baseline, summed over ranks; -1 unknown
     compute_slowdown: list[dict]
     metrics: dict[str, np.ndarray] = field(default_factory=dict)  # per field, per instance (NaN: none)
@@ -161,7 +162,9 @@ def attribute(analysis, work: WorkCache) -> Contention:
          for (full, short), e in entries.items()),
         key=lambda e: (-(e["contention_ns"] or 0), -e["overlap_ns"]))
     metrics, metric_warnings = gpu_metrics.during_transfers(analysis)
-    return Contention(entries=listed, baseline=baseline, overlap=overlap, excess=excess,
+    phases = np.bincount(inst, weights=transfer_on_rank, minlength=n)
+    sm_pressure = np.divide(weight_sum, phases, out=np.zeros(n), where=phases > 0)
+    return Contention(entries=listed, baseline=baseline, overlap=overlap, sm_pressure=sm_pressure, excess=excess,
                       compute_slowdown=_compute_slowdown(analysis, work), metrics=metrics, warnings=warnings + metric_warnings)
 
 

@@ -46,6 +46,7 @@ def document(analysis: Analysis, export_paths: list[str]) -> dict:
             "blame_method": b.method[i],
             "blame": b.blame[i],
             "compute_overlap_ns": int(ct.overlap[i]),
+            "sm_pressure": round(float(ct.sm_pressure[i]), 4),
             "baseline_transfer_ns": _int_or_none(ct.baseline[i]),
             "contention_excess_ns": _int_or_none(ct.excess[i]),
             "gpu_metrics": {f: None if np.isnan(v[i]) else round(float(v[i]), 2) for f, v in ct.metrics.items()},
