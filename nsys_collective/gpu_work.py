@@ -46,6 +46,7 @@ class GpuWork:
     is_nccl: np.ndarray
     is_kernel: np.ndarray
     ctas: np.ndarray  # thread blocks (grid x*y*z) of kernels, 0 for copies
+    stream: np.ndarray
 
     def __len__(self) -> int:
         return len(self.start)
@@ -97,6 +98,7 @@ def build(export: Export, pid: int, device: int, correct, names: Names) -> GpuWo
         launch=aligned_launch[order], launch_tid=tid[order],
         is_nccl=np.concatenate([p[4] for p in parts])[order], is_kernel=is_kernel[order],
         ctas=np.concatenate([p[5] for p in parts]).astype(np.int64)[order],
+        stream=np.concatenate([t["stream"][r] for t, r, *_ in parts])[order],
     )
 
 
