@@ -4,6 +4,7 @@ what blocked (blocking.py) and slowed (contention.py) each collective."""
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -14,7 +15,8 @@ from nsys_collective.gpu_work import WorkCache
 from nsys_collective.matching import Collectives, match
 from nsys_collective.nccl import OPS, SYNC_OPS, NcclOps, nccl_ops
 from nsys_collective.ranks import Rank, find_ranks
-from nsys_collective.reader import Export
+from nsys_collective.errors import InputError
+from nsys_collective.reader import NVTX_PUSH_POP_RANGE, NVTX_START_END_RANGE, Export
 from nsys_collective.timing import Timing, instance_timing
 
 
@@ -33,6 +35,7 @@ class Analysis:
     blocking: blocking.Blocking | None = None
     contention: contention.Contention | None = None
     work: WorkCache | None = None  # each rank's GPU work on the aligned clock, built on first use
+    step: np.ndarray | None = None  # per instance: the training step (NVTX range name) it ran in, with --steps
 
     def op_name(self, instance: int) -> str:
         return OPS[int(self.collectives.op[instance])]
@@ -44,9 +47,42 @@ class Analysis:
         return any(self.alignment.clock_of_rank[int(r)] == clock for r in np.unique(self.collectives.obs_rank))
 
 
-def analyze_exports(exports: list[Export], reports: list[str]) -> Analysis:
+@dataclass
+class Filters:
+    """What part of a job to analyze. Ranks and hosts select whole ranks, as if only their reports
+    had been given; the time window (seconds from the start of the capture) and the training steps
+    (an NVTX range name pattern, fnmatch style) select collectives, after the clocks were fitted
+    on all of them."""
+
+    ranks: set[int] | None = None
+    hosts: list[str] | None = None
+    window_s: tuple[float, float] | None = None
+    steps: str | None = None
+
+    def keeps_rank(self, rank: Rank) -> bool:
+        in_ranks = self.ranks is None or rank.rank in self.ranks
+        in_hosts = self.hosts is None or any(fnmatch.fnmatchcase(rank.host or "", h) for h in self.hosts)
+        return in_ranks and in_hosts
+
+
+def step_ranges(export: Export, pid: int, pattern: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """The NVTX ranges of process pid whose names match pattern (fnmatch): start, end, names."""
+    nvtx = export.nvtx
+    rows = np.flatnonzero(np.isin(nvtx["type"], [NVTX_PUSH_POP_RANGE, NVTX_START_END_RANGE]) & (nvtx["pid"] == pid))
+    names = export.names(nvtx["name"][rows])
+    hit = np.array([bool(n) and fnmatch.fnmatchcase(n, pattern) for n in names], dtype=bool)
+    rows = rows[hit] if len(rows) else rows
+    return nvtx["start"][rows], nvtx["end"][rows], list(names[hit]) if len(names) else []
+
+
+def analyze_exports(exports: list[Export], reports: list[str], filters: Filters | None = None) -> Analysis:
+    filters = filters or Filters()
     ranks, warnings = find_ranks(exports, reports)
     warnings = [f"{report}: {w}" for export, report in zip(exports, reports) for w in export.warnings] + warnings
+    selected = [r for r in ranks if filters.keeps_rank(r)]
+    if not selected:
+        raise InputError("no rank matches --ranks/--hosts: " + ", ".join(f"{r.rank} ({r.host})" for r in ranks))
+    ranks = selected
     ops = {}
     for r in ranks:
         found = nccl_ops(exports[r.export_index], r.pid, r.device) if r.pid is not None else None
@@ -65,12 +101,54 @@ def analyze_exports(exports: list[Export], reports: list[str]) -> Analysis:
                       sync, {r.rank: r.host for r in ranks})
     warnings += alignment.warnings
     aligned_start = alignment.correct(collectives.obs_rank, collectives.obs_start)
+    step_of = np.full(len(collectives), None, dtype=object)
+    if filters.window_s is not None or filters.steps is not None:
+        keep, step_of = _select(collectives, aligned_start, ranks, exports, alignment, filters, warnings)
+        collectives, step_of = collectives.subset(keep), step_of[keep]
+        aligned_start = alignment.correct(collectives.obs_rank, collectives.obs_start)
     aligned_end = alignment.correct(collectives.obs_rank, collectives.obs_end)
     timing = instance_timing(collectives.obs_instance, collectives.obs_rank, aligned_start, aligned_end)
     analysis = Analysis(exports=exports, reports=reports, ranks=ranks, ops=ops, collectives=collectives, alignment=alignment,
-                        timing=timing, aligned_start=aligned_start, aligned_end=aligned_end, warnings=warnings)
+                        timing=timing, aligned_start=aligned_start, aligned_end=aligned_end, warnings=warnings,
+                        step=step_of)
     work = analysis.work = WorkCache(analysis)
     analysis.blocking = blocking.attribute(analysis, work)
     analysis.contention = contention.attribute(analysis, work)
     analysis.warnings += analysis.contention.warnings
     return analysis
+
+
+def _select(collectives, aligned_start, ranks, exports, alignment, filters: Filters, warnings):
+    """Which instances the time window and the steps keep, and each instance's step name."""
+    n = len(collectives)
+    inst, rank = collectives.obs_instance, collectives.obs_rank
+    first = np.full(n, np.iinfo(np.int64).max)
+    np.minimum.at(first, inst, aligned_start)
+    keep = np.ones(n, dtype=bool)
+    step_of = np.full(n, None, dtype=object)
+    if filters.window_s is not None:
+        origin = min(r.first_ns for r in ranks if r.first_ns is not None)
+        lo, hi = (origin + round(s * 1e9) for s in filters.window_s)
+        keep &= (first >= lo) & (first <= hi)
+    if filters.steps is not None:
+        # Each instance belongs to the step its lowest-numbered rank was in when it arrived.
+        lowest = np.full(n, np.iinfo(np.int64).max)
+        np.minimum.at(lowest, inst, rank)
+        in_step = np.zeros(n, dtype=bool)
+        by_number = {r.rank: r for r in ranks}
+        for number in np.unique(lowest[lowest < np.iinfo(np.int64).max]).tolist():
+            r = by_number[number]
+            start, end, names = step_ranges(exports[r.export_index], r.pid, filters.steps)
+            if not len(start):
+                continue
+            start, end = alignment.correct_rank(number, start), alignment.correct_rank(number, end)
+            mine = np.flatnonzero(lowest == number)
+            order = np.argsort(start, kind="stable")
+            at = np.searchsorted(start[order], first[mine], side="right") - 1
+            ok = (at >= 0) & (end[order][np.maximum(at, 0)] >= first[mine])
+            in_step[mine[ok]] = True
+            step_of[mine[ok]] = [names[order[k]] for k in at[ok]]
+        if not in_step.any():
+            warnings.append(f"no NVTX range matches --steps {filters.steps!r}: no collective selected")
+        keep &= in_step
+    return keep, step_of

@@ -7,6 +7,7 @@ side count once, as the report, whose cached export is reused when up to date.
 
 from __future__ import annotations
 
+import glob
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,10 +22,23 @@ def _is_input(path: Path) -> bool:
     return path.suffix in EXPORT_SUFFIXES + REPORT_SUFFIXES
 
 
+def _expand(given: Path) -> list[Path]:
+    """A path as given, or the files a glob pattern names (quoted on the command line, or from a
+    shell that left it unmatched)."""
+    text = str(given)
+    if given.exists() or not any(ch in text for ch in "*?["):
+        return [given]
+    matches = sorted(Path(p) for p in glob.glob(text, recursive=True))
+    if not matches:
+        raise InputError(f"{given}: no file or directory matches this pattern")
+    return matches
+
+
 def discover(paths: Sequence[str | os.PathLike]) -> list[Path]:
-    """Every export and report named by `paths`, in the order given, directories sorted."""
+    """Every export and report named by `paths` (files, directories, glob patterns), in the order
+    given, directories and pattern matches sorted."""
     found: list[Path] = []
-    for given in map(Path, paths):
+    for given in (p for pattern in map(Path, paths) for p in _expand(pattern)):
         if given.is_dir():
             inside = sorted(p for p in given.rglob("*") if p.is_file() and _is_input(p))
             if not inside:

@@ -10,6 +10,7 @@ import numpy as np
 from nsys_collective import __version__
 from nsys_collective.analysis import Analysis
 from nsys_collective.findings import findings
+from nsys_collective.steps import per_step
 from nsys_collective.timing import bus_bandwidth_gbps
 
 SCHEMA_VERSION = 1
@@ -50,6 +51,7 @@ def document(analysis: Analysis, export_paths: list[str]) -> dict:
             "baseline_transfer_ns": _int_or_none(ct.baseline[i]),
             "contention_excess_ns": _int_or_none(ct.excess[i]),
             "gpu_metrics": {f: None if np.isnan(v[i]) else round(float(v[i]), 2) for f, v in ct.metrics.items()},
+            "step": analysis.step[i] if analysis.step is not None else None,
         })
     inflicted = Counter()
     for straggler, cost in zip(t.straggler.tolist(), t.wait_cost.tolist()):
@@ -98,6 +100,7 @@ def document(analysis: Analysis, export_paths: list[str]) -> dict:
             "idle_wait_ns": b.idle,
             "top_straggler_rank": max(inflicted, key=inflicted.get) if inflicted and max(inflicted.values()) > 0 else None,
         },
+        "steps": per_step(analysis),
         "findings": findings(analysis),
         "warnings": analysis.warnings,
     }

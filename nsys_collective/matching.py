@@ -77,6 +77,17 @@ class Collectives:
     def __len__(self) -> int:
         return len(self.seq)
 
+    def subset(self, keep: np.ndarray) -> Collectives:
+        """The instances where `keep` is true, renumbered in the same order."""
+        new_id = np.cumsum(keep) - 1
+        rows = keep[self.obs_instance] if len(self.obs_instance) else np.zeros(0, bool)
+        kept = np.flatnonzero(keep)
+        return Collectives(
+            comm=[self.comm[i] for i in kept], seq=self.seq[kept], op=self.op[kept], bytes=self.bytes[kept],
+            nranks=self.nranks[kept], obs_instance=new_id[self.obs_instance[rows]], obs_rank=self.obs_rank[rows],
+            obs_start=self.obs_start[rows], obs_end=self.obs_end[rows], communicators=self.communicators,
+            warnings=self.warnings)
+
 
 def _streams(rank: int, ops: NcclOps) -> list[_Stream]:
     out = []
