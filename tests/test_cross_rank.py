@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from conftest import FIXTURES, gen
+from conftest import gen
 from nsys_collective import read_exports
 from nsys_collective.analysis import analyze_exports
 from nsys_collective.cli import app

@@ -1,0 +1,149 @@
+"""Charts (PNG + SVG) and the self-contained HTML report: written, readable, not blank, no
+external resources, and no crash on jobs with little or nothing to draw."""
+
+from __future__ import annotations
+
+import html
+import re
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+from pathlib import Path
+
+import matplotlib.image
+import numpy as np
+import pytest
+from conftest import FIXTURES, REAL
+
+import nsys_collective as nc
+from nsys_collective.analysis import analyze_exports
+from nsys_collective.charts import short_name, write_charts
+from nsys_collective.json_output import document
+from nsys_collective.report_html import write_report
+
+ALL_CHARTS = {"blocking", "timeline", "wait_heatmap", "transfer_vs_footprint", "alignment"}
+REAL_SET = REAL / "fs24-allreduce2x-9rank-3node"
+NO_NCCL_EXPORT = REAL / "versions" / "nsys-2024.6-fuser-h200.sqlite"
+
+
+def _analyze(paths: list[Path]):
+    paths = [str(p) for p in paths]
+    analysis = analyze_exports(nc.read_exports(paths), paths)
+    return analysis, document(analysis, paths)
+
+
+def _build(paths: list[Path], out: Path):
+    analysis, doc = _analyze(paths)
+    charts = write_charts(analysis, doc, out)
+    write_report(analysis, doc, charts, out / "report.html")
+    return doc, charts, out / "report.html"
+
+
+class _Resources(HTMLParser):
+    """Every src/href of the page, and its tags left open."""
+
+    VOID = {"meta", "link", "img", "br", "hr", "input"}
+
+    def __init__(self):
+        super().__init__()
+        self.urls, self.open = [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.urls += [(tag, name, value) for name, value in attrs if name in ("src", "href")]
+        if tag not in self.VOID:
+            self.open.append(tag)
+
+    def handle_endtag(self, tag):
+        assert self.open and self.open[-1] == tag, f"</{tag}> closes <{self.open[-1] if self.open else None}>"
+        self.open.pop()
+
+
+def _check_charts(charts: dict[str, list[Path]]) -> None:
+    for name, files in charts.items():
+        png, svg = files
+        assert png.suffix == ".png" and svg.suffix == ".svg" and png.stat().st_size and svg.stat().st_size, name
+        pixels = matplotlib.image.imread(png)
+        assert pixels.ndim == 3 and pixels.shape[0] > 200 and pixels.shape[1] > 400, name
+        assert float(pixels[..., :3].std()) > 0.05, f"{name}: blank image"
+        assert len(np.unique(pixels[..., :3].reshape(-1, 3)[::7], axis=0)) > 8, f"{name}: too few colours"
+        assert ET.parse(svg).getroot().tag.endswith("svg"), name
+
+
+def _check_report(report: Path, doc: dict) -> str:
+    text = report.read_text(encoding="utf-8")
+    page = _Resources()
+    page.feed(text)
+    page.close()
+    assert not page.open, f"unclosed tags: {page.open}"
+    for tag, attr, value in page.urls:
+        assert not re.match(r"\s*(https?:)?//", value or ""), f"external resource <{tag} {attr}={value}>"
+    images = [v for tag, attr, v in page.urls if tag == "img"]
+    assert all(v.startswith("data:image/png;base64,") for v in images)
+    assert not re.search(r"<script|@import|url\(\s*['\"]?https?:", text, re.I)
+    for finding in doc["findings"]:
+        assert html.escape(finding) in text
+    return text
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    return _build(sorted((FIXTURES / "demo-4rank-2host").glob("*.sqlite")), tmp_path_factory.mktemp("demo"))
+
+
+def test_demo_charts_are_written_and_not_blank(demo):
+    doc, charts, _ = demo
+    assert set(charts) == ALL_CHARTS
+    _check_charts(charts)
+
+
+def test_demo_report_is_self_contained_and_complete(demo):
+    doc, charts, report = demo
+    text = _check_report(report, doc)
+    assert text.count("data:image/png;base64,") == len(charts)
+    headings = re.findall(r"<h2>(.*?)</h2>", text)
+    assert headings == ["Verdict", "Charts", "Blocking causes", "Contention", "Stragglers", "Worst collectives", "Ranks",
+                        "Alignment quality", "Warnings"]
+    assert "DataLoader.__next__" in text  # the planted late launch
+    # Long kernel names keep their full name in a title attribute.
+    full = doc["blocking_kernels"][0]["kernel_full"]
+    assert f'title="{html.escape(full)}"' in text
+
+
+def test_balanced_job_does_not_crash(tmp_path):
+    doc, charts, report = _build(sorted((FIXTURES / "balanced-2rank").glob("*.sqlite")), tmp_path)
+    _check_charts(charts)
+    _check_report(report, doc)
+
+
+def test_single_rank_skips_charts_gracefully(tmp_path):
+    # One rank of the demo: its NCCL work matches no other rank, nothing waits for anything.
+    doc, charts, report = _build([FIXTURES / "demo-4rank-2host" / "rep_0.sqlite"], tmp_path)
+    assert doc["collectives"] and charts == {}
+    _check_report(report, doc)
+
+
+def test_export_without_nccl_has_no_charts(tmp_path):
+    if not NO_NCCL_EXPORT.is_file():
+        pytest.skip(f"real export not found at {NO_NCCL_EXPORT} (the real data lives beside the checkout)")
+    doc, charts, report = _build([NO_NCCL_EXPORT], tmp_path)
+    assert not doc["collectives"] and charts == {}
+    text = _check_report(report, doc)
+    assert "No charts" in text and "data:image" not in text
+
+
+def test_real_multi_host_job(tmp_path):
+    if not REAL_SET.is_dir():
+        pytest.skip(f"real exports not found at {REAL_SET} (the real data lives beside the checkout)")
+    doc, charts, report = _build(sorted(REAL_SET.glob("*.sqlite")), tmp_path)
+    assert {"timeline", "wait_heatmap", "alignment", "transfer_vs_footprint"} <= set(charts)
+    _check_charts(charts)
+    _check_report(report, doc)
+
+
+def test_short_name_keeps_names_readable():
+    assert short_name("flash_fwd_kernel") == "flash_fwd_kernel"
+    templated = "void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<(int)128, (int)64>, (bool)1>(flash::Flash_fwd_params)"
+    assert short_name(templated) == "flash_fwd_kernel"
+    long = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_nn_n_tilesize128x256x64_warpgroupsize2x1x1_execute_segment_k_off_kernel__5x_cublas"
+    cut = short_name(long, 48)
+    assert len(cut) == 48 and cut.startswith("sm90_xmma_gemm") and cut.endswith("cublas") and "…" in cut
+    assert short_name(None) == "?"
