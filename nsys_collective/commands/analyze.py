@@ -76,12 +76,7 @@ def analyze(
         with _stage(progress, "matching, aligning and attributing"):
             analysis = analyze_exports(exports, [str(p) for p in inputs], filters)
             doc = document(analysis, [str(p) for p in exports_paths])
-        if as_json:
-            typer.echo(json.dumps(doc, indent=2))
-        else:
-            for w in analysis.warnings:
-                warn(w)
-            render(analysis)
+        # Files first: a reader of stdout that stops early (| head) must not cost the report.
         if out is not None:
             from nsys_collective.out_dir import write_outputs
 
@@ -94,6 +89,12 @@ def analyze(
             with _stage(progress, f"writing {perfetto}"):
                 write_trace(analysis, perfetto)
             stderr.print(f"wrote {perfetto} (open it in ui.perfetto.dev)", markup=False)
+        if as_json:
+            typer.echo(json.dumps(doc, indent=2))
+        else:
+            for w in analysis.warnings:
+                warn(w)
+            render(analysis)
 
 
 def _stage(enabled: bool, what: str):
