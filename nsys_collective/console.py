@@ -33,7 +33,6 @@ def error_edge() -> Iterator[None]:
         raise typer.Exit(EXIT_INPUT) from None
     except (typer.Exit, typer.Abort):
         raise
-
     except Exception as e:
         if os.environ.get("COLLECTIVETRACE_DEBUG"):
             raise
