@@ -122,3 +122,69 @@ def test_module_runs_without_install_entry_point(real_dir):
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert len(json.loads(proc.stdout)["ranks"]) == 6
+
+
+def _contract_example() -> dict | None:
+    doc = REAL.parent.parent / "docs" / "output-contract.md"
+    if not doc.is_file():
+        return None
+    text = doc.read_text()
+    return json.loads(text.split("```json", 1)[1].split("```", 1)[0])
+
+
+def _conforms(example, actual, where="$") -> list[str]:
+    """Every key of the contract's example is present with a compatible type (null allowed)."""
+    problems = []
+    if isinstance(example, dict):
+        if not isinstance(actual, dict):
+            return [f"{where}: expected an object"]
+        for key, value in example.items():
+            if key not in actual:
+                problems.append(f"{where}.{key}: missing")
+            elif actual[key] is not None:
+                problems += _conforms(value, actual[key], f"{where}.{key}")
+    elif isinstance(example, list):
+        if not isinstance(actual, list):
+            return [f"{where}: expected a list"]
+        for i, item in enumerate(actual):
+            # Items of one list may differ by kind (blame causes): compare with the example of the
+            # same cause, else with the fields every item shares.
+            same = [e for e in example if isinstance(e, dict) and isinstance(item, dict) and "cause" in e and e["cause"] == item.get("cause")]
+            shared = {k: v for k, v in example[0].items() if all(k in e for e in example)} if example and isinstance(example[0], dict) else None
+            template = same[0] if same else (shared if shared is not None and "cause" in example[0] else example[0] if example else None)
+            problems += _conforms(template, item, f"{where}[{i}]") if template is not None else []
+    elif isinstance(example, bool) or isinstance(actual, bool):
+        if type(example) is not type(actual):
+            problems.append(f"{where}: expected {type(example).__name__}")
+    elif isinstance(example, (int, float)):
+        if not isinstance(actual, (int, float)):
+            problems.append(f"{where}: expected a number")
+        elif isinstance(example, int) and where.endswith("_ns") and not isinstance(actual, int):
+            problems.append(f"{where}: times are integer ns")
+    elif isinstance(example, str) and not isinstance(actual, str):
+        problems.append(f"{where}: expected a string")
+    return problems
+
+
+@pytest.mark.parametrize("job", ["demo-4rank-2host", "slow-kernel-8rank-3host"])
+def test_json_conforms_to_the_contract(job):
+    example = _contract_example()
+    if example is None:
+        pytest.skip("../shared/docs/output-contract.md not found beside the checkout")
+    from conftest import FIXTURES
+
+    result = run("analyze", str(FIXTURES / job), "--json")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert _conforms(example, doc) == []
+    # Every list the contract sorts "most important first" is sorted so.
+    assert doc["blocking_kernels"] == sorted(doc["blocking_kernels"], key=lambda e: -e["inflicted_wait_ns"])
+    assert doc["contention"] == sorted(doc["contention"], key=lambda e: (-(e["contention_ns"] or 0), -e["overlap_ns"]))
+    assert all(b["cause"] in {"kernel", "host_launch", "idle", "unexplained", "window"} for c in doc["collectives"] for b in c["blame"])
+
+
+def test_the_contract_check_catches_a_broken_document():
+    example = {"summary": {"wait_ns": 0, "top_straggler_rank": 3}, "blame": [{"cause": "kernel", "kernel": "k", "ns": 1}]}
+    assert _conforms(example, {"summary": {"wait_ns": 5, "top_straggler_rank": None}, "blame": [{"cause": "kernel", "kernel": "g", "ns": 2}]}) == []
+    assert _conforms(example, {"summary": {"wait_ns": 1.5}, "blame": [{"cause": "kernel", "ns": 2}]}) == [
+        "$.summary.wait_ns: times are integer ns", "$.summary.top_straggler_rank: missing", "$.blame[0].kernel: missing"]
