@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer
 
 from nsys_collective import __version__
-from nsys_collective.commands import analyze
+from nsys_collective.commands import analyze, batch, compare
 
 app = typer.Typer(
     name="collectivetrace-nsys",
@@ -34,6 +34,8 @@ def _root(
 
 
 app.command("analyze")(analyze.analyze)
+app.command("batch")(batch.batch)
+app.command("compare")(compare.compare)
 
 
 def main() -> None:
