@@ -9,5 +9,6 @@ except PackageNotFoundError:  # running from a source tree without an install
 
 from nsys_collective.errors import CollectiveTraceError, InputError, NsysExportError
 from nsys_collective.reader import Export, read_exports
+from nsys_collective.api import load  # noqa: E402 - after the modules it builds on
 
-__all__ = ["CollectiveTraceError", "Export", "InputError", "NsysExportError", "__version__", "read_exports"]
+__all__ = ["CollectiveTraceError", "Export", "InputError", "NsysExportError", "__version__", "load", "read_exports"]

@@ -37,15 +37,23 @@ def tables(doc: dict) -> dict[str, list[dict]]:
     }
 
 
+def arrow_tables(doc: dict) -> dict[str, pa.Table]:
+    """The tables as pyarrow Tables, with every row's columns (rows of different kinds carry
+    different fields: a kernel row no nvtx, a launch row no kernel), typed from their values."""
+    out = {}
+    for name, rows in tables(doc).items():
+        columns = dict.fromkeys(k for row in rows for k in row)
+        out[name] = pa.table({c: [row.get(c) for row in rows] for c in columns})
+    return out
+
+
 def write_tables(doc: dict, folder: Path) -> list[Path]:
     written = []
-    for name, rows in tables(doc).items():
-        columns = list(dict.fromkeys(k for row in rows for k in row))
+    for name, table in arrow_tables(doc).items():
         with open(folder / f"{name}.csv", "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=columns)
+            writer = csv.DictWriter(f, fieldnames=table.column_names)
             writer.writeheader()
-            writer.writerows(rows)
-        # Columns are typed from their values; an all-null column is a null column.
-        pq.write_table(pa.Table.from_pylist(rows, schema=None) if rows else pa.table({c: [] for c in columns}), folder / f"{name}.parquet")
+            writer.writerows(table.to_pylist())
+        pq.write_table(table, folder / f"{name}.parquet")
         written += [folder / f"{name}.csv", folder / f"{name}.parquet"]
     return written

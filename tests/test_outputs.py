@@ -41,6 +41,8 @@ def test_out_folder_holds_tables_charts_and_report(report):
     assert sum(len(c["blame"]) for c in doc["collectives"]) == len(blame)
     assert {b["nvtx"] for b in blame if b["cause"] == "host_launch"} >= {"DataLoader.__next__"}
     assert pq.read_table(report / "steps.parquet").num_rows == 6
+    launches = [r for r in pq.read_table(report / "blocking.parquet").to_pylist() if r["cause"] == "host_launch"]
+    assert launches and all(r["nvtx"] for r in launches), "columns only some rows have survive in Parquet"
     assert any(n.startswith("charts/") and n.endswith(".png") for n in names)
     assert any(n.startswith("charts/") and n.endswith(".svg") for n in names)
 

@@ -1,0 +1,470 @@
+"""What changed between two runs: two `analyze --json` documents in, one comparison out.
+
+`compare_documents` is pure (documents in, a JSON-ready dict out), so the same comparison serves
+the command line, the Python API and stored runs alike. Every number that differs between the
+runs is a triple `{"a": ..., "b": ..., "delta": b - a}`; a cause or rank absent from one run
+counts 0 there (it blocked nothing), a figure unknown in one run (null) gives a null delta.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+SCHEMA_VERSION = 1
+# A cause is worth a sentence when it inflicted at least this share of its run's collective wait.
+SIGNIFICANT_SHARE = 0.10
+# A total "changed" when it moved by at least this fraction; below it, it "barely changed".
+CHANGE_SHARE = 0.05
+# A cause grew or shrank when its inflicted wait moved by at least this fraction.
+CAUSE_CHANGE_SHARE = 0.25
+MAX_FINDINGS = 8
+WORST = 12
+MAX_CHART_CAUSES = 10
+# Tables and charts leave out causes below this share of the wait (they stay in --json).
+SHOWN_SHARE = 0.01
+
+
+def _triple(a, b) -> dict:
+    return {"a": a, "b": b, "delta": None if a is None or b is None else b - a}
+
+
+def _change(t: dict) -> float | None:
+    """Relative change b/a - 1 of a triple; None when a is zero or unknown."""
+    return t["delta"] / t["a"] if t["delta"] is not None and t["a"] else None
+
+
+# Identity and summary ----------------------------------------------------------------------------
+
+def _identity(doc: dict, source: str | None) -> dict:
+    return {
+        "source": source,
+        "inputs": [i["path"] for i in doc["inputs"]],
+        "tool_version": doc.get("tool_version"),
+        "schema_version": doc.get("schema_version"),
+        "ranks": len(doc["ranks"]),
+        "hosts": len({r["host"] for r in doc["ranks"]}),
+        "collectives": len(doc["collectives"]),
+    }
+
+
+def _summary(a: dict, b: dict) -> dict:
+    sa, sb = a["summary"], b["summary"]
+    out = {k: _triple(sa.get(k), sb.get(k))
+           for k in ("wait_ns", "transfer_ns", "nccl_time_ns", "collectives", "explained_wait_share")}
+    for k in ("top_blocking_kernel", "top_straggler_rank"):
+        out[k] = {"a": sa.get(k), "b": sb.get(k), "changed": sa.get(k) != sb.get(k)}
+    return out
+
+
+# Blocking causes ----------------------------------------------------------------------------------
+
+def _causes(doc: dict) -> dict[tuple, dict]:
+    """(cause, name, rank) -> the run's blocking entry; kernels keyed by full name (short names of
+    template variants can collide), late launches by their NVTX range."""
+    out = {}
+    for e in doc.get("blocking_kernels", []):
+        out[(e["cause"], e.get("kernel_full") or e["kernel"], e["rank"])] = e
+    for e in doc.get("blocking_launches", []):
+        out[("host_launch", e["nvtx"], e["rank"])] = e
+    return out
+
+
+def _blocking(a: dict, b: dict) -> list[dict]:
+    ca, cb = _causes(a), _causes(b)
+    rows = []
+    for key in dict.fromkeys([*ca, *cb]):
+        ea, eb = ca.get(key, {}), cb.get(key, {})
+        e = ea or eb
+        rows.append({
+            "cause": key[0],
+            "kernel": e.get("kernel"), "kernel_full": e.get("kernel_full"), "nvtx": e.get("nvtx"),
+            "rank": key[2],
+            "inflicted_wait_ns": _triple(ea.get("inflicted_wait_ns", 0), eb.get("inflicted_wait_ns", 0)),
+            "blame_ns": _triple(ea.get("blame_ns", 0), eb.get("blame_ns", 0)),
+            "collectives": _triple(ea.get("collectives", 0), eb.get("collectives", 0)),
+            "confidence": {"a": ea.get("confidence"), "b": eb.get("confidence")},
+        })
+    rows.sort(key=lambda r: (-abs(r["inflicted_wait_ns"]["delta"]), -r["inflicted_wait_ns"]["b"]))
+    return rows
+
+
+def _by_cause(blocking: list[dict]) -> list[dict]:
+    """The blocking rows summed over ranks, per kernel (or NVTX range): where a cause's wait comes
+    from in each run, so a kernel that moved from one rank to another shows as one row."""
+    groups: dict[tuple, dict] = {}
+    for r in blocking:
+        key = (r["cause"], r["kernel_full"] or r["kernel"], r["nvtx"])
+        g = groups.setdefault(key, {"cause": r["cause"], "kernel": r["kernel"], "kernel_full": r["kernel_full"],
+                                    "nvtx": r["nvtx"], "by_rank": []})
+        g["by_rank"].append({"rank": r["rank"], "a": r["inflicted_wait_ns"]["a"], "b": r["inflicted_wait_ns"]["b"],
+                             "confidence": r["confidence"]})
+    out = []
+    for g in groups.values():
+        g["by_rank"].sort(key=lambda x: (x["rank"] is None, x["rank"]))
+        total_a, total_b = sum(x["a"] for x in g["by_rank"]), sum(x["b"] for x in g["by_rank"])
+        top = {side: max(g["by_rank"], key=lambda x: x[side])["rank"] if any(x[side] for x in g["by_rank"]) else None
+               for side in ("a", "b")}
+        # High when the analysis of that run was confident about the cause on any rank.
+        confidence = {side: "high" if any(x["confidence"][side] == "high" for x in g["by_rank"])
+                      else "low" if any(x[side] for x in g["by_rank"]) else None for side in ("a", "b")}
+        g.update({"inflicted_wait_ns": _triple(total_a, total_b), "top_rank": top, "confidence": confidence,
+                  "moved": top["a"] is not None and top["b"] is not None and top["a"] != top["b"]})
+        out.append(g)
+    out.sort(key=lambda g: -max(g["inflicted_wait_ns"]["a"], g["inflicted_wait_ns"]["b"]))
+    return out
+
+
+# Operations, stragglers, alignment, contention ----------------------------------------------------
+
+def _per_op(doc: dict) -> dict[str, dict]:
+    out: dict[str, dict] = defaultdict(lambda: {"count": 0, "wait_ns": 0, "transfer_ns": 0})
+    for c in doc["collectives"]:
+        o = out[c["op"]]
+        o["count"] += 1
+        o["wait_ns"] += c["wait_cost_ns"]
+        o["transfer_ns"] += c["transfer_ns"] * c["ranks"]  # GPU-time, as summary.transfer_ns
+    return out
+
+
+def _operations(a: dict, b: dict) -> list[dict]:
+    pa, pb = _per_op(a), _per_op(b)
+    zero = {"count": 0, "wait_ns": 0, "transfer_ns": 0}
+    rows = [{"op": op, **{k: _triple(pa.get(op, zero)[k], pb.get(op, zero)[k]) for k in zero}}
+            for op in dict.fromkeys([*pa, *pb])]
+    return sorted(rows, key=lambda r: -max(r["wait_ns"]["a"] + r["transfer_ns"]["a"], r["wait_ns"]["b"] + r["transfer_ns"]["b"]))
+
+
+def _per_rank(doc: dict) -> dict[int, dict]:
+    out: dict[int, dict] = {r["rank"]: {"host": r["host"], "last": 0, "wait_caused_ns": 0} for r in doc["ranks"]}
+    for c in doc["collectives"]:
+        s = out.setdefault(c["straggler_rank"], {"host": None, "last": 0, "wait_caused_ns": 0})
+        s["last"] += 1
+        s["wait_caused_ns"] += c["wait_cost_ns"]
+    return out
+
+
+def _stragglers(a: dict, b: dict) -> list[dict]:
+    ra, rb = _per_rank(a), _per_rank(b)
+    zero = {"host": None, "last": 0, "wait_caused_ns": 0}
+    rows = [{"rank": r, "host": {"a": ra.get(r, zero)["host"], "b": rb.get(r, zero)["host"]},
+             "last": _triple(ra.get(r, zero)["last"], rb.get(r, zero)["last"]),
+             "wait_caused_ns": _triple(ra.get(r, zero)["wait_caused_ns"], rb.get(r, zero)["wait_caused_ns"])}
+            for r in sorted({*ra, *rb})]
+    # Ranks that never arrived last in either run say nothing here.
+    return [r for r in rows if r["last"]["a"] or r["last"]["b"]]
+
+
+def _alignment(a: dict, b: dict) -> dict:
+    la, lb = a["alignment"], b["alignment"]
+    spread_a, spread_b = la.get("end_spread_ns_after") or {}, lb.get("end_spread_ns_after") or {}
+    return {
+        "method": {"a": la.get("method"), "b": lb.get("method")},
+        "end_spread_ns_after": {q: _triple(spread_a.get(q), spread_b.get(q)) for q in ("p50", "p95", "max")},
+        "violations_after": _triple(la.get("violations_after"), lb.get("violations_after")),
+        "instances_used": _triple(la.get("instances_used"), lb.get("instances_used")),
+    }
+
+
+def _contention(a: dict, b: dict) -> list[dict]:
+    def by_kernel(doc):
+        return {e.get("kernel_full") or e["kernel"]: e for e in doc.get("contention", [])}
+
+    ka, kb = by_kernel(a), by_kernel(b)
+    rows = []
+    for key in dict.fromkeys([*ka, *kb]):
+        ea, eb = ka.get(key), kb.get(key)
+        # Absent: it overlapped nothing, so it slowed nothing (0); present with null: unknown.
+        rows.append({"kernel": (ea or eb)["kernel"], "kernel_full": (ea or eb).get("kernel_full"),
+                     "contention_ns": _triple(ea["contention_ns"] if ea else 0, eb["contention_ns"] if eb else 0),
+                     "overlap_ns": _triple(ea["overlap_ns"] if ea else 0, eb["overlap_ns"] if eb else 0),
+                     "collectives": _triple(ea["collectives"] if ea else 0, eb["collectives"] if eb else 0)})
+    rows.sort(key=lambda r: (-abs(r["contention_ns"]["delta"] or 0), -abs(r["overlap_ns"]["delta"])))
+    return rows
+
+
+# Findings -------------------------------------------------------------------------------------------
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:,.1f} ms" if abs(ns) >= 100_000 else f"{ns / 1e3:,.0f} µs"
+
+
+def _short(text: str | None, width: int) -> str:
+    text = text or "-"
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _name(g: dict) -> str:
+    """A cause as the subject of a sentence."""
+    if g["cause"] == "host_launch":
+        return f"Late launches in '{g['nvtx'] or 'no NVTX range'}'"
+    return _short(g["kernel"], 64)
+
+
+def _total_sentence(what: str, t: dict, always: bool = True) -> str | None:
+    """A sentence on how a total changed; with always=False only when it changed noticeably."""
+    if t["a"] is None or t["b"] is None:
+        return None
+    if not always and abs(t["delta"]) <= CHANGE_SHARE * abs(t["a"]):
+        return None
+    if t["delta"] == 0:
+        return f"{what} is unchanged ({_ms(t['a'])})."
+    change = _change(t)
+    values = f"({_ms(t['a'])} → {_ms(t['b'])})"
+    if change is None:
+        return f"{what} went from none to {_ms(t['b'])}." if t["b"] else None
+    if abs(change) < CHANGE_SHARE:
+        return f"{what} barely changed {values}."
+    if change >= 1:
+        return f"{what} rose {t['b'] / t['a']:.1f}-fold {values}."
+    return f"{what} {'rose' if change > 0 else 'fell'} by {abs(change):.0%} {values}."
+
+
+def _findings(cmp: dict) -> list[str]:
+    s = cmp["summary"]
+    wait = s["wait_ns"]
+    out = []
+    if cmp["a"]["collectives"] == 0 and cmp["b"]["collectives"] == 0:
+        return ["Neither run has a collective matched across ranks: there is nothing to compare."]
+    if (sentence := _total_sentence("Total collective wait", wait)):
+        out.append(sentence)
+
+    def significant(g, side):
+        """A cause the analysis of that run was confident about, with a large share of its wait."""
+        return (g["confidence"][side] == "high" and bool(wait[side])
+                and g["inflicted_wait_ns"][side] >= SIGNIFICANT_SHARE * wait[side])
+
+    def rank_wait(g, side):
+        return next(x[side] for x in g["by_rank"] if x["rank"] == g["top_rank"][side])
+
+    for g in cmp["blocking_by_cause"]:
+        if len(out) >= MAX_FINDINGS:
+            break
+        sig_a, sig_b = significant(g, "a"), significant(g, "b")
+        if not (sig_a or sig_b):
+            continue
+        t, name = g["inflicted_wait_ns"], _name(g)
+        ra, rb = g["top_rank"]["a"], g["top_rank"]["b"]
+        change = _change(t)
+        # Late launches are plural ("they"), a kernel is one thing ("it").
+        it, s_, is_ = ("they", "", "are") if g["cause"] == "host_launch" else ("it", "s", "is")
+        if sig_a and sig_b and g["moved"]:
+            out.append(f"{name} moved: {it} made rank {ra} late in A ({_ms(rank_wait(g, 'a'))} of wait) "
+                       f"and rank {rb} late in B ({_ms(rank_wait(g, 'b'))}).")
+        elif change is not None and abs(change) < CAUSE_CHANGE_SHARE:
+            continue  # the same cause, about as costly: nothing to say
+        elif sig_b and t["a"] < CAUSE_CHANGE_SHARE * t["b"]:
+            out.append(f"{name} {is_} new in B: {it} made rank {rb} late ({_ms(rank_wait(g, 'b'))} of wait, "
+                       f"{t['b'] / wait['b']:.0%} of B's wait; {_ms(t['a'])} in A).")
+        elif sig_a and t["b"] < CAUSE_CHANGE_SHARE * t["a"]:
+            out.append(f"{name} no longer block{s_} in B: {it} made rank {ra} late in A ({_ms(rank_wait(g, 'a'))} of wait), "
+                       f"{_ms(t['b'])} in B.")
+        else:
+            side = "b" if sig_b else "a"
+            out.append(f"{name} {'grew' if t['delta'] > 0 else 'shrank'} by {abs(change):.0%}: "
+                       f"{_ms(t['a'])} → {_ms(t['b'])} of wait inflicted (mostly through rank {g['top_rank'][side]}).")
+    top = s["top_straggler_rank"]
+    if top["changed"] and top["a"] is not None and top["b"] is not None:
+        out.append(f"The rank that cost the most wait changed from rank {top['a']} in A to rank {top['b']} in B.")
+    if (sentence := _total_sentence("Total transfer time", s["transfer_ns"], always=False)):
+        out.append(sentence)
+    for r in cmp["contention"][:1]:
+        c = r["contention_ns"]
+        transfer = max(s["transfer_ns"]["a"] or 0, s["transfer_ns"]["b"] or 0)
+        if c["delta"] and transfer and abs(c["delta"]) >= 0.02 * transfer:
+            out.append(f"{_short(r['kernel'], 64)} slowed the transfers by {_ms(c['b'])} in B "
+                       f"against {_ms(c['a'])} in A.")
+    if cmp["a"]["ranks"] != cmp["b"]["ranks"]:
+        out.append(f"The runs have different numbers of ranks ({cmp['a']['ranks']} and {cmp['b']['ranks']}): "
+                   "totals over ranks compare different jobs.")
+    counts = [f"{o['op']} {o['count']['a']} → {o['count']['b']}" for o in cmp["operations"] if o["count"]["delta"]]
+    if counts:
+        out.append(f"The runs ran different collectives ({', '.join(counts)}): totals compare different amounts of work.")
+    v = cmp["alignment"]["violations_after"]
+    if (v["a"] or 0) > 0 or (v["b"] or 0) > 0:
+        out.append(f"Clock alignment left causality violations (A: {v['a']}, B: {v['b']}): "
+                   "per-rank deltas are less certain.")
+    return out
+
+
+def compare_documents(a: dict, b: dict, *, sources: tuple[str | None, str | None] = (None, None)) -> dict:
+    """The comparison of run A (`a`, the baseline) with run B (`b`): the deltas are b - a.
+    `sources` says where each document came from (a path, "run 12"), for people reading it."""
+    blocking = _blocking(a, b)
+    cmp = {
+        "schema_version": SCHEMA_VERSION,
+        "a": _identity(a, sources[0]),
+        "b": _identity(b, sources[1]),
+        "summary": _summary(a, b),
+        "blocking": blocking,
+        "blocking_by_cause": _by_cause(blocking),
+        "operations": _operations(a, b),
+        "stragglers": _stragglers(a, b),
+        "alignment": _alignment(a, b),
+        "contention": _contention(a, b),
+        "warnings": [],
+    }
+    if a.get("schema_version") != b.get("schema_version"):
+        cmp["warnings"].append(f"the runs were stored with different --json schema versions "
+                               f"({a.get('schema_version')} and {b.get('schema_version')})")
+    cmp["findings"] = _findings(cmp)
+    return cmp
+
+
+def _shown_causes(cmp: dict, limit: int) -> tuple[list[dict], int]:
+    """The blocking rows worth a line in a table or a bar in a chart (at least SHOWN_SHARE of the
+    larger run's wait), biggest change first; and how many were left out."""
+    floor = SHOWN_SHARE * max(cmp["summary"]["wait_ns"]["a"] or 0, cmp["summary"]["wait_ns"]["b"] or 0)
+    rows = [r for r in cmp["blocking"] if max(r["inflicted_wait_ns"]["a"], r["inflicted_wait_ns"]["b"]) > max(floor, 0)]
+    return rows[:limit], len(cmp["blocking"]) - len(rows[:limit])
+
+
+# Terminal --------------------------------------------------------------------------------------------
+
+def _ms_cell(ns) -> str:
+    return "-" if ns is None else f"{ns / 1e6:,.3f}"
+
+
+def _delta_cell(ns) -> str:
+    return "-" if ns is None else "0.000" if ns == 0 else f"{ns / 1e6:+,.3f}"
+
+
+def _where(side: dict) -> str:
+    """Where a run came from, in a few words: its source, its one input, or its inputs' folder."""
+    inputs = side["inputs"]
+    if side["source"]:
+        return side["source"]
+    if len(inputs) == 1:
+        return inputs[0]
+    return f"{Path(inputs[0]).parent}/ ({len(inputs)} files)" if inputs else "?"
+
+
+def _describe(side: dict) -> str:
+    return (f"{_where(side)}: {side['ranks']} rank{'s' * (side['ranks'] != 1)} on {side['hosts']} host{'s' * (side['hosts'] != 1)}, "
+            f"{side['collectives']} collectives")
+
+
+def render_comparison(cmp: dict, console=None) -> None:
+    """Verdict lines first, then blocking deltas, operations, stragglers, alignment (rich, stdout)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    # A pipe gets every column in full, not a table squeezed to 80 characters.
+    out = console or Console(width=None if sys.stdout.isatty() else 240, highlight=False)
+
+    def table(title, columns, text=("cause", "kernel or NVTX range", "op", "host", "method", "")):
+        t = Table(title=title, title_justify="left", title_style="bold")
+        for c in columns:
+            t.add_column(c, justify="left" if c in text else "right")
+        return t
+
+    out.print(f"A: {_describe(cmp['a'])}", markup=False)
+    out.print(f"B: {_describe(cmp['b'])}", markup=False)
+    for line in cmp["findings"] + [f"warning: {w}" for w in cmp["warnings"]]:
+        out.print(line, markup=False)
+
+    rows, left_out = _shown_causes(cmp, WORST)
+    if rows:
+        t = table("What made the stragglers late, A → B (wait inflicted on the other ranks)",
+                  ["rank", "cause", "kernel or NVTX range", "A ms", "B ms", "Δ ms", "A blamed ms", "B blamed ms"])
+        for r in rows:
+            w, bl = r["inflicted_wait_ns"], r["blame_ns"]
+            t.add_row(str(r["rank"]), r["cause"], _short(r["nvtx"] if r["cause"] == "host_launch" else r["kernel"], 60), _ms_cell(w["a"]), _ms_cell(w["b"]),
+                      _delta_cell(w["delta"]), _ms_cell(bl["a"]), _ms_cell(bl["b"]))
+        if left_out:
+            t.caption = f"{left_out} smaller causes in --json"
+        out.print(t)
+    if cmp["operations"]:
+        t = table("Operations, A → B", ["op", "A count", "B count", "A wait ms", "B wait ms", "Δ wait ms",
+                                        "A transfer ms", "B transfer ms", "Δ transfer ms"])
+        for o in cmp["operations"]:
+            t.add_row(o["op"], str(o["count"]["a"]), str(o["count"]["b"]), _ms_cell(o["wait_ns"]["a"]), _ms_cell(o["wait_ns"]["b"]),
+                      _delta_cell(o["wait_ns"]["delta"]), _ms_cell(o["transfer_ns"]["a"]), _ms_cell(o["transfer_ns"]["b"]),
+                      _delta_cell(o["transfer_ns"]["delta"]))
+        t.caption = "Transfer is GPU time: each collective's transfer on each of its ranks."
+        out.print(t)
+    if cmp["stragglers"]:
+        t = table("Stragglers, A → B", ["rank", "host", "A last in", "B last in", "A wait caused ms", "B wait caused ms", "Δ ms"])
+        for r in cmp["stragglers"][:WORST]:
+            t.add_row(str(r["rank"]), r["host"]["b"] or r["host"]["a"] or "-", str(r["last"]["a"]), str(r["last"]["b"]),
+                      _ms_cell(r["wait_caused_ns"]["a"]), _ms_cell(r["wait_caused_ns"]["b"]), _delta_cell(r["wait_caused_ns"]["delta"]))
+        out.print(t)
+    al = cmp["alignment"]
+    t = table("Clock alignment, A → B", ["", "A", "B"])
+    t.add_row("method", str(al["method"]["a"]), str(al["method"]["b"]))
+    for q, v in al["end_spread_ns_after"].items():
+        t.add_row(f"end spread after, {q} µs", *("-" if v[s] is None else f"{v[s] / 1e3:,.1f}" for s in ("a", "b")))
+    t.add_row("causality violations after", str(al["violations_after"]["a"]), str(al["violations_after"]["b"]))
+    out.print(t)
+
+
+# Chart -----------------------------------------------------------------------------------------------
+
+C_A = "#9aa7b4"  # the baseline is quiet, the new run loud
+C_B = "#1f5fa8"
+
+
+def write_compare_chart(cmp: dict, path_png) -> list[Path]:
+    """Paired bars, A against B: the wait each top cause inflicted, per cause and late rank (so a
+    cause that moved between ranks shows as one bar gone and one new), then wait and transfer per
+    operation. Writes path_png and the same name with .svg; returns both paths."""
+    import matplotlib
+    import numpy as np
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    from nsys_collective.charts import STYLE, _fmt_ms, _save, _unique_labels
+
+    stem = Path(path_png).with_suffix("")
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    rows, _ = _shown_causes(cmp, MAX_CHART_CAUSES)
+    rows.sort(key=lambda r: -max(r["inflicted_wait_ns"]["a"], r["inflicted_wait_ns"]["b"]))
+    ops = cmp["operations"]
+    sides = (("a", C_A, -0.2), ("b", C_B, 0.2))
+    with matplotlib.rc_context(STYLE):
+        fig = Figure(figsize=(11, 3.6 + 0.45 * max(len(rows), 1)), layout="constrained")
+        # Subfigures: the cause labels are wide, the operation panels need not share their margin.
+        top, bottom = fig.subfigures(2, 1, height_ratios=[0.45 * max(len(rows), 1) + 1.0, 2.6])
+        ax = top.subplots()
+        if rows:
+            names = _unique_labels([r["kernel_full"] or r["kernel"] or r["nvtx"] or "no NVTX range" for r in rows], width=46)
+            labels = [f"rank {r['rank']} · {'late launch in ' if r['cause'] == 'host_launch' else ''}{n}" for r, n in zip(rows, names)]
+            y = np.arange(len(rows))
+            for side, colour, shift in sides:
+                values = np.array([r["inflicted_wait_ns"][side] for r in rows], float)
+                ax.barh(y + shift, values / 1e6, height=0.38, color=colour)
+                for k in np.flatnonzero(values):
+                    ax.text(values[k] / 1e6, y[k] + shift, " " + _fmt_ms(values[k]), va="center", fontsize=7.5, color="#444444")
+            ax.set_yticks(y, labels, fontsize=8.5)
+            ax.invert_yaxis()
+            ax.set_xlim(0, ax.get_xlim()[1] * 1.12)  # room for the value labels
+        else:
+            ax.text(0.5, 0.5, "no blocking cause in either run", ha="center", va="center", transform=ax.transAxes)
+            ax.set_yticks([])
+        ax.set_xlabel("wait inflicted on the other ranks (ms of GPU time)")
+        ax.grid(axis="x", color="#e5e5e5", linewidth=0.6)
+        ax.set_axisbelow(True)
+        top.suptitle("What made the collectives wait, per late rank and cause: A against B", x=0.01, ha="left",
+                     fontsize=11, fontweight="bold")
+        top.legend(handles=[Patch(color=C_A, label=f"A: {_short_source(cmp['a'])}"),
+                            Patch(color=C_B, label=f"B: {_short_source(cmp['b'])}")],
+                   loc="outside upper right", ncols=2, frameon=False)
+        for ax, key in zip(bottom.subplots(1, 2), ("wait", "transfer")):
+            x = np.arange(len(ops))
+            for side, colour, shift in sides:
+                values = np.array([o[f"{key}_ns"][side] for o in ops], float)
+                ax.bar(x + shift, values / 1e6, width=0.38, color=colour)
+                for k in range(len(ops)):
+                    ax.text(x[k] + shift, values[k] / 1e6, _fmt_ms(values[k]), ha="center", va="bottom", fontsize=7.5, color="#444444")
+            ax.set_xticks(x, [o["op"] for o in ops])
+            ax.set_xlim(-0.8, max(len(ops), 1) - 0.2)
+            ax.set_title(f"{key} per operation (ms of GPU time, all ranks)", loc="left")
+            ax.grid(axis="y", color="#e5e5e5", linewidth=0.6)
+            ax.set_axisbelow(True)
+        return _save(fig, stem)
+
+
+def _short_source(side: dict) -> str:
+    text = _where(side)
+    return text if len(text) <= 48 else "…" + text[-47:]
