@@ -94,3 +94,16 @@ def read_exports(paths: Sequence[str | os.PathLike], threads: int | None = None)
     """
     raw = _native.read_exports([os.fspath(p) for p in paths], threads)
     return [Export.from_dict(r) for r in raw]
+
+
+def read_kineto(paths: Sequence[str | os.PathLike], threads: int | None = None) -> list[Export]:
+    """Reads PyTorch profiler (Kineto) traces, `.json` or `.json.gz`, one per rank, with the native
+    reader, `threads` files at once (all cores when None). Same `Export` as `read_exports`: times are
+    absolute UTC ns (`baseTimeNanoseconds` + ts), GPU rows carry the host pid, `record_param_comms`
+    ops are `nccl:<collective>` ranges, and `distributedInfo` is in `metadata` as
+    `distributedInfo.rank`, `distributedInfo.world_size`, ...
+
+    Raises `InputError` (one line, naming the file) for the first unusable input.
+    """
+    raw = _native.read_kineto_traces([os.fspath(p) for p in paths], threads)
+    return [Export.from_dict(r) for r in raw]

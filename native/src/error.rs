@@ -19,6 +19,18 @@ pub enum ReadError {
     Sqlite { path: PathBuf, source: rusqlite::Error },
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
+    #[error("{0}: empty file, not a PyTorch profiler (Kineto) trace")]
+    EmptyTrace(PathBuf),
+    #[error("{0}: truncated gzip (the file ends early); copy or write the trace again")]
+    TruncatedGzip(PathBuf),
+    #[error("{path}: damaged gzip ({message}); copy or write the trace again")]
+    BadGzip { path: PathBuf, message: String },
+    #[error("{path}: invalid JSON at line {line}, column {column} ({message}); the trace is damaged or was not fully written: profile again")]
+    InvalidJson { path: PathBuf, line: usize, column: usize, message: String },
+    #[error("{path}: not a PyTorch profiler (Kineto) trace ({reason}); pass the JSON that torch.profiler writes (export_chrome_trace, tensorboard_trace_handler)")]
+    NotKineto { path: PathBuf, reason: String },
+    #[error("{0}: no GPU events: profile with ProfilerActivity.CUDA (torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]))")]
+    NoGpuEvents(PathBuf),
     #[error("could not start reader threads: {0}")]
     Threads(String),
 }

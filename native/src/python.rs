@@ -34,6 +34,16 @@ fn read_exports(py: Python<'_>, paths: Vec<PathBuf>, threads: Option<usize>) -> 
     results.into_iter().map(|r| export_to_dict(py, r.map_err(to_py_err)?)).collect()
 }
 
+/// Reads PyTorch profiler (Kineto) traces, `.json` or `.json.gz`, in parallel, without the GIL.
+/// Returns one dict per path in `read_exports`' layout (plus a `collectives` table); raises
+/// InputError naming the first unusable file.
+#[pyfunction]
+#[pyo3(signature = (paths, threads = None))]
+fn read_kineto_traces(py: Python<'_>, paths: Vec<PathBuf>, threads: Option<usize>) -> PyResult<Vec<Bound<'_, PyDict>>> {
+    let results = py.detach(|| crate::kineto::read_kineto_traces(&paths, threads)).map_err(to_py_err)?;
+    results.into_iter().map(|r| export_to_dict(py, r.map_err(to_py_err)?)).collect()
+}
+
 /// SQLite summing the reader's columns of one export in SQL: the benchmark floor.
 #[pyfunction]
 fn floor_scan(py: Python<'_>, path: PathBuf) -> PyResult<i64> {
@@ -151,6 +161,7 @@ fn export_to_dict(py: Python<'_>, export: Export) -> PyResult<Bound<'_, PyDict>>
 #[pyo3(name = "_native")]
 fn native_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_exports, m)?)?;
+    m.add_function(wrap_pyfunction!(read_kineto_traces, m)?)?;
     m.add_function(wrap_pyfunction!(floor_scan, m)?)?;
     m.add_function(wrap_pyfunction!(table_specs, m)?)?;
     m.add_function(wrap_pyfunction!(overlaps, m)?)?;

@@ -257,7 +257,7 @@ impl Table {
     }
 
     /// Exports carry no order guarantee (nsys 2025.6+): sort by start, stable, when not sorted.
-    fn sort_by_start(&mut self) {
+    pub(crate) fn sort_by_start(&mut self) {
         let Some(start) = self.column("start") else { return };
         if start.windows(2).all(|w| w[0] <= w[1]) {
             return;
