@@ -5,6 +5,7 @@ what blocked (blocking.py) and slowed (contention.py) each collective."""
 from __future__ import annotations
 
 import fnmatch
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -58,6 +59,30 @@ class Filters:
     hosts: list[str] | None = None
     window_s: tuple[float, float] | None = None
     steps: str | None = None
+
+    @classmethod
+    def parse(cls, ranks: str | None = None, hosts: str | None = None, window: str | None = None, steps: str | None = None) -> Filters:
+        """Filters from their command-line forms: ranks '0-3,7', hosts 'node1,gpu*', window '1.5:3'
+        (seconds; either end may be left out). Raises ValueError saying what is wrong."""
+        rank_set = None
+        if ranks is not None:
+            rank_set = set()
+            try:
+                for part in ranks.split(","):
+                    lo, _, hi = part.strip().partition("-")
+                    rank_set.update(range(int(lo), int(hi or lo) + 1))
+            except ValueError:
+                raise ValueError(f"{ranks!r} is not a list of ranks such as 0-3,7") from None
+        window_s = None
+        if window is not None:
+            lo, sep, hi = window.partition(":")
+            try:
+                window_s = (float(lo) if lo else 0.0, float(hi) if hi else math.inf)
+            except ValueError:
+                window_s = None
+            if not sep or window_s is None or window_s[0] > window_s[1]:
+                raise ValueError(f"{window!r} is not a window START:END in seconds from the start of the capture")
+        return cls(ranks=rank_set, hosts=[h.strip() for h in hosts.split(",")] if hosts else None, window_s=window_s, steps=steps)
 
     def keeps_rank(self, rank: Rank) -> bool:
         in_ranks = self.ranks is None or rank.rank in self.ranks

@@ -135,16 +135,9 @@ def load(source: PathLike | Sequence[PathLike] | int, *, db: str | None = None, 
 def _filters(ranks=None, hosts=None, window_s=None, steps=None) -> Filters:
     """analysis.Filters from load()'s keyword arguments, which also take analyze's text forms."""
     if isinstance(ranks, str):
-        import typer
-
-        from nsys_collective.commands.analyze import _rank_set
-
-        try:
-            ranks = _rank_set(ranks)
-        except typer.BadParameter as e:
-            raise ValueError(e.message) from None
+        ranks = Filters.parse(ranks=ranks).ranks
     if isinstance(hosts, str):
-        hosts = [h.strip() for h in hosts.split(",")]
+        hosts = Filters.parse(hosts=hosts).hosts
     return Filters(ranks=None if ranks is None else set(ranks), hosts=None if hosts is None else list(hosts),
                    window_s=None if window_s is None else (float(window_s[0]), float(window_s[1])), steps=steps)
 
@@ -152,14 +145,12 @@ def _filters(ranks=None, hosts=None, window_s=None, steps=None) -> Filters:
 def _analyze(paths: Iterable[PathLike], nsys: str | None, filters: Filters) -> tuple[Analysis, dict]:
     """What `analyze --json` computes, without printing anything."""
     from nsys_collective.analysis import analyze_exports
-    from nsys_collective.commands.analyze import _exported
-    from nsys_collective.inputs import discover
+    from nsys_collective.inputs import discover, exports_of, read_inputs
     from nsys_collective.json_output import document
-    from nsys_collective.reader import read_exports
 
     inputs = discover(list(paths))
-    export_paths = _exported(inputs, nsys, None, False)
-    analysis = analyze_exports(read_exports(export_paths), [str(p) for p in inputs], filters)
+    export_paths = exports_of(inputs, nsys)
+    analysis = analyze_exports(read_inputs(export_paths), [str(p) for p in inputs], filters)
     return analysis, document(analysis, [str(p) for p in export_paths])
 
 

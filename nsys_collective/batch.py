@@ -28,9 +28,9 @@ from pathlib import Path
 
 from nsys_collective.analysis import analyze_exports
 from nsys_collective.errors import InputError
-from nsys_collective.inputs import EXPORT_SUFFIXES, REPORT_SUFFIXES, discover, is_report
+from nsys_collective.inputs import EXPORT_SUFFIXES, REPORT_SUFFIXES, discover, exports_of, read_inputs
 from nsys_collective.json_output import document
-from nsys_collective.reader import Export, read_exports
+from nsys_collective.reader import Export
 from nsys_collective.store import (AlreadyStored, display_url, input_hash, list_runs, open_store, stored_failure,
                                    stored_hash, write_run)
 
@@ -96,17 +96,6 @@ def _prepare(root: Path, path: Path) -> Job:
     return job
 
 
-def _exported(inputs: Sequence[Path], nsys: str | None, cache_dir: Path | None) -> list[Path]:
-    """Each input's SQLite export, reports through `nsys export` (as analyze does)."""
-    reports = [p for p in inputs if is_report(p)]
-    if not reports:
-        return list(inputs)
-    from nsys_collective.nsys_export import export_reports
-
-    exported = dict(zip(reports, export_reports(reports, nsys=nsys, cache_dir=cache_dir, progress=False)))
-    return [exported.get(p, p) for p in inputs]
-
-
 def _document(exports: list[Export], inputs: Sequence[Path | str], export_paths: Sequence[Path | str]) -> dict:
     """What `analyze JOB --json` prints, as a dict."""
     analysis = analyze_exports(exports, [str(p) for p in inputs])
@@ -156,10 +145,10 @@ def _run_local(jobs: Iterable[Job], bars: _Bars, nsys, cache_dir, threads) -> It
     for job in jobs:
         bars.ranks_queued(len(job.inputs))
         try:
-            paths = _exported(job.inputs, nsys, cache_dir)
+            paths = exports_of(job.inputs, nsys, cache_dir)
             exports: list[Export] = []
             for at in range(0, len(paths), chunk):
-                exports += read_exports(paths[at:at + chunk], threads)
+                exports += read_inputs(paths[at:at + chunk], threads)
                 bars.ranks_read(len(paths[at:at + chunk]))
             result = _document(exports, job.inputs, paths)
         except Exception as e:
@@ -176,8 +165,8 @@ def _reduced(export: Export) -> Export:
 def _rank_task(path: str, nsys: str | None, cache_dir: str | None) -> tuple[str, Export] | _Failed:
     """Dask task: one rank's export path and reduced export."""
     try:
-        [export_path] = _exported([Path(path)], nsys, Path(cache_dir) if cache_dir else None)
-        [export] = read_exports([export_path], 1)
+        [export_path] = exports_of([Path(path)], nsys, Path(cache_dir) if cache_dir else None)
+        [export] = read_inputs([export_path], 1)
         return str(export_path), _reduced(export)
     except Exception as e:
         return _Failed(_error_text(e))

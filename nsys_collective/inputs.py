@@ -1,25 +1,50 @@
-"""Turning the user's paths into one SQLite export per report.
+"""Turning the user's paths into the exports of one job, and reading them.
 
 Paths may be exports (`.sqlite`), reports (`.nsys-rep`, `.qdrep`: exported with `nsys export`,
-cached) or directories holding either (searched recursively). A report and its own export side by
-side count once, as the report, whose cached export is reused when up to date.
+cached), PyTorch profiler (Kineto) traces (`.json`, `.json.gz`), directories holding them
+(searched recursively) or glob patterns. A report and its own export side by side count once, as
+the report, whose cached export is reused when up to date. One job is one kind of input: Nsight
+Systems and Kineto inputs together are refused.
 """
 
 from __future__ import annotations
 
 import glob
+import gzip
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from nsys_collective.errors import InputError
+from nsys_collective.reader import Export, read_exports, read_kineto
 
 EXPORT_SUFFIXES = (".sqlite",)
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+KINETO_SUFFIXES = (".json", ".json.gz")
+
+
+def is_report(path: Path) -> bool:
+    return path.suffix in REPORT_SUFFIXES
+
+
+def is_kineto(path: Path) -> bool:
+    return path.name.endswith(KINETO_SUFFIXES)
+
+
+def _looks_like_kineto(path: Path) -> bool:
+    """A .json in a folder is a PyTorch profiler trace only when it starts like one: folders also
+    hold other JSON (fixtures' truth.json, analyze's analysis.json, our own Perfetto traces)."""
+    try:
+        opener = gzip.open if path.name.endswith(".gz") else open
+        with opener(path, "rb") as f:
+            head = f.read(1 << 16)
+    except (OSError, EOFError):
+        return True  # unreadable: let the reader say what is wrong with it
+    return b'"schemaVersion"' in head or (b'"traceEvents"' in head and b"collectivetrace" not in head)
 
 
 def _is_input(path: Path) -> bool:
-    return path.suffix in EXPORT_SUFFIXES + REPORT_SUFFIXES
+    return path.suffix in EXPORT_SUFFIXES + REPORT_SUFFIXES or (is_kineto(path) and _looks_like_kineto(path))
 
 
 def _expand(given: Path) -> list[Path]:
@@ -42,7 +67,8 @@ def discover(paths: Sequence[str | os.PathLike]) -> list[Path]:
         if given.is_dir():
             inside = sorted(p for p in given.rglob("*") if p.is_file() and _is_input(p))
             if not inside:
-                raise InputError(f"{given}: no Nsight Systems exports (.sqlite) or reports (.nsys-rep, .qdrep) in this directory")
+                raise InputError(f"{given}: no Nsight Systems exports (.sqlite), reports (.nsys-rep, .qdrep) "
+                                 "or PyTorch profiler traces (.json, .json.gz) in this directory")
             found.extend(inside)
         elif given.exists():
             found.append(given)
@@ -55,8 +81,27 @@ def discover(paths: Sequence[str | os.PathLike]) -> list[Path]:
             continue  # the export of a report also given: read through the report's cache check
         if p not in unique:
             unique.append(p)
+    kineto = [p for p in unique if is_kineto(p)]
+    if kineto and len(kineto) < len(unique):
+        raise InputError(f"{kineto[0]} and {next(p for p in unique if not is_kineto(p))}: PyTorch profiler traces and "
+                         "Nsight Systems exports cannot be analyzed together; pass one kind per job")
     return unique
 
 
-def is_report(path: Path) -> bool:
-    return path.suffix in REPORT_SUFFIXES
+def exports_of(inputs: Sequence[Path], nsys: str | None = None, cache_dir: Path | None = None, progress: bool = False) -> list[Path]:
+    """What the reader reads for each input: reports through `nsys export` (cached), the rest as
+    they are."""
+    reports = [p for p in inputs if is_report(p)]
+    if not reports:
+        return list(inputs)
+    from nsys_collective.nsys_export import export_reports
+
+    exported = dict(zip(reports, export_reports(reports, nsys=nsys, cache_dir=cache_dir, progress=progress)))
+    return [exported.get(p, p) for p in inputs]
+
+
+def read_inputs(paths: Sequence[Path], threads: int | None = None) -> list[Export]:
+    """The exports (or Kineto traces) of one job, read in parallel by the native readers."""
+    if paths and all(is_kineto(p) for p in paths):
+        return read_kineto(paths, threads)
+    return read_exports(paths, threads)

@@ -4,7 +4,8 @@ A report holds one rank per process and GPU that ran GPU work; a report without 
 still a rank (with zero kernels), so a rank that did nothing is seen, not silently dropped.
 
 Rank numbers come from the most trusted source every rank has (nsys-export.md, "Identity"):
-the rank variables of the profiled process's environment (only for reports holding one rank: a
+a PyTorch profiler trace's distributedInfo, the rank variables of the profiled process's
+environment (only for reports holding one rank: a
 report of several ranks records its launcher's environment), else a `rank<N>` in the file name
 (`-o report_rank%q{RANK}`), else a stable order (host, pid, device, report). NCCL's
 `ncclCommInitRank` payload would come first, but default exports do not carry payload values.
@@ -60,7 +61,10 @@ def environment(export: Export) -> dict[str, str]:
     return env
 
 
-def _rank_from_environment(env: dict[str, str]) -> tuple[int, str] | None:
+def _rank_from_environment(env: dict[str, str], metadata: dict[str, str]) -> tuple[int, str] | None:
+    # PyTorch profiler traces say it themselves.
+    if metadata.get("distributedInfo.rank", "").strip().isdigit():
+        return int(metadata["distributedInfo.rank"]), "distributedInfo (PyTorch profiler)"
     for name in RANK_VARIABLES:
         if env.get(name, "").strip().isdigit():
             return int(env[name]), f"environment ({name})"
@@ -110,7 +114,7 @@ def find_ranks(exports: list[Export], reports: list[str]) -> tuple[list[Rank], l
         if not keys:
             warnings.append(f"{report}: no CUDA kernels or copies captured; counted as a rank with zero kernels")
             keys = [(None, None)]
-        env = _rank_from_environment(environment(export)) if len(keys) == 1 else None
+        env = _rank_from_environment(environment(export), export.metadata) if len(keys) == 1 else None
         for pid, device in keys:
             found.append({"index": index, "report": report, "pid": pid, "device": device,
                           "host": export.session.hostname, "env": env, "file": _rank_from_file_name(report) if len(keys) == 1 else None})

@@ -187,3 +187,21 @@ def test_an_nsys_reader_refuses_a_trace_and_the_other_way_round(tmp_path):
     sqlite = next(REAL.rglob("*.sqlite"))
     with pytest.raises(InputError, match="invalid JSON at line 1"):
         read_kineto([sqlite])
+
+
+def test_analyze_accepts_a_folder_of_traces_and_refuses_mixed_inputs(tmp_path):
+    from typer.testing import CliRunner
+
+    from nsys_collective.cli import app
+
+    folder = REAL / "kineto" / "hta-trace_filter-2rank"
+    if not folder.is_dir():
+        pytest.skip(f"real traces not found at {folder}")
+    result = CliRunner().invoke(app, ["analyze", str(folder), "--json"])
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert [(r["rank"], r["rank_source"]) for r in doc["ranks"]] == [(0, "distributedInfo (PyTorch profiler)"), (1, "distributedInfo (PyTorch profiler)")]
+    assert [r["kernels"] for r in doc["ranks"]] == [1154, 1104]
+    assert doc["summary"]["collectives"] >= 1
+    mixed = CliRunner().invoke(app, ["analyze", str(folder / "sampled_rank-0.json.gz"), str(REAL / "versions" / "nsys-2026.1-test-cuda.sqlite")])
+    assert mixed.exit_code == 2 and "cannot be analyzed together" in mixed.stderr
