@@ -205,3 +205,18 @@ def test_analyze_accepts_a_folder_of_traces_and_refuses_mixed_inputs(tmp_path):
     assert doc["summary"]["collectives"] >= 1
     mixed = CliRunner().invoke(app, ["analyze", str(folder / "sampled_rank-0.json.gz"), str(REAL / "versions" / "nsys-2026.1-test-cuda.sqlite")])
     assert mixed.exit_code == 2 and "cannot be analyzed together" in mixed.stderr
+
+
+def test_overlap_with_hta_filters_equals_htas_published_figures():
+    """HTA 0.5.0 reports 11.81% and 20.05% communication/computation overlap on these traces
+    (../shared/data/real/README.md); scripts/compare_hta.py computes ours with HTA's filters."""
+    folder = REAL / "kineto" / "hta-trace_filter-2rank"
+    if not folder.is_dir():
+        pytest.skip(f"real traces not found at {folder}")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("compare_hta", Path(__file__).resolve().parents[1] / "scripts" / "compare_hta.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    overlap, _ = script.ours(folder)
+    assert overlap[0] == pytest.approx(11.81, abs=0.1) and overlap[1] == pytest.approx(20.05, abs=0.1)
