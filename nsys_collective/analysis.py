@@ -7,6 +7,7 @@ from __future__ import annotations
 import fnmatch
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -44,8 +45,11 @@ class Analysis:
     def clock_fitted(self, rank: int) -> bool:
         """Whether the rank's clock took part in the fit (it shares a clock with a rank that has
         matched collectives)."""
-        clock = self.alignment.clock_of_rank[rank]
-        return any(self.alignment.clock_of_rank[int(r)] == clock for r in np.unique(self.collectives.obs_rank))
+        return self.alignment.clock_of_rank[rank] in self._fitted_clocks
+
+    @cached_property
+    def _fitted_clocks(self) -> set[int]:
+        return {self.alignment.clock_of_rank[int(r)] for r in np.unique(self.collectives.obs_rank)}
 
 
 @dataclass
