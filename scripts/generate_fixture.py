@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Write synthetic multi-rank Nsight Systems SQLite exports with a planted truth.
+"""Write synthetic multi-rank Nsight Systems SQLite exports (or PyTorch profiler traces) with a planted truth.
 
 One ``rep_<RANK>.sqlite`` per rank (as ``nsys profile -o rep_%q{RANK}`` on every rank followed
 by ``nsys export --type sqlite``), and ``truth.json`` beside them saying what was planted.
 Deterministic: the same arguments and ``--seed`` give a byte-identical ``truth.json`` and
-identical table contents.
+identical table contents. ``--format kineto`` writes the same simulated job as one PyTorch
+profiler (Kineto) trace per rank instead, ``rank_<RANK>.json.gz`` (see "Kineto traces" below):
+same seed, same events, same truth, byte-identical files.
 
 Usage::
 
@@ -13,8 +15,10 @@ Usage::
         [--scenario mixed|slow_kernel|extra_kernel|late_launch|contention|balanced]
         [--seed 0] [--normalized-time] [--shuffle-rows] [--drift-ppm 0.0]
         [--nsys-version 2024.5|2026.2] [--contention-ranks one|all] [--force]
+        [--format nsys|kineto] [--kineto-base-boundary]
 
-or, from Python, ``generate(out_dir, ranks=8, hosts=2, ...) -> dict`` (the truth).
+or, from Python, ``generate(out_dir, ranks=8, hosts=2, ..., format="nsys", kineto_base_boundary=False)
+-> dict`` (the truth).
 It refuses to write into a non-empty OUT_DIR unless ``--force`` (``force=True``).
 
 Tables written (DDL copied verbatim from real exports, see ``DDL_2024_5``):
@@ -83,17 +87,67 @@ are not time-ordered; otherwise rows are in start order. ``--nsys-version 2026.2
 2026.2 (schema 3.25.0) DDL for the tables that changed (KERNEL with cluster/qmd/
 tensorSizeMinusOneElements columns, MEMCPY with copyCount, session start with systemClockNs).
 
+Kineto traces (``--format kineto``)
+-----------------------------------
+One ``rank_<RANK>.json.gz`` per rank (gzip level 6, no name or mtime in the header), the text laid
+out as Kineto's ChromeTraceLogger writes it (PyTorch 2.x, one event per few lines):
+``schemaVersion`` 1, ``deviceProperties`` (one entry per GPU of the host: id, name, totalGlobalMem,
+computeMajor/Minor 9.0, numSms 132, ...), metadata (``cupti_version``, ``cuda_runtime_version``,
+``cuda_driver_version``, ``distributedInfo`` {backend 'nccl', rank, world_size, pg_count,
+pg_config, nccl_version}, ``generated_by``), ``traceEvents``, then ``traceName``,
+``displayTimeUnit`` and ``baseTimeNanoseconds`` after the events (as finalizeTrace writes them).
+``ts``/``dur`` are us with exactly 3 decimals, ``ts`` relative to ``baseTimeNanoseconds`` = the
+rank's program-load wall clock (its ``utc_epoch_ns``, on its own clock) floored to a block of
+7,889,238 s (~91 days), as Kineto's ChromeTraceBaseTime does. Host clock offsets and drift are
+planted exactly as for nsys. Events, on the same true times as the nsys export's rows:
+* CPU side, ``pid`` = the OS pid (as nsys: ``base + local_rank``), ``tid`` = pid (main thread):
+  ``cpu_op`` ATen ops around each compute launch (``aten::mm``, ``aten::addmm``,
+  ``aten::_flash_attention_forward``, ..., ``aten::copy_`` for the copies) and ``record_param_comms``
+  at the nsys ``nccl:all_reduce`` range's times around each NCCL launch (args: Collective name
+  'allreduce' (what ProcessGroupNCCL::allreduce records), dtype 'BFloat16', In/Out msg nelems,
+  Group size, Process Group Name '0' / Description 'default_pg' / Ranks, Rank, Seq (1-based));
+  ``user_annotation`` ranges ``nccl:all_reduce`` (at the nsys ``ncclAllReduce`` range's times),
+  ``ProfilerStep#N`` and ``DataLoader.__next__`` (same times as the NVTX ranges); NCCL's own NVTX
+  (domain create, ``ncclCommInitRank``) has no Kineto counterpart and is left out. CPU ops carry
+  ``External id`` (1, 2, ... in start order), ``Record function id``, ``Ev Idx``.
+* Launch calls (same correlation ids as nsys): ``cuda_runtime`` ``cudaLaunchKernel`` (cbid 211)
+  and ``cudaMemcpyAsync`` (cbid 41); the NCCL launch ``cuLaunchKernelEx`` is a driver call, so
+  ``cuda_driver`` (cbid 652), as Kineto files CUPTI driver records. Args: External id (the
+  enclosing CPU op's), cbid, correlation; each followed by its ``ac2g`` flow start ("s").
+* GPU side, ``pid`` = device, ``tid`` = stream: ``kernel`` (name = the demangled name; args
+  External id, queued, device, context, stream, correlation, registers per thread, shared memory,
+  blocks per SM, warps per SM, grid, block, est. achieved occupancy %; NCCL kernels also get the
+  record_param_comms' collective args, as Kineto copies them) and ``gpu_memcpy``
+  ``Memcpy HtoD (Pinned -> Device)`` (bytes, memory bandwidth (GB/s)), each with its flow end ("f").
+* The profiler span (``Trace`` "PyTorch Profiler (0)"), process and thread names (``M``) and the
+  ``Record Window End`` instant. Order: span, CPU ops by start, CUPTI records by start, names, end
+  (``--shuffle-rows``: the CPU ops and CUPTI records in a seeded random order).
+``--kineto-base-boundary`` moves t0 (only; with ``--format nsys`` too, for an nsys twin) so that
+the first block boundary after T0_NS falls in the largest gap between the ranks' program starts
+(each on its own clock): the ranks on either side get bases one block (91 days) apart although
+their events are simultaneous (the trap of comparing ``ts`` across ranks). ``--normalized-time`` and ``--nsys-version`` apply to nsys only.
+
 truth.json (all times integer ns; "true" times are absolute UTC ns on the TRUE clock)
 -------------------------------------------------------------------------------------
-``generator``, ``format_version`` (1), ``seed``, ``scenario``, ``params`` (every generate()
-argument but out_dir/force, plus the effective ``buckets``), ``export``
+``generator``, ``format_version`` (1), ``format`` ('kineto'; absent for nsys), ``seed``,
+``scenario``, ``params`` (every generate() argument but out_dir/force, plus the effective
+``buckets``; ``format`` and ``kineto_base_boundary`` only when not at their defaults, so that nsys
+sets made before these options existed stay byte-identical), ``export``
 ({product_version, schema_version}), ``t0_ns`` (true start of step 0, the drift reference),
 ``time_normalized``, ``clock_model`` (the formula above, as text),
 ``streams`` ({compute: 7, nccl: 13, side: 21}),
 ``hosts``: {host: {offset_ns, drift_ppm, ranks: [..]}},
 ``ranks``: [{rank, host, local_rank, pid, device, global_pid, global_tid, file, utc_epoch_ns,
   kernels (rows in CUPTI_ACTIVITY_KIND_KERNEL), nccl_kernels, memcpys, runtime_calls,
-  nvtx_events (all NVTX_EVENTS rows), nvtx_ranges (eventType 59 rows), strings (StringIds rows)}],
+  nvtx_events (all NVTX_EVENTS rows), nvtx_ranges (eventType 59 rows), strings (StringIds rows)}];
+  for kineto: [{rank, host, local_rank, pid, tid, device, file (rank_<RANK>.json.gz), utc_epoch_ns
+  (the program-load clock reading), base_time_ns (baseTimeNanoseconds), kernels ("kernel" events),
+  nccl_kernels, memcpys ("gpu_memcpy"), runtime_calls ("cuda_runtime" + "cuda_driver"),
+  driver_calls ("cuda_driver"), cpu_ops ("cpu_op", record_param_comms included),
+  record_param_comms, user_annotations, nvtx_ranges (user_annotations + record_param_comms: the
+  ranges a reader makes of them), trace_events (entries of traceEvents)}],
+``kineto`` (kineto only): {block_ns, base_boundary, boundary_ns (the block start between the
+  ranks' bases, or null), base_time_ns (the distinct bases), collective_name, dtype, launch_calls},
 ``collectives``: [{seq (k-th NCCL kernel of every rank), step, bucket, op 'AllReduce', kernel,
   dtype 'bf16', bytes, arrival_ns [per rank, true], end_ns [per rank, true], last_arrival_ns,
   straggler_rank, ref_arrival_ns (median of arrivals, floor), skew_ns (last - ref), wait_ns [per
@@ -126,6 +180,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import gzip
 import json
 import sqlite3
 import sys
@@ -576,6 +631,26 @@ RUNTIME_NAMES = ["cudaLaunchKernel_v7000", "cuLaunchKernelEx", "cudaMemcpyAsync_
 NVTX_STRINGS = ["ncclCommInitRank", "ncclAllReduce", DATALOADER]
 THREAD_NAMES = ["python3", "pt_nccl_watchdg"]
 
+# --format kineto: PyTorch profiler traces (see the docstring's "Kineto traces")
+FORMATS = ("nsys", "kineto")
+KINETO_BLOCK_NS = 7_889_238 * 10**9  # ChromeTraceBaseTime: the load-time wall clock floored to ~3 months
+KINETO_PRODUCT = "PyTorch 2.5.1 profiler (Kineto)"
+KINETO_SCHEMA = 1
+KINETO_COLLECTIVE = "allreduce"  # record_param_comms' "Collective name" (ProcessGroupNCCL::allreduce)
+KINETO_DTYPE = "BFloat16"
+KINETO_MEMCPY = "Memcpy HtoD (Pinned -> Device)"
+# (category, name, CUPTI callback id) of the launch call of each op kind
+KINETO_LAUNCH = {K_COMPUTE: ("cuda_runtime", "cudaLaunchKernel", 211), K_SIDE: ("cuda_runtime", "cudaLaunchKernel", 211),
+                 K_COPY: ("cuda_runtime", "cudaMemcpyAsync", 41), K_NCCL: ("cuda_driver", "cuLaunchKernelEx", 652)}
+# the ATen op (cpu_op) around each compute kernel's launch
+ATEN_OP = {SPEC[k]: op for k, op in [
+    (LN_FWD, "aten::native_layer_norm"), (GEMM_QKV, "aten::addmm"), (FLASH_FWD, "aten::_flash_attention_forward"),
+    (GEMM_PROJ, "aten::addmm"), (ADD, "aten::add"), (GEMM_MLP, "aten::addmm"), (GELU, "aten::gelu"),
+    (SOFTMAX, "aten::_softmax"), (GELU_BWD, "aten::gelu_backward"), (GEMM_DGRAD, "aten::mm"), (GEMM_WGRAD, "aten::mm"),
+    (FLASH_BWD, "aten::_flash_attention_backward"), (LN_BWD, "aten::native_layer_norm_backward"),
+    (GAMMA_BETA, "aten::native_layer_norm_backward"), (ADAM, "aten::_fused_adam_"), (ZERO, "aten::fill_"),
+    (INDEX_PUT, "aten::index_put_"), (CONTEND, "aten::mm")]}
+
 BUS_LOCATIONS = ["0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0",
                  "0000:9a:00.0", "0000:ab:00.0", "0000:ba:00.0", "0000:db:00.0"]
 
@@ -782,10 +857,10 @@ class _Strings:
         return [(i, s) for s, i in self.ids.items()]
 
 
-def _clock(true_rel, offset, drift_ppm):
+def _clock(true_rel, offset, drift_ppm, t0=T0_NS):
     """Recorded UTC for true times given relative to t0 (int64 array or int)."""
     tr = np.asarray(true_rel, dtype=np.int64)
-    return T0_NS + tr + offset + np.rint(drift_ppm * 1e-6 * tr.astype(np.float64)).astype(np.int64)
+    return t0 + tr + offset + np.rint(drift_ppm * 1e-6 * tr.astype(np.float64)).astype(np.int64)
 
 
 def _iso(ns):
@@ -800,7 +875,7 @@ def _write_rank(path, r, info, p, nvtx, seed, args, ver, ddl):
     """Write one rank's export. Returns its row counts."""
     norm = args["normalized_time"]
     epoch = info["utc_epoch_ns"]
-    rec = lambda t: _clock(t, info["offset_ns"], info["drift_ppm"])  # noqa: E731
+    rec = lambda t: _clock(t, info["offset_ns"], info["drift_ppm"], info["t0_ns"])  # noqa: E731
     stored = (lambda t: rec(t)) if norm else (lambda t: rec(t) - epoch)
     strings = _Strings()
     for k in CATALOG:
@@ -975,7 +1050,204 @@ def _args_text(args):
          f"--contention-ranks {args['contention_ranks']}"]
     a += ["--normalized-time"] if args["normalized_time"] else []
     a += ["--shuffle-rows"] if args["shuffle_rows"] else []
+    a += [f"--format {args['format']}"] if "format" in args else []
+    a += ["--kineto-base-boundary"] if args.get("kineto_base_boundary") else []
     return " ".join(a)
+
+
+def _boundary_t0(session_rel, host_of, offsets, drifts):
+    """--kineto-base-boundary: the t0 that puts a Kineto base-time block boundary inside the largest gap
+    between the ranks' program starts (each on its own clock), so ranks on either side of it get
+    baseTimeNanoseconds one block apart. The boundary is the first one after T0_NS."""
+    rel = np.sort([int(_clock(session_rel[r], offsets[h], drifts[h], 0)) for r, h in enumerate(host_of)])
+    gaps = np.diff(rel)
+    at = int(np.argmax(gaps))
+    if gaps[at] < 2:
+        raise ValueError("the ranks' program starts coincide: no block boundary fits between them (change --seed)")
+    boundary = (T0_NS // KINETO_BLOCK_NS + 1) * KINETO_BLOCK_NS
+    return int(boundary - (rel[at] + gaps[at] // 2))
+
+
+def _kineto_truth(rank_truth, args):
+    bases = sorted({r["base_time_ns"] for r in rank_truth})
+    return {"block_ns": KINETO_BLOCK_NS, "base_boundary": bool(args.get("kineto_base_boundary")),
+            "boundary_ns": bases[-1] if len(bases) > 1 else None, "base_time_ns": bases,
+            "collective_name": KINETO_COLLECTIVE, "dtype": KINETO_DTYPE,
+            "launch_calls": {k: KINETO_LAUNCH[kind][1]
+                             for k, kind in (("compute", K_COMPUTE), ("copy", K_COPY), ("nccl", K_NCCL))}}
+
+
+def _us(ns):
+    """Kineto's time text: integer us, '.', three digits of ns."""
+    assert ns >= 0, "an event before its rank's baseTimeNanoseconds"
+    return f"{ns // 1000}.{ns % 1000:03d}"
+
+
+def _kx(cat, name, pid, tid, ts, dur, args):
+    """One complete ("X") event, laid out as Kineto's ChromeTraceLogger::handleActivity writes it."""
+    return ('  {\n    "ph": "X", "cat": "%s", "name": %s, "pid": %s, "tid": %s,\n    "ts": %s, "dur": %s,\n'
+            '    "args": {\n      %s\n    }\n  }'
+            % (cat, json.dumps(name), pid, tid, _us(ts), _us(dur), json.dumps(args)[1:-1]))
+
+
+def _kflow(ph, flow_id, pid, tid, ts):
+    """The "ac2g" flow event tying a launch (ph "s") to its GPU activity (ph "f")."""
+    bp = ', "bp": "e"' if ph == "f" else ""
+    return ('  {\n    "ph": "%s", "id": %d, "pid": %s, "tid": %s, "ts": %s,\n    "cat": "ac2g", "name": "ac2g"%s\n  }'
+            % (ph, flow_id, pid, tid, _us(ts), bp))
+
+
+def _kmeta(name, pid, tid, ts, key, value):
+    return ('  {\n    "name": "%s", "ph": "M", "ts": %s, "pid": %s, "tid": %s,\n'
+            '    "args": {\n      "%s": %s\n    }\n  }' % (name, _us(ts), pid, tid, key, json.dumps(value)))
+
+
+def _write_kineto_rank(path, r, info, p, nvtx, nbytes, seed, args):
+    """Write one rank's PyTorch profiler trace, gzip-compressed. Returns its event counts.
+
+    The same ops, launches and ranges as the nsys export of the rank (same true times, same clock),
+    as Kineto writes them: CPU events on (pid, tid), GPU events on (device, stream), ts in us
+    relative to the rank's baseTimeNanoseconds."""
+    base = info["base_time_ns"]
+    rec = lambda t: _clock(t, info["offset_ns"], info["drift_ppm"], info["t0_ns"])  # noqa: E731
+    pid = tid = info["pid"]
+    dev = info["device"]
+    ranks = args["ranks"]
+    kind, spec = p["kind"], p["spec"]
+    lstart = p["start"] - p["lead"]
+    lend = lstart + p["call"]
+    lo = np.argsort(lstart, kind="stable")
+    corr = np.empty(len(lo), np.int64)
+    corr[lo] = 4_000 + np.arange(len(lo))  # CUPTI correlation ids, as in the nsys export
+    nccl = np.flatnonzero(kind == K_NCCL)  # program order = collective order
+    group = {"Group size": ranks, "dtype": KINETO_DTYPE, "In split size": "[]", "Out split size": "[]",
+             "Process Group Name": "0", "Process Group Description": "default_pg",
+             "Process Group Ranks": "[" + ", ".join(map(str, range(ranks))) + "]"}
+
+    # --- CPU side: (true start, true end, cat, name, args, launched op or -1)
+    cpu = [(int(lstart[i]) - 700, int(lend[i]) + 400, "cpu_op",
+            "aten::copy_" if kind[i] == K_COPY else ATEN_OP[int(spec[i])], {}, int(i))
+           for i in np.flatnonzero(kind != K_NCCL)]
+    seq = 0
+    for s, e, etype, text, reg, _ in nvtx:
+        if etype != 59 or reg == "ncclCommInitRank":
+            continue  # NCCL's own NVTX (domain create, init) is not in a Kineto trace
+        if text == "nccl:all_reduce":  # PyTorch's c10d op: record_param_comms around the launch
+            n = int(nbytes[seq]) // 2
+            comms = {"Collective name": KINETO_COLLECTIVE, "dtype": KINETO_DTYPE, "In msg nelems": n,
+                     "Out msg nelems": n, **group, "Global rank start": 0, "Global rank stride": 1,
+                     "Rank": r, "Seq": seq + 1}
+            cpu.append((s, e, "cpu_op", "record_param_comms", comms, int(nccl[seq])))
+            seq += 1
+        else:  # ncclAllReduce's span: ProcessGroupNCCL's record_function range; the rest by name
+            cpu.append((s, e, "user_annotation", "nccl:all_reduce" if reg == "ncclAllReduce" else text or reg, {}, -1))
+    cpu.sort(key=lambda c: (c[0], -c[1]))  # outer ranges first
+    ext_of = {}
+    c_ts = rec(np.array([c[0] for c in cpu], np.int64)) - base
+    c_te = rec(np.array([c[1] for c in cpu], np.int64)) - base
+    cpu_events = []
+    for n, (c, ts, te) in enumerate(zip(cpu, c_ts.tolist(), c_te.tolist())):
+        ext = n + 1
+        if c[5] >= 0:
+            ext_of[c[5]] = ext
+        a = {"External id": ext, "Record function id": 0, "Ev Idx": n, **c[4]}
+        cpu_events.append((ts, _kx(c[2], c[3], pid, tid, ts, te - ts, a)))
+
+    # --- launches and GPU activities (CUPTI records), each with its flow event
+    r_ts = (rec(lstart) - base).tolist()
+    r_te = (rec(lend) - base).tolist()
+    g_ts = (rec(p["start"]) - base).tolist()
+    g_te = (rec(p["end"]) - base).tolist()
+    stream = np.where(kind == K_NCCL, STREAM_NCCL, np.where(kind == K_SIDE, STREAM_SIDE, STREAM_COMPUTE)).tolist()
+    gpu_events = []
+    n_sm = 132
+    for i in range(len(kind)):
+        k, c, ext = int(kind[i]), int(corr[i]), ext_of[i]
+        cat, name, cbid = KINETO_LAUNCH[k]
+        gpu_events.append((r_ts[i], _kx(cat, name, pid, tid, r_ts[i], r_te[i] - r_ts[i],
+                                        {"External id": ext, "cbid": cbid, "correlation": c})))
+        gpu_events.append((r_ts[i], _kflow("s", c, pid, tid, r_ts[i])))
+        dur = g_te[i] - g_ts[i]
+        if k == K_COPY:
+            a = {"External id": ext, "device": dev, "context": CONTEXT_ID, "stream": stream[i], "correlation": c,
+                 "bytes": COPY_BYTES, "memory bandwidth (GB/s)": round(COPY_BYTES / max(dur, 1), 6)}
+            gpu_events.append((g_ts[i], _kx("gpu_memcpy", KINETO_MEMCPY, dev, stream[i], g_ts[i], dur, a)))
+        else:
+            kern = CATALOG[int(spec[i])]
+            grid = (info["nccl_channels"] if k == K_NCCL else kern.grid[0], kern.grid[1], kern.grid[2])
+            blocks = grid[0] * grid[1] * grid[2]
+            warps_per_block = -(-(kern.block[0] * kern.block[1] * kern.block[2]) // 32)
+            warps = blocks * warps_per_block / n_sm
+            resident = min(warps, 64, 65_536 // max(kern.regs * 32, 1))
+            a = {"External id": ext, "queued": 0, "device": dev, "context": CONTEXT_ID, "stream": stream[i],
+                 "correlation": c, "registers per thread": kern.regs,
+                 "shared memory": kern.static_smem + kern.dyn_smem, "blocks per SM": round(blocks / n_sm, 6),
+                 "warps per SM": round(warps, 6), "grid": list(grid), "block": list(kern.block),
+                 "est. achieved occupancy %": int(round(100 * resident / 64))}
+            if k == K_NCCL:  # Kineto copies the linked record_param_comms' collective into the kernel's args
+                j = int(np.searchsorted(nccl, i))
+                n = int(nbytes[j]) // 2
+                a.update({"Collective name": KINETO_COLLECTIVE, "In msg nelems": n, "Out msg nelems": n, **group})
+            gpu_events.append((g_ts[i], _kx("kernel", kern.demangled, dev, stream[i], g_ts[i], dur, a)))
+        gpu_events.append((g_ts[i], _kflow("f", c, dev, stream[i], g_ts[i])))
+    gpu_events.sort(key=lambda e: e[0])
+    body = [e for _, e in cpu_events] + [e for _, e in gpu_events]
+    if args["shuffle_rows"]:
+        body = [body[i] for i in _rng(seed, 5, r).permutation(len(body))]
+
+    # --- the profiler's span, process and thread names, the window end
+    first = min(int(c_ts.min()), min(r_ts)) - 500 * US
+    last = max(int(c_te.max()), max(g_te)) + 500 * US
+    span = ['  {\n    "ph": "X", "cat": "Trace", "ts": %s, "dur": %s,\n    "pid": "Spans", "tid": "PyTorch Profiler",\n'
+            '    "name": "PyTorch Profiler (0)",\n    "args": {\n      "Op count": 0\n    }\n  }'
+            % (_us(first), _us(last - first)),
+            _kmeta("process_sort_index", '"Spans"', 0, first, "sort_index", 0x20000000),
+            '  {\n    "name": "Iteration Start: PyTorch Profiler", "ph": "i", "s": "g",\n'
+            '    "pid": "Traces", "tid": "Trace PyTorch Profiler", "ts": %s\n  }' % _us(first)]
+    meta = [_kmeta("process_name", pid, 0, first, "name", "python3"),
+            _kmeta("process_labels", pid, 0, first, "labels", "CPU"),
+            _kmeta("process_sort_index", pid, 0, first, "sort_index", pid)]
+    for d in range(info["gpus_on_host"]):
+        meta += [_kmeta("process_name", d, 0, first, "name", "python3"),
+                 _kmeta("process_labels", d, 0, first, "labels", f"GPU {d}"),
+                 _kmeta("process_sort_index", d, 0, first, "sort_index", 0x1000000 + d)]
+    for st in sorted(set(stream)):
+        meta += [_kmeta("thread_name", dev, st, first, "name", f"stream {st} "),
+                 _kmeta("thread_sort_index", dev, st, first, "sort_index", st)]
+    meta += [_kmeta("thread_name", pid, tid, first, "name", f"thread {tid} (python3)"),
+             _kmeta("thread_sort_index", pid, tid, first, "sort_index", tid)]
+    end = ('  {\n    "name": "Record Window End", "ph": "i", "s": "g",\n    "pid": "", "tid": "", "ts": %s\n  }'
+           % _us(last))
+    events = span + body + meta + [end]
+
+    # --- the file: Kineto's handleTraceStart, the events, finalizeTrace
+    props = []
+    for d in range(info["gpus_on_host"]):
+        props.append(
+            '    {\n      "id": %d, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85024112640,\n'
+            '      "computeMajor": 9, "computeMinor": 0,\n'
+            '      "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048,\n'
+            '      "regsPerBlock": 65536, "regsPerMultiprocessor": 65536, "warpSize": 32,\n'
+            '      "sharedMemPerBlock": 49152, "sharedMemPerMultiprocessor": 233472,\n'
+            '      "numSms": 132, "sharedMemPerBlockOptin": 232448\n    }' % d)
+    dist = {"backend": "nccl", "rank": r, "world_size": ranks, "pg_count": 1,
+            "pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", "pg_size": ranks,
+                           "ranks": list(range(ranks))}], "nccl_version": "2.21.5"}
+    metadata = {"cupti_version": 24, "cuda_runtime_version": 12040, "cuda_driver_version": 12040,
+                "distributedInfo": dist, "generated_by": f"{SCRIPT} {_args_text(args)}"}
+    token = "".join(_rng(seed, 10, r).choice(list("abcdefghijklmnopqrstuvwxyz0123456789_"), 8))
+    text = ("\n{\n  \"schemaVersion\": %d,\n  \"deviceProperties\": [\n%s\n  ],%s\n  \"traceEvents\": [\n%s\n  ],\n"
+            "  \"traceName\": \"/tmp/tmp%s.json\",\n  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": %d\n}"
+            % (KINETO_SCHEMA, ",\n".join(props),
+               "".join(f"\n  {json.dumps(k)}: {json.dumps(v)}," for k, v in metadata.items()),
+               ",\n".join(events), token, base))
+    Path(path).write_bytes(gzip.compress(text.encode(), compresslevel=6, mtime=0))
+    n_ua = sum(1 for c in cpu if c[2] == "user_annotation")
+    n_comms = len(nccl)
+    return {"kernels": int((kind != K_COPY).sum()), "nccl_kernels": n_comms, "memcpys": int((kind == K_COPY).sum()),
+            "runtime_calls": len(kind), "driver_calls": n_comms, "cpu_ops": len(cpu) - n_ua,
+            "record_param_comms": n_comms, "user_annotations": n_ua, "nvtx_ranges": n_ua + n_comms,
+            "trace_events": len(events)}
 
 
 def _nvtx_events(p, rank, seed):
@@ -1012,8 +1284,14 @@ def _nvtx_events(p, rank, seed):
 
 def generate(out_dir, ranks=8, hosts=2, steps=10, kernels_per_step=64, buckets=4, scenario="mixed", seed=0,
              normalized_time=False, shuffle_rows=False, drift_ppm=0.0, nsys_version="2024.5",
-             contention_ranks="one", force=False):
-    """Write rep_<rank>.sqlite for every rank and truth.json into out_dir; return the truth."""
+             contention_ranks="one", force=False, format="nsys", kineto_base_boundary=False):  # noqa: A002
+    """Write rep_<rank>.sqlite (format "nsys") or rank_<rank>.json.gz (format "kineto") for every
+    rank and truth.json into out_dir; return the truth."""
+    if format not in FORMATS:
+        raise ValueError(f"unknown format {format!r}; one of {', '.join(FORMATS)}")
+    if format == "kineto" and (normalized_time or nsys_version != "2024.5"):
+        raise ValueError("--normalized-time and --nsys-version apply to nsys exports only "
+                         "(Kineto writes ts relative to baseTimeNanoseconds)")
     if scenario not in SCENARIOS:
         raise ValueError(f"unknown scenario {scenario!r}; one of {', '.join(SCENARIOS)}")
     if nsys_version not in EXPORT_VERSIONS:
@@ -1032,12 +1310,18 @@ def generate(out_dir, ranks=8, hosts=2, steps=10, kernels_per_step=64, buckets=4
     if out.exists() and any(out.iterdir()) and not force:
         raise FileExistsError(f"{out} is not empty (use --force to overwrite)")
     out.mkdir(parents=True, exist_ok=True)
-    for stale in [*out.glob("rep_*.sqlite"), out / "truth.json"]:  # --force: no leftovers of an older set
+    # --force: no leftovers of an older set, of either format
+    for stale in [*out.glob("rep_*.sqlite"), *out.glob("rank_*.json.gz"), out / "truth.json"]:
         stale.unlink(missing_ok=True)
     args = {"ranks": ranks, "hosts": hosts, "steps": steps, "kernels_per_step": kernels_per_step,
             "buckets": buckets, "scenario": scenario, "seed": seed, "normalized_time": normalized_time,
             "shuffle_rows": shuffle_rows, "drift_ppm": float(drift_ppm), "nsys_version": nsys_version,
             "contention_ranks": contention_ranks}
+    # The newer options join params only when not at their defaults: earlier sets stay byte-identical.
+    if format != "nsys":
+        args["format"] = format
+    if kineto_base_boundary:
+        args["kineto_base_boundary"] = True
 
     host_of, local_of, sizes = _layout(ranks, hosts)
     template, b_eff = _step_template(kernels_per_step, buckets)
@@ -1051,6 +1335,7 @@ def generate(out_dir, ranks=8, hosts=2, steps=10, kernels_per_step=64, buckets=4
     offsets = [0] + [int(rng.choice([-1, 1]) * rng.integers(500 * US, 8 * MS)) for _ in range(1, hosts)]
     drifts = [0.0] + [float(drift_ppm) * (1 if h % 2 else -1) + 0.0 for h in range(1, hosts)]  # + 0.0: no -0.0
     session_rel = -1_800 * MS + rng.integers(0, 6 * MS, ranks)  # each rank's nsys starts a few ms apart
+    t0 = _boundary_t0(session_rel, host_of, offsets, drifts) if kineto_base_boundary else T0_NS
     misc = _rng(seed, 6)
     pid_base = int(misc.integers(100, 400))
     host_uuids = [[str(uuid.UUID(bytes=misc.bytes(16), version=4)) for _ in range(n)] for n in sizes]
@@ -1079,25 +1364,34 @@ def generate(out_dir, ranks=8, hosts=2, steps=10, kernels_per_step=64, buckets=4
         gpid = GLOBAL_VID | (pid << 24)
         info = {"host": f"node{h}", "host_index": h, "local_rank": local_of[r], "device": local_of[r],
                 "gpus_on_host": sizes[h], "pid": pid, "global_pid": gpid, "global_tid": gpid | pid,
-                "offset_ns": offsets[h], "drift_ppm": drifts[h],
-                "utc_epoch_ns": int(_clock(session_rel[r], offsets[h], drifts[h])),
+                "offset_ns": offsets[h], "drift_ppm": drifts[h], "t0_ns": t0,
+                "utc_epoch_ns": int(_clock(session_rel[r], offsets[h], drifts[h], t0)),
                 "system_clock_ns": 28_254_349_605 + int(session_rel[r] % 10**9),
                 "gpu_uuids": host_uuids[h], "session_uuid": session_uuids[r],
                 "nccl_channels": 16 if hosts > 1 else 32}
         nvtx = _nvtx_events(progs[r], r, seed)
+        if format == "kineto":
+            # Kineto's base: the wall clock at program load (this rank's own clock), floored to a block
+            info["base_time_ns"] = info["utc_epoch_ns"] - info["utc_epoch_ns"] % KINETO_BLOCK_NS
+            name = f"rank_{r}.json.gz"
+            counts = _write_kineto_rank(out / name, r, info, progs[r], nvtx, nbytes, seed, args)
+            rank_truth.append({"rank": r, "host": info["host"], "local_rank": local_of[r], "pid": pid, "tid": pid,
+                               "device": info["device"], "file": name, "utc_epoch_ns": info["utc_epoch_ns"],
+                               "base_time_ns": info["base_time_ns"], **counts})
+            continue
         counts = _write_rank(out / f"rep_{r}.sqlite", r, info, progs[r], nvtx, seed, args, nsys_version, ddl)
         rank_truth.append({"rank": r, "host": info["host"], "local_rank": local_of[r], "pid": pid,
                            "device": info["device"], "global_pid": gpid, "global_tid": info["global_tid"],
                            "file": f"rep_{r}.sqlite", "utc_epoch_ns": info["utc_epoch_ns"], **counts})
 
     truth = _truth(args, b_eff, plan, progs, arrival, end, x, x_base, factor, nbytes, coll_step, coll_bucket,
-                   host_of, offsets, drifts, rank_truth)
+                   host_of, offsets, drifts, rank_truth, t0)
     (out / "truth.json").write_text(json.dumps(truth, indent=1) + "\n")
     return truth
 
 
 def _truth(args, b_eff, plan, progs, arrival, end, x, x_base, factor, nbytes, coll_step, coll_bucket,
-           host_of, offsets, drifts, rank_truth):
+           host_of, offsets, drifts, rank_truth, t0=T0_NS):
     ranks, n_coll = arrival.shape
     # planted lateness per (rank, collective): the planted ns in the segment the collective closes
     planted = {}
@@ -1121,9 +1415,9 @@ def _truth(args, b_eff, plan, progs, arrival, end, x, x_base, factor, nbytes, co
             pl.append({"type": "contention", "rank": c["rank"], "ns": int(x[j] - x_base[j])})
         colls.append({"seq": j, "step": int(coll_step[j]), "bucket": int(coll_bucket[j]), "op": "AllReduce",
                       "kernel": NCCL.short, "dtype": "bf16", "bytes": int(nbytes[j]),
-                      "arrival_ns": (T0_NS + arrival[:, j]).tolist(), "end_ns": (T0_NS + end[:, j]).tolist(),
-                      "last_arrival_ns": int(T0_NS + last[j]), "straggler_rank": int(straggler[j]),
-                      "ref_arrival_ns": int(T0_NS + ref[j]), "skew_ns": int(last[j] - ref[j]),
+                      "arrival_ns": (t0 + arrival[:, j]).tolist(), "end_ns": (t0 + end[:, j]).tolist(),
+                      "last_arrival_ns": int(t0 + last[j]), "straggler_rank": int(straggler[j]),
+                      "ref_arrival_ns": int(t0 + ref[j]), "skew_ns": int(last[j] - ref[j]),
                       "wait_ns": wait[:, j].tolist(), "wait_cost_ns": int(wait[:, j].sum()),
                       "base_transfer_ns": int(x_base[j]), "transfer_ns": int(x[j]),
                       "slowed": bool(factor[j] != 1.0), "slowdown_factor": float(factor[j]), "planted": pl})
@@ -1170,14 +1464,22 @@ def _truth(args, b_eff, plan, progs, arrival, end, x, x_base, factor, nbytes, co
     blocking = [c for c in causes if c["type"] != "contention"]
     top = max(blocking, key=lambda c: c["expected"]["inflicted_wait_ns"], default=None)
     counts = np.bincount(straggler, minlength=ranks)
+    kineto = args.get("format") == "kineto"
+    head = {"generator": SCRIPT, "format_version": 1}
+    if kineto:  # absent for nsys, so that earlier sets stay byte-identical
+        head["format"] = "kineto"
+    stored = ("stored ts (us, 3 decimals) = (recorded_utc - base_time_ns) / 1000, base_time_ns = utc_epoch_ns "
+              f"floored to a {KINETO_BLOCK_NS // 10**9}-second block" if kineto else
+              "stored = recorded_utc - utc_epoch_ns (or recorded_utc when time_normalized)")
     return {
-        "generator": SCRIPT, "format_version": 1, "seed": args["seed"], "scenario": args["scenario"],
+        **head, "seed": args["seed"], "scenario": args["scenario"],
         "params": {**args, "buckets_effective": b_eff},
-        "export": {"product_version": EXPORT_VERSIONS[args["nsys_version"]]["product"],
+        "export": {"product_version": KINETO_PRODUCT, "schema_version": KINETO_SCHEMA} if kineto else
+                  {"product_version": EXPORT_VERSIONS[args["nsys_version"]]["product"],
                    "schema_version": EXPORT_VERSIONS[args["nsys_version"]]["schema"]},
-        "t0_ns": T0_NS, "time_normalized": args["normalized_time"],
-        "clock_model": "recorded_utc = true + offset_ns + round(drift_ppm * 1e-6 * (true - t0_ns)); "
-                       "stored = recorded_utc - utc_epoch_ns (or recorded_utc when time_normalized)",
+        "t0_ns": t0, "time_normalized": args["normalized_time"],
+        "clock_model": "recorded_utc = true + offset_ns + round(drift_ppm * 1e-6 * (true - t0_ns)); " + stored,
+        **({"kineto": _kineto_truth(rank_truth, args)} if kineto else {}),
         "streams": {"compute": STREAM_COMPUTE, "nccl": STREAM_NCCL, "side": STREAM_SIDE},
         "hosts": {f"node{h}": {"offset_ns": offsets[h], "drift_ppm": drifts[h],
                                "ranks": [r for r in range(ranks) if host_of[r] == h]} for h in range(len(offsets))},
@@ -1226,18 +1528,25 @@ def main(argv=None):
     ap.add_argument("--drift-ppm", type=float, default=0.0, help="clock drift of hosts other than node0")
     ap.add_argument("--nsys-version", choices=sorted(EXPORT_VERSIONS), default="2024.5")
     ap.add_argument("--contention-ranks", choices=("one", "all"), default="one")
+    ap.add_argument("--format", choices=FORMATS, default="nsys",
+                    help="nsys: rep_<rank>.sqlite exports; kineto: PyTorch profiler traces rank_<rank>.json.gz")
+    ap.add_argument("--kineto-base-boundary", action="store_true",
+                    help="start the ranks' programs on either side of a Kineto base-time block boundary, so "
+                         "their baseTimeNanoseconds differ by one block (~91 days)")
     ap.add_argument("--force", action="store_true", help="write into a non-empty OUT_DIR")
     a = ap.parse_args(argv)
     try:
         truth = generate(a.out_dir, ranks=a.ranks, hosts=a.hosts, steps=a.steps, kernels_per_step=a.kernels_per_step,
                          buckets=a.buckets, scenario=a.scenario, seed=a.seed, normalized_time=a.normalized_time,
                          shuffle_rows=a.shuffle_rows, drift_ppm=a.drift_ppm, nsys_version=a.nsys_version,
-                         contention_ranks=a.contention_ranks, force=a.force)
+                         contention_ranks=a.contention_ranks, force=a.force, format=a.format,
+                         kineto_base_boundary=a.kineto_base_boundary)
     except (ValueError, FileExistsError) as e:
         print(f"generate_fixture: {e}", file=sys.stderr)
         return 2
     n = sum(r["kernels"] for r in truth["ranks"])
-    print(f"wrote {len(truth['ranks'])} exports ({n} kernels, {len(truth['collectives'])} collectives) "
+    what = "Kineto traces" if a.format == "kineto" else "exports"
+    print(f"wrote {len(truth['ranks'])} {what} ({n} kernels, {len(truth['collectives'])} collectives) "
           f"and truth.json to {a.out_dir}")
     return 0
 
