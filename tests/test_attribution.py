@@ -127,3 +127,19 @@ def test_overlap_of_a_contended_job_equals_an_independent_sweep(tmp_path):
         expected = sweep_overlap(tmp_path / f"rep_{r['rank']}.sqlite", r["device"])
         assert expected > 0 and r["compute_overlap_ns"] == expected
         assert r["overlap_share"] == pytest.approx(expected / r["nccl_time_ns"])
+
+
+def test_slower_kernel_over_many_seeds(tmp_path):
+    """Not one lucky seed: over 16 seeds the planted kernel and rank are always named, and the wait
+    it inflicted is within 15% of the generator's figure (which credits every ns of the stragglers'
+    wait to the planted kernel, jitter included), 10% on average. Measured: -3% to -13%, mean -7.7%:
+    the parts of the lateness that jitter in other kernels explains go to those kernels."""
+    errors = []
+    for seed in range(20, 36):
+        doc, truth = analyze(tmp_path / str(seed), "slow_kernel", seed)
+        (cause,) = truth["causes"]
+        top = doc["blocking_kernels"][0]
+        assert (top["kernel"], top["rank"], top["confidence"]) == (cause["kernel"], cause["rank"], "high"), seed
+        errors.append(top["inflicted_wait_ns"] / cause["expected"]["inflicted_wait_ns"] - 1)
+    assert max(abs(e) for e in errors) <= 0.15, errors
+    assert abs(sum(errors) / len(errors)) <= 0.10, errors
