@@ -112,7 +112,7 @@ def match(ops_by_rank: dict[int, NcclOps]) -> Collectives:
             groups.append(_Group([s], s.op.copy(), s.end))
 
     ranks_with_work = len(ops_by_rank)
-    comm, seq, op, nranks = [], [], [], []
+    comm, seq, op, nranks, nbytes = [], [], [], [], []
     obs_inst, obs_rank, obs_start, obs_end = [], [], [], []
     communicators: dict[str, list[int]] = {}
     groups.sort(key=lambda g: min(ops_by_rank[m.rank].start[m.rows[0]] for m in g.members))
@@ -135,6 +135,8 @@ def match(ops_by_rank: dict[int, NcclOps]) -> Collectives:
         seq += range(count)
         op += g.op[:count].tolist()
         nranks += [len(members)] * count
+        # A size any member knows (the ranks of one call pass the same size).
+        nbytes += np.max([ops_by_rank[m.rank].bytes[m.rows[:count]] for m in members], axis=0).tolist()
         for m in members:
             rows = m.rows[:count]
             obs_inst.append(base + np.arange(count))
@@ -158,7 +160,7 @@ def match(ops_by_rank: dict[int, NcclOps]) -> Collectives:
         comm=[comm[i] for i in order],
         seq=np.array(seq, dtype=np.int64)[order],
         op=np.array(op, dtype=np.int64)[order],
-        bytes=np.full(len(order), -1, dtype=np.int64),
+        bytes=np.array(nbytes, dtype=np.int64)[order],
         nranks=np.array(nranks, dtype=np.int64)[order],
         obs_instance=obs_inst[obs_sort],
         obs_rank=obs_rank[obs_sort],

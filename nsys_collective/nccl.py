@@ -103,7 +103,8 @@ def launches(export: Export, pid: int, correlation: np.ndarray) -> tuple[np.ndar
 
 
 def _covering_range(ranges, tid: np.ndarray, when: np.ndarray) -> np.ndarray:
-    """The name of the latest-starting API range on the launching thread that covers each launch."""
+    """The value (a name, a size) of the latest-starting range on the launching thread that covers
+    each launch; None where none does. `ranges`: thread -> (starts, ends, values), by start."""
     out = np.full(len(tid), None, dtype=object)
     for t, (start, end, names) in ranges.items():
         rows = np.flatnonzero(tid == t)
@@ -111,6 +112,29 @@ def _covering_range(ranges, tid: np.ndarray, when: np.ndarray) -> np.ndarray:
         ok = (at >= 0) & (end[np.maximum(at, 0)] >= when[rows])
         out[rows[ok]] = names[at[ok]]
     return out
+
+
+# Bytes per element of PyTorch's dtype names, as record_param_comms writes them.
+_DTYPE_BYTES = {"Double": 8, "Long": 8, "ComplexFloat": 8, "Float": 4, "Int": 4, "BFloat16": 2, "Half": 2,
+                "Short": 2, "Byte": 1, "Char": 1, "Bool": 1, "Float8_e4m3fn": 1, "Float8_e5m2": 1}
+
+
+def _message_bytes(export: Export, pid: int, tid: np.ndarray, when: np.ndarray) -> np.ndarray:
+    """Message size of each launch from the PyTorch record_param_comms call around it (Kineto
+    traces carry them; nsys exports only with NVTX payloads): the larger of the input and output
+    element counts times the element size, as nccl-tests counts it. -1 where unknown."""
+    c = export.collectives
+    if c is None or len(c["start"]) == 0:
+        return np.full(len(tid), -1, dtype=np.int64)
+    size = np.array([_DTYPE_BYTES.get(export.name(int(d)) or "", -1) for d in c["dtype"]], dtype=np.int64)
+    nbytes = np.where(size > 0, np.maximum(c["in_nelems"], c["out_nelems"]) * size, -1)
+    calls = {}
+    for t in np.unique(c["tid"][c["pid"] == pid]).tolist():
+        rows = np.flatnonzero((c["pid"] == pid) & (c["tid"] == t))
+        rows = rows[np.argsort(c["start"][rows], kind="stable")]
+        calls[t] = (c["start"][rows], c["end"][rows], nbytes[rows])
+    found = _covering_range(calls, tid, when)
+    return np.array([-1 if b is None else int(b) for b in found], dtype=np.int64)
 
 
 def nccl_ops(export: Export, pid: int, device: int) -> NcclOps:
@@ -125,6 +149,7 @@ def nccl_ops(export: Export, pid: int, device: int) -> NcclOps:
     ops = [_API_OP.get(a) or (op_of_kernel(p[5:]) if p else op_of_kernel(n or ""))
            for a, p, n in zip(api, pytorch, kernel_names)]
     start, end, stream, name = k["start"][rows], k["end"][rows], k["stream"][rows], k["name"][rows]
+    nbytes = _message_bytes(export, pid, tid, when)
     api_named = sum(a in _API_OP or p is not None for a, p in zip(api, pytorch))
 
     # Copy-engine collectives: copies launched inside a collective API range that launched no kernel.
@@ -148,12 +173,13 @@ def nccl_ops(export: Export, pid: int, device: int) -> NcclOps:
             end = np.append(end, m["end"][sel].max())
             stream = np.append(stream, m["stream"][sel][0])
             name = np.append(name, -1)
+            nbytes = np.append(nbytes, -1)  # what the copies add up to depends on the algorithm: unknown
             ops.append(_API_OP[capi[members[0]]])
             api_named += 1
     order = np.argsort(start, kind="stable")
     codes = np.array([OPS.index(o) for o in ops], dtype=np.int64)
     return NcclOps(start=start[order], end=end[order], stream=stream[order], op=codes[order] if len(codes) else codes,
-                   name=name[order], bytes=np.full(len(order), -1, dtype=np.int64), api_ranges=api_named)
+                   name=name[order], bytes=nbytes[order], api_ranges=api_named)
 
 
 def _call_start(ranges, when: int) -> int:

@@ -57,6 +57,8 @@ class Export:
     gpu_metric_names: Table
     gpus: Table
     warnings: list[str] = field(default_factory=list)
+    collectives: Table | None = None
+    """PyTorch profiler traces only: one row per record_param_comms call (sizes, dtype, group)."""
 
     @classmethod
     def from_dict(cls, raw: dict) -> Export:
@@ -75,6 +77,7 @@ class Export:
             capture=[tuple(pair) for pair in raw["capture"]],
             strings=raw["strings"],
             warnings=list(raw["warnings"]),
+            collectives=raw.get("collectives"),
             **{name: raw[name] for name in TABLES},
         )
 

@@ -224,3 +224,17 @@ def test_ranks_on_either_side_of_a_base_time_block_still_align(tmp_path):
     top = doc["blocking_kernels"][0]
     assert (top["kernel"], top["rank"], top["confidence"]) == (cause["kernel"], cause["rank"], "high")
     assert doc["warnings"] == []
+
+
+def test_kineto_sizes_give_bytes_and_bus_bandwidth(tmp_path):
+    """record_param_comms carries the message size: each collective gets its bytes and busbw (the
+    generator's transfers run at 40 GB/s bus bandwidth across hosts after 20 us of latency)."""
+    truth = gen.generate(tmp_path, ranks=4, hosts=2, steps=3, kernels_per_step=40, buckets=3, scenario="balanced", seed=5, format="kineto")
+    result = CliRunner().invoke(app, ["analyze", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.stderr
+    collectives = json.loads(result.stdout)["collectives"]
+    assert [c["bytes"] for c in collectives] == [c["bytes"] for c in truth["collectives"]]
+    for c in collectives:
+        latency_free = c["bytes"] * 2 * 3 / 4 / (c["transfer_ns"] - 20_000)
+        assert latency_free == pytest.approx(40.0, rel=0.02)
+        assert c["busbw_gbps"] == pytest.approx(c["bytes"] / c["transfer_ns"] * 2 * 3 / 4)
