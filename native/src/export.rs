@@ -240,12 +240,22 @@ fn text(value: ValueRef<'_>) -> String {
     }
 }
 
-/// Reads many exports at once, one connection per file, on `threads` threads (all cores when None).
-pub fn read_exports(paths: &[PathBuf], threads: Option<usize>) -> Result<Vec<Result<Export, ReadError>>, ReadError> {
+/// Reads many files at once with `read`, on `threads` threads (all cores when None); one result
+/// per path, in order, so one bad file fails only itself.
+pub fn read_many(
+    paths: &[PathBuf],
+    threads: Option<usize>,
+    read: fn(&Path) -> Result<Export, ReadError>,
+) -> Result<Vec<Result<Export, ReadError>>, ReadError> {
     use rayon::prelude::*;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads.unwrap_or(0))
         .build()
         .map_err(|e| ReadError::Threads(e.to_string()))?;
-    Ok(pool.install(|| paths.par_iter().map(|p| read_export(p)).collect()))
+    Ok(pool.install(|| paths.par_iter().map(|p| read(p)).collect()))
+}
+
+/// Reads many exports at once, one connection per file.
+pub fn read_exports(paths: &[PathBuf], threads: Option<usize>) -> Result<Vec<Result<Export, ReadError>>, ReadError> {
+    read_many(paths, threads, read_export)
 }

@@ -67,12 +67,7 @@ fn parse<R: BufRead>(reader: R, trace: &mut Trace) -> Result<(), serde_json::Err
 
 /// Reads many traces at once, `threads` at a time (all cores when None).
 pub fn read_kineto_traces(paths: &[PathBuf], threads: Option<usize>) -> Result<Vec<Result<Export, ReadError>>, ReadError> {
-    use rayon::prelude::*;
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads.unwrap_or(0))
-        .build()
-        .map_err(|e| ReadError::Threads(e.to_string()))?;
-    Ok(pool.install(|| paths.par_iter().map(|p| read_kineto(p)).collect()))
+    crate::export::read_many(paths, threads, read_kineto)
 }
 
 fn json_error(path: &Path, gzip: bool, e: serde_json::Error) -> ReadError {
