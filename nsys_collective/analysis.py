@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fnmatch
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -14,17 +15,18 @@ import numpy as np
 from nsys_collective import blocking, contention
 from nsys_collective.alignment import Alignment, align
 from nsys_collective.gpu_work import WorkCache
+from nsys_collective.inputs import ExportSource
 from nsys_collective.matching import Collectives, match
 from nsys_collective.nccl import OPS, SYNC_OPS, NcclOps, nccl_ops
-from nsys_collective.ranks import Rank, find_ranks
+from nsys_collective.ranks import Rank, number_ranks, ranks_of
 from nsys_collective.errors import InputError
-from nsys_collective.reader import NVTX_PUSH_POP_RANGE, NVTX_START_END_RANGE, Export
+from nsys_collective.reader import NVTX_PUSH_POP_RANGE, NVTX_START_END_RANGE, Export, Session
 from nsys_collective.timing import Timing, instance_timing
 
 
 @dataclass
 class Analysis:
-    exports: list[Export]
+    exports: Sequence[Export]  # a list, or an inputs.ExportSource that reads on demand
     reports: list[str]
     ranks: list[Rank]
     ops: dict[int, NcclOps]
@@ -38,6 +40,7 @@ class Analysis:
     contention: contention.Contention | None = None
     work: WorkCache | None = None  # each rank's GPU work on the aligned clock, built on first use
     step: np.ndarray | None = None  # per instance: the training step (NVTX range name) it ran in, with --steps
+    facts: list[ExportFacts] = field(default_factory=list)  # per export
 
     def op_name(self, instance: int) -> str:
         return OPS[int(self.collectives.op[instance])]
@@ -104,19 +107,42 @@ def step_ranges(export: Export, pid: int, pattern: str) -> tuple[np.ndarray, np.
     return nvtx["start"][rows], nvtx["end"][rows], list(names[hit]) if len(names) else []
 
 
-def analyze_exports(exports: list[Export], reports: list[str], filters: Filters | None = None) -> Analysis:
+@dataclass
+class ExportFacts:
+    """What the analysis keeps of an export once it has passed over it."""
+
+    session: Session
+    has_gpu_metrics: bool
+    sm_count: dict[int, int | None]  # per device
+
+
+def analyze_exports(exports: Sequence[Export], reports: list[str], filters: Filters | None = None) -> Analysis:
+    """The whole analysis of one job. `exports` may be a list or an `inputs.ExportSource`, which
+    reads on demand: every export is visited once here, and again later only where needed."""
     filters = filters or Filters()
-    ranks, warnings = find_ranks(exports, reports)
-    warnings = [f"{report}: {w}" for export, report in zip(exports, reports) for w in export.warnings] + warnings
+    found, warnings, facts, ops_of = [], [], [], {}
+    for index, report in enumerate(reports):
+        export = exports[index]
+        entries, said = ranks_of(export, index, report)
+        warnings += [f"{report}: {w}" for w in export.warnings] + said
+        facts.append(ExportFacts(session=export.session, has_gpu_metrics=len(export.gpu_metrics["start"]) > 0,
+                                 sm_count={f["device"]: contention.sm_count(export, f["device"]) for f in entries}))
+        for f in entries:
+            if f["pid"] is not None:
+                ops_of[(index, f["pid"], f["device"])] = nccl_ops(export, f["pid"], f["device"])
+        found += entries
+    export = None  # the last one would stay alive for the whole analysis otherwise
+    ranks, said = number_ranks(found)
+    warnings += said
     selected = [r for r in ranks if filters.keeps_rank(r)]
     if not selected:
         raise InputError("no rank matches --ranks/--hosts: " + ", ".join(f"{r.rank} ({r.host})" for r in ranks))
     ranks = selected
     ops = {}
     for r in ranks:
-        found = nccl_ops(exports[r.export_index], r.pid, r.device) if r.pid is not None else None
-        if found is not None and len(found):
-            ops[r.rank] = found
+        found_ops = ops_of.get((r.export_index, r.pid, r.device))
+        if found_ops is not None and len(found_ops):
+            ops[r.rank] = found_ops
         elif len(ranks) > 1:
             warnings.append(f"rank {r.rank} ({r.report}): no NCCL work; it takes part in no collective")
     if not ops:
@@ -139,8 +165,9 @@ def analyze_exports(exports: list[Export], reports: list[str], filters: Filters 
     timing = instance_timing(collectives.obs_instance, collectives.obs_rank, aligned_start, aligned_end)
     analysis = Analysis(exports=exports, reports=reports, ranks=ranks, ops=ops, collectives=collectives, alignment=alignment,
                         timing=timing, aligned_start=aligned_start, aligned_end=aligned_end, warnings=warnings,
-                        step=step_of)
-    work = analysis.work = WorkCache(analysis)
+                        step=step_of, facts=facts)
+    # Exports read on demand: hold little GPU work too (blame groups its work by rank pair).
+    work = analysis.work = WorkCache(analysis, keep=4 if isinstance(exports, ExportSource) else None)
     analysis.blocking = blocking.attribute(analysis, work)
     analysis.contention = contention.attribute(analysis, work)
     analysis.warnings += analysis.contention.warnings

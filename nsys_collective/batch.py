@@ -28,7 +28,7 @@ from pathlib import Path
 
 from nsys_collective.analysis import analyze_exports
 from nsys_collective.errors import InputError
-from nsys_collective.inputs import EXPORT_SUFFIXES, REPORT_SUFFIXES, discover, exports_of, read_inputs
+from nsys_collective.inputs import EXPORT_SUFFIXES, REPORT_SUFFIXES, ExportSource, discover, exports_of, read_inputs
 from nsys_collective.json_output import document
 from nsys_collective.reader import Export
 from nsys_collective.store import (AlreadyStored, display_url, input_hash, list_runs, open_store, stored_failure,
@@ -38,6 +38,11 @@ EXECUTORS = ("local", "dask")
 
 # Table columns the analysis never reads: a dask rank task drops them before its export travels
 # to the job task. The dask-equals-local tests guard this list.
+# Jobs of more ranks are analyzed with their exports read on demand, a few held at a time, so a
+# job's memory does not grow with its ranks' events (some exports are read twice instead).
+BOUNDED_FROM_RANKS = 16
+EXPORTS_HELD = 4
+
 UNUSED_COLUMNS = {
     "kernels": ("block_x", "block_y", "block_z", "registers", "static_shared_memory", "dynamic_shared_memory"),
     "memcpy": ("bytes", "kind"),
@@ -146,10 +151,14 @@ def _run_local(jobs: Iterable[Job], bars: _Bars, nsys, cache_dir, threads) -> It
         bars.ranks_queued(len(job.inputs))
         try:
             paths = exports_of(job.inputs, nsys, cache_dir)
-            exports: list[Export] = []
-            for at in range(0, len(paths), chunk):
-                exports += read_inputs(paths[at:at + chunk], threads)
-                bars.ranks_read(len(paths[at:at + chunk]))
+            if len(paths) > BOUNDED_FROM_RANKS:
+                exports = ExportSource(paths, keep=EXPORTS_HELD)
+                bars.ranks_read(len(paths))
+            else:
+                exports = []
+                for at in range(0, len(paths), chunk):
+                    exports += read_inputs(paths[at:at + chunk], threads)
+                    bars.ranks_read(len(paths[at:at + chunk]))
             result = _document(exports, job.inputs, paths)
         except Exception as e:
             result = _error_text(e)
@@ -162,12 +171,13 @@ def _reduced(export: Export) -> Export:
         table: {k: v for k, v in getattr(export, table).items() if k not in drop} for table, drop in UNUSED_COLUMNS.items()})
 
 
-def _rank_task(path: str, nsys: str | None, cache_dir: str | None) -> tuple[str, Export] | _Failed:
-    """Dask task: one rank's export path and reduced export."""
+def _rank_task(path: str, nsys: str | None, cache_dir: str | None, keep: bool = True) -> tuple[str, Export | None] | _Failed:
+    """Dask task: one rank's export path and reduced export (or, for a large job, only the path
+    of an export that was read once, so that the job's analysis reads it on demand)."""
     try:
         [export_path] = exports_of([Path(path)], nsys, Path(cache_dir) if cache_dir else None)
         [export] = read_inputs([export_path], 1)
-        return str(export_path), _reduced(export)
+        return str(export_path), _reduced(export) if keep else None
     except Exception as e:
         return _Failed(_error_text(e))
 
@@ -179,7 +189,9 @@ def _job_task(inputs: list[str], ranks: list) -> dict | _Failed:
     if failed:
         return failed
     try:
-        return _document([export for _, export in ranks], inputs, [path for path, _ in ranks])
+        paths = [path for path, _ in ranks]
+        exports = ExportSource([Path(p) for p in paths], keep=EXPORTS_HELD) if ranks and ranks[0][1] is None else [e for _, e in ranks]
+        return _document(exports, inputs, paths)
     except Exception as e:
         return _Failed(_error_text(e))
 
@@ -218,7 +230,7 @@ def _run_dask(jobs: Iterable[Job], bars: _Bars, nsys, cache_dir, scheduler, thre
 
         def submit(job: Job) -> None:
             bars.ranks_queued(len(job.inputs))
-            ranks = client.map(_rank_task, [str(p) for p in job.inputs], nsys=nsys,
+            ranks = client.map(_rank_task, [str(p) for p in job.inputs], nsys=nsys, keep=len(job.inputs) <= BOUNDED_FROM_RANKS,
                                cache_dir=str(cache_dir) if cache_dir else None, pure=False)
             if bars.progress:
                 for f in ranks:

@@ -70,7 +70,7 @@ def _references(inst, rank, start, straggler, reference_arrival, n_inst) -> np.n
 def _nvtx_around(work: WorkCache, rank: int, tid: int, gap_start: int, gap_end: int) -> str | None:
     """The innermost NVTX range on the launching thread covering most of the gap before the late
     launch call: what the host was doing while the GPU waited."""
-    export, r = work.export_of[rank], next(x for x in work.analysis.ranks if x.rank == rank)
+    export, r = work.export(rank), next(x for x in work.analysis.ranks if x.rank == rank)
     nvtx = export.nvtx
     rows = np.flatnonzero(np.isin(nvtx["type"], [NVTX_PUSH_POP_RANGE, NVTX_START_END_RANGE]) & (nvtx["pid"] == r.pid) & (nvtx["tid"] == tid))
     if len(rows) == 0:
@@ -188,17 +188,14 @@ def attribute(analysis, work: WorkCache) -> Blocking:
 
 
 def kernel_contrast(work: WorkCache, full_name: str, rank: int, references: set[int]) -> tuple[float | None, int, int]:
-    """How a kernel ran on `rank` against its reference ranks: the ratio of median durations
-    (means) minus one (None where the references never ran it), and the occurrence counts on each side."""
+    """How a kernel ran on `rank` against its reference ranks: the ratio of mean durations minus
+    one (None where the references never ran it), and the runs on each side (per reference)."""
     name = work.names.intern(full_name)
-
-    def durations(r):
-        return work[r].durations_by_name.get(name, np.zeros(0, np.int64))
-
-    own = durations(rank)
-    other = np.concatenate([durations(r) for r in sorted(references)]) if references else np.zeros(0, np.int64)
-    slowdown = float(own.mean() / other.mean() - 1) if len(own) and len(other) else None
-    return slowdown, len(own), round(len(other) / max(len(references), 1))
+    own_total, own_runs = work.name_stats(rank).get(name, (0, 0))
+    other = [work.name_stats(r).get(name, (0, 0)) for r in sorted(references)]
+    other_total, other_runs = sum(t for t, _ in other), sum(n for _, n in other)
+    slowdown = float(own_total / own_runs / (other_total / other_runs) - 1) if own_runs and other_runs else None
+    return slowdown, own_runs, round(other_runs / max(len(references), 1))
 
 
 def _aggregate(result: Blocking, wait_cost: np.ndarray, work: WorkCache) -> None:

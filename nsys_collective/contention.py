@@ -100,8 +100,8 @@ def attribute(analysis, work: WorkCache) -> Contention:
         w = work[r]
         compute = np.flatnonzero(w.is_kernel & ~w.is_nccl)
         q, i, ns = _native.overlaps(last[rows], end[rows], w.start[compute], w.end[compute])
-        ranks_by_number = {x.rank: x for x in analysis.ranks}
-        sms = sm_count(analysis.exports[ranks_by_number[r].export_index], ranks_by_number[r].device)
+        rank_ = next(x for x in analysis.ranks if x.rank == r)
+        sms = analysis.facts[rank_.export_index].sm_count.get(rank_.device)
         if sms is None:
             unknown_sms.append(r)
         items = compute[i]

@@ -28,10 +28,10 @@ def during_transfers(analysis) -> tuple[dict[str, np.ndarray], list[str]]:
     warnings = []
     last = t.last_arrival[c.obs_instance] if n else np.zeros(0, np.int64)
     for r in analysis.ranks:
+        if not analysis.facts[r.export_index].has_gpu_metrics or r.rank not in analysis.ops:
+            continue  # without reading the export again
         export = analysis.exports[r.export_index]
         m = export.gpu_metrics
-        if len(m["start"]) == 0 or r.rank not in analysis.ops:
-            continue
         devices = {x.device for x in analysis.ranks if x.export_index == r.export_index}
         if len(devices) > 1:
             warnings.append(f"{r.report}: GPU metrics of an export with several GPUs are not attributed to collectives")

@@ -18,7 +18,7 @@ class Names:
     def __init__(self) -> None:
         self.values: list[str] = []
         self._ids: dict[str, int] = {}
-        self._by_export: dict[int, np.ndarray] = {}
+        self._by_export: dict[object, np.ndarray] = {}  # by path: an export may be read again
 
     def intern(self, value: str) -> int:
         if value not in self._ids:
@@ -28,10 +28,10 @@ class Names:
 
     def of(self, export: Export, string_ids: np.ndarray) -> np.ndarray:
         """Global ids of an export's string ids (-1 stays -1)."""
-        table = self._by_export.get(id(export))
+        table = self._by_export.get(export.path)
         if table is None:
             table = np.array([self.intern(s) for s in export.strings] + [-1], dtype=np.int64)
-            self._by_export[id(export)] = table
+            self._by_export[export.path] = table
         return table[np.where(string_ids >= 0, string_ids, len(table) - 1)]
 
 
@@ -56,14 +56,6 @@ class GpuWork:
         """Short name id of each full name id."""
         full, first = np.unique(self.name, return_index=True)
         return dict(zip(full.tolist(), self.short_name[first].tolist()))
-
-    @cached_property
-    def durations_by_name(self) -> dict[int, np.ndarray]:
-        """Durations of each name's runs."""
-        order = np.argsort(self.name, kind="stable")
-        names, starts = np.unique(self.name[order], return_index=True)
-        durations = (self.end - self.start)[order]
-        return {int(n): d for n, d in zip(names, np.split(durations, starts[1:]))}
 
     def index_of(self, start: np.ndarray, end: np.ndarray) -> np.ndarray:
         """Index of the items with these aligned (start, end); -1 where none."""
@@ -103,22 +95,41 @@ def build(export: Export, pid: int, device: int, correct, names: Names) -> GpuWo
 
 
 class WorkCache:
-    """GPU work built on first use per rank: blame needs the stragglers and their references."""
+    """GPU work built on first use per rank: blame needs the stragglers and their references.
 
-    def __init__(self, analysis) -> None:
+    With `keep`, at most that many ranks' work is held (least recently used goes first) and the
+    rest is rebuilt when asked for again; what outlives it is each rank's small per-name summary.
+    """
+
+    def __init__(self, analysis, keep: int | None = None) -> None:
         self.analysis = analysis
         self.names = Names()
+        self.keep = keep
         self._work: dict[int, GpuWork] = {}
+        self._name_stats: dict[int, dict[int, tuple[int, int]]] = {}
         self._ranks = {r.rank: r for r in analysis.ranks}
 
     def __getitem__(self, rank: int) -> GpuWork:
-        if rank not in self._work:
-            r = self._ranks[rank]
-            export = self.analysis.exports[r.export_index]
-            correct = lambda t: self.analysis.alignment.correct_rank(rank, t)  # noqa: E731
-            self._work[rank] = build(export, r.pid, r.device, correct, self.names)
-        return self._work[rank]
+        if rank in self._work:
+            self._work[rank] = self._work.pop(rank)  # most recently used last
+            return self._work[rank]
+        r = self._ranks[rank]
+        export = self.analysis.exports[r.export_index]
+        correct = lambda t: self.analysis.alignment.correct_rank(rank, t)  # noqa: E731
+        work = self._work[rank] = build(export, r.pid, r.device, correct, self.names)
+        if rank not in self._name_stats:
+            names, at = np.unique(work.name, return_inverse=True)
+            total = np.bincount(at, weights=(work.end - work.start).astype(np.float64))
+            self._name_stats[rank] = {int(n): (int(t), int(c)) for n, t, c in zip(names, total, np.bincount(at))}
+        while self.keep is not None and len(self._work) > self.keep:
+            self._work.pop(next(iter(self._work)))
+        return work
 
-    @cached_property
-    def export_of(self) -> dict[int, Export]:
-        return {r.rank: self.analysis.exports[r.export_index] for r in self.analysis.ranks}
+    def name_stats(self, rank: int) -> dict[int, tuple[int, int]]:
+        """Per name id: (total duration ns, runs) on the rank."""
+        if rank not in self._name_stats:
+            self[rank]
+        return self._name_stats[rank]
+
+    def export(self, rank: int) -> Export:
+        return self.analysis.exports[self._ranks[rank].export_index]

@@ -105,3 +105,33 @@ def read_inputs(paths: Sequence[Path], threads: int | None = None) -> list[Expor
     if paths and all(is_kineto(p) for p in paths):
         return read_kineto(paths, threads)
     return read_exports(paths, threads)
+
+
+class ExportSource(Sequence):
+    """The exports of one job read on demand, at most `keep` held at a time.
+
+    The analysis takes what it needs from every rank in one pass and comes back only for a few
+    (stragglers, their references, the ranks whose transfers compute overlapped), so a job's
+    memory grows with its per-collective summaries, not with its ranks' events; the price is
+    reading some exports again.
+    """
+
+    def __init__(self, paths: Sequence[Path], keep: int = 2):
+        self.paths = list(paths)
+        self.keep = max(1, keep)
+        self._held: dict[int, Export] = {}
+        self.reads = 0
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int) -> Export:
+        if index in self._held:
+            self._held[index] = self._held.pop(index)  # most recently used last
+            return self._held[index]
+        [export] = read_inputs([self.paths[index]], 1)
+        self.reads += 1
+        self._held[index] = export
+        while len(self._held) > self.keep:
+            self._held.pop(next(iter(self._held)))
+        return export

@@ -68,8 +68,8 @@ def document(analysis: Analysis, export_paths: list[str]) -> dict:
         "schema_version": SCHEMA_VERSION,
         "tool_version": __version__,
         "inputs": [
-            {"path": r, "export": p, "nsys_version": e.session.nsys_version, "schema": e.session.schema_version}
-            for r, p, e in zip(analysis.reports, export_paths, analysis.exports)
+            {"path": r, "export": p, "nsys_version": f.session.nsys_version, "schema": f.session.schema_version}
+            for r, p, f in zip(analysis.reports, export_paths, analysis.facts)
         ],
         "ranks": ranks,
         "alignment": {

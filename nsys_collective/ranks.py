@@ -14,6 +14,7 @@ report of several ranks records its launcher's environment), else a `rank<N>` in
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,23 +103,28 @@ def _gpu_work(export: Export, pid: int | None, device: int | None, is_nccl: np.n
     }
 
 
-def find_ranks(exports: list[Export], reports: list[str]) -> tuple[list[Rank], list[str]]:
-    """The ranks of all exports, numbered (see the module's docstring). `reports` names each
-    export as the user gave it. Returns the ranks, sorted by number, and warnings."""
-    found, warnings = [], []
-    for index, (export, report) in enumerate(zip(exports, reports)):
-        tables = [getattr(export, t) for t in GPU_ACTIVITY_TABLES]
-        # (pid, device) packed in one integer: np.unique on rows is many times slower.
-        packed = np.unique(np.concatenate([(t["pid"] << 20) + (t["device"] + 1) for t in tables]))
-        keys = [(int(k >> 20), int((k & 0xFFFFF) - 1)) for k in packed]
-        if not keys:
-            warnings.append(f"{report}: no CUDA kernels or copies captured; counted as a rank with zero kernels")
-            keys = [(None, None)]
-        env = _rank_from_environment(environment(export), export.metadata) if len(keys) == 1 else None
-        for pid, device in keys:
-            found.append({"index": index, "report": report, "pid": pid, "device": device,
-                          "host": export.session.hostname, "env": env, "file": _rank_from_file_name(report) if len(keys) == 1 else None})
-    found.sort(key=lambda f: (f["host"] or "", -1 if f["pid"] is None else f["pid"], -1 if f["device"] is None else f["device"], f["report"]))
+def ranks_of(export: Export, index: int, report: str) -> tuple[list[dict], list[str]]:
+    """The not yet numbered ranks of one export, with their GPU work counted: what numbering
+    needs, so that the export itself can be released afterwards."""
+    tables = [getattr(export, t) for t in GPU_ACTIVITY_TABLES]
+    # (pid, device) packed in one integer: np.unique on rows is many times slower.
+    packed = np.unique(np.concatenate([(t["pid"] << 20) + (t["device"] + 1) for t in tables]))
+    keys = [(int(k >> 20), int((k & 0xFFFFF) - 1)) for k in packed]
+    warnings = []
+    if not keys:
+        warnings.append(f"{report}: no CUDA kernels or copies captured; counted as a rank with zero kernels")
+        keys = [(None, None)]
+    env = _rank_from_environment(environment(export), export.metadata) if len(keys) == 1 else None
+    file = _rank_from_file_name(report) if len(keys) == 1 else None
+    is_nccl = nccl_kernel_mask(export)
+    return [{"index": index, "report": report, "pid": pid, "device": device, "host": export.session.hostname,
+             "env": env, "file": file, "work": _gpu_work(export, pid, device, is_nccl)} for pid, device in keys], warnings
+
+
+def number_ranks(found: list[dict]) -> tuple[list[Rank], list[str]]:
+    """Numbers the ranks of all exports (see the module's docstring); sorted by number."""
+    warnings = []
+    found = sorted(found, key=lambda f: (f["host"] or "", -1 if f["pid"] is None else f["pid"], -1 if f["device"] is None else f["device"], f["report"]))
     numbers = None
     for source in ("env", "file"):
         candidates = [f[source] for f in found]
@@ -129,10 +135,18 @@ def find_ranks(exports: list[Export], reports: list[str]) -> tuple[list[Rank], l
             warnings.append(f"rank numbers from the {'environment' if source == 'env' else 'file names'} are missing or repeat; not used")
     if numbers is None:
         numbers = [(i, "order (host, pid, device)") for i in range(len(found))]
-    ranks = []
-    for f, (number, source) in zip(found, numbers):
-        export = exports[f["index"]]
-        ranks.append(Rank(rank=number, report=f["report"], host=f["host"], pid=f["pid"], device=f["device"], rank_source=source,
-                          export_index=f["index"], **_gpu_work(export, f["pid"], f["device"], nccl_kernel_mask(export))))
+    ranks = [Rank(rank=number, report=f["report"], host=f["host"], pid=f["pid"], device=f["device"], rank_source=source,
+                  export_index=f["index"], **f["work"]) for f, (number, source) in zip(found, numbers)]
     ranks.sort(key=lambda r: r.rank)
     return ranks, warnings
+
+
+def find_ranks(exports: Sequence[Export], reports: list[str]) -> tuple[list[Rank], list[str]]:
+    """The ranks of all exports, numbered. `reports` names each export as the user gave it."""
+    found, warnings = [], []
+    for index, (export, report) in enumerate(zip(exports, reports)):
+        entries, said = ranks_of(export, index, report)
+        found += entries
+        warnings += said
+    ranks, said = number_ranks(found)
+    return ranks, warnings + said

@@ -205,3 +205,21 @@ def test_dask_executor_equals_local_on_real_exports(tmp_path):
     dask = run_batch(REAL, f"sqlite:///{tmp_path / 'd.db'}", "fs24-*", executor="dask", threads=2)
     assert local["analyzed"] == dask["analyzed"] == 2
     assert rows(f"sqlite:///{tmp_path / 'd.db'}") == rows(f"sqlite:///{tmp_path / 'l.db'}")
+
+
+def test_a_large_job_is_read_on_demand_with_the_same_results(tmp_path):
+    """Past batch.BOUNDED_FROM_RANKS ranks a job's exports are read on demand (bounded memory):
+    the stored document still equals `analyze JOB --json`, with both executors."""
+    from nsys_collective.batch import BOUNDED_FROM_RANKS, run_batch
+    from nsys_collective.store import list_runs, load_document, open_store
+
+    job = tmp_path / "root" / "big"
+    gen.generate(job, ranks=BOUNDED_FROM_RANKS + 4, hosts=4, steps=3, kernels_per_step=28, buckets=2, scenario="slow_kernel", seed=44)
+    expected = json.loads(CliRunner().invoke(app, ["analyze", str(job), "--json"]).stdout)
+    for executor in ("local", "dask"):
+        url = f"sqlite:///{tmp_path / executor}.db"
+        run_batch(tmp_path / "root", url, executor=executor)
+        engine = open_store(url)
+        [run] = list_runs(engine)
+        stored = load_document(engine, run["id"])
+        assert stored["collectives"] == expected["collectives"] and stored["blocking_kernels"] == expected["blocking_kernels"], executor
