@@ -50,10 +50,13 @@ fn floor_scan(py: Python<'_>, path: PathBuf) -> PyResult<i64> {
     py.detach(|| crate::floor::floor_scan(&path)).map_err(to_py_err)
 }
 
+/// (output name, stored names by preference, conversion kind)
+type ColumnSpec = (&'static str, Vec<&'static str>, String);
+
 /// The table declarations of the reader, so the pure-Python reference reader reads the same
 /// columns: `[(name, [stored table, ...], [(column, [stored column, ...], kind), ...]), ...]`.
 #[pyfunction]
-fn table_specs() -> Vec<(&'static str, Vec<&'static str>, Vec<(&'static str, Vec<&'static str>, String)>)> {
+fn table_specs() -> Vec<(&'static str, Vec<&'static str>, Vec<ColumnSpec>)> {
     crate::tables::ALL
         .iter()
         .map(|spec| {
