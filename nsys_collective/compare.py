@@ -12,6 +12,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from nsys_collective.units import duration_text as _ms
+
 SCHEMA_VERSION = 1
 # A cause is worth a sentence when it inflicted at least this share of its run's collective wait.
 SIGNIFICANT_SHARE = 0.10
@@ -185,10 +187,6 @@ def _contention(a: dict, b: dict) -> list[dict]:
 
 
 # Findings -------------------------------------------------------------------------------------------
-
-def _ms(ns: float) -> str:
-    return f"{ns / 1e6:,.1f} ms" if abs(ns) >= 100_000 else f"{ns / 1e3:,.0f} µs"
-
 
 def _short(text: str | None, width: int) -> str:
     text = text or "-"

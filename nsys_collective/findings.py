@@ -6,6 +6,8 @@ from collections import Counter
 
 import numpy as np
 
+from nsys_collective.units import duration_text as _ms
+
 MAX_FINDINGS = 5
 # Contention is worth a sentence when it cost at least this share of all transfer time.
 CONTENTION_SHARE = 0.02
@@ -26,10 +28,6 @@ def dominant_straggler(analysis) -> tuple[int, int, int] | None:
     if caused[top] < DOMINANT_SHARE * total:
         return None
     return int(ranks[top]), int((at == top).sum()), int(caused[top])
-
-
-def _ms(ns: float) -> str:
-    return f"{ns / 1e6:,.1f} ms" if ns >= 100_000 else f"{ns / 1e3:,.0f} µs"
 
 
 def _op_plural(analysis) -> str:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from nsys_collective.charts import short_name
 from nsys_collective.terminal import verdict
+from nsys_collective.units import ms_cell as _ms
+from nsys_collective.units import us_cell as _us
 
 MAX_CAUSES = 30
 MAX_CONTENTION = 20
@@ -79,14 +81,6 @@ class _Html(str):
 
 def _e(value) -> str:
     return value if isinstance(value, _Html) else html.escape("-" if value is None else str(value))
-
-
-def _ms(ns) -> str:
-    return "-" if ns is None else f"{ns / 1e6:,.3f}"
-
-
-def _us(ns) -> str:
-    return "-" if ns is None else f"{ns / 1e3:,.1f}"
 
 
 def _pct(share) -> str:

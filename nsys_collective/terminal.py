@@ -12,16 +12,10 @@ from rich.table import Table
 from nsys_collective.analysis import Analysis
 from nsys_collective.findings import dominant_straggler, findings
 from nsys_collective.steps import per_step
+from nsys_collective.units import ms_cell as _ms
+from nsys_collective.units import us_cell as _us
 
 WORST = 10
-
-
-def _ms(ns) -> str:
-    return "-" if ns is None else f"{ns / 1e6:,.3f}"
-
-
-def _us(ns) -> str:
-    return "-" if ns is None else f"{ns / 1e3:,.1f}"
 
 
 TEXT_COLUMNS = {"host", "report", "clock", "op", "comm", "cause", "kernel", "kernel or NVTX range", "confidence", "step", "top blocker"}
