@@ -45,6 +45,11 @@ class Analysis:
     def op_name(self, instance: int) -> str:
         return OPS[int(self.collectives.op[instance])]
 
+    @cached_property
+    def by_number(self) -> dict[int, Rank]:
+        """Each rank by its number."""
+        return {r.rank: r for r in self.ranks}
+
     def clock_fitted(self, rank: int) -> bool:
         """Whether the rank's clock took part in the fit (it shares a clock with a rank that has
         matched collectives)."""

@@ -70,7 +70,7 @@ def _references(inst, rank, start, straggler, reference_arrival, n_inst) -> np.n
 def _nvtx_around(work: WorkCache, rank: int, tid: int, gap_start: int, gap_end: int) -> str | None:
     """The innermost NVTX range on the launching thread covering most of the gap before the late
     launch call: what the host was doing while the GPU waited."""
-    export, r = work.export(rank), next(x for x in work.analysis.ranks if x.rank == rank)
+    export, r = work.export(rank), work.analysis.by_number[rank]
     nvtx = export.nvtx
     rows = np.flatnonzero(np.isin(nvtx["type"], [NVTX_PUSH_POP_RANGE, NVTX_START_END_RANGE]) & (nvtx["pid"] == r.pid) & (nvtx["tid"] == tid))
     if len(rows) == 0:

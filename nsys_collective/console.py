@@ -11,7 +11,6 @@ from rich.console import Console
 
 from nsys_collective.errors import InputError
 
-EXIT_OK = 0
 EXIT_INTERNAL = 1
 EXIT_INPUT = 2
 

@@ -67,7 +67,7 @@ def _positions_in_step(analysis) -> np.ndarray | None:
     found = False
     for comm, members in c.communicators.items():
         rank = members[0]
-        r = next(x for x in analysis.ranks if x.rank == rank)
+        r = analysis.by_number[rank]
         export = analysis.exports[r.export_index]
         nvtx = export.nvtx
         ranges = np.isin(nvtx["type"], [NVTX_PUSH_POP_RANGE, NVTX_START_END_RANGE]) & (nvtx["pid"] == r.pid)
@@ -100,7 +100,7 @@ def attribute(analysis, work: WorkCache) -> Contention:
         w = work[r]
         compute = np.flatnonzero(w.is_kernel & ~w.is_nccl)
         q, i, ns = _native.overlaps(last[rows], end[rows], w.start[compute], w.end[compute])
-        rank_ = next(x for x in analysis.ranks if x.rank == r)
+        rank_ = analysis.by_number[r]
         sms = analysis.facts[rank_.export_index].sm_count.get(rank_.device)
         if sms is None:
             unknown_sms.append(r)

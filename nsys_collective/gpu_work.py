@@ -107,13 +107,12 @@ class WorkCache:
         self.keep = keep
         self._work: dict[int, GpuWork] = {}
         self._name_stats: dict[int, dict[int, tuple[int, int]]] = {}
-        self._ranks = {r.rank: r for r in analysis.ranks}
 
     def __getitem__(self, rank: int) -> GpuWork:
         if rank in self._work:
             self._work[rank] = self._work.pop(rank)  # most recently used last
             return self._work[rank]
-        r = self._ranks[rank]
+        r = self.analysis.by_number[rank]
         export = self.analysis.exports[r.export_index]
         correct = lambda t: self.analysis.alignment.correct_rank(rank, t)  # noqa: E731
         work = self._work[rank] = build(export, r.pid, r.device, correct, self.names)
@@ -132,4 +131,4 @@ class WorkCache:
         return self._name_stats[rank]
 
     def export(self, rank: int) -> Export:
-        return self.analysis.exports[self._ranks[rank].export_index]
+        return self.analysis.exports[self.analysis.by_number[rank].export_index]
