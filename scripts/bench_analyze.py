@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_reader import DEFAULT_SET, best_of, generated_set  # noqa: E402
+from bench_reader import DEFAULT_SET, best_of, floor_seconds, generated_set  # noqa: E402
 
 
 def main() -> None:
@@ -31,14 +31,14 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
 
-    from nsys_collective import _native, read_exports
+    from nsys_collective import read_exports
     from nsys_collective.analysis import analyze_exports
     from nsys_collective.json_output import document
 
     paths = generated_set(args.dir)
     for p in paths:
         p.read_bytes()  # warm the page cache
-    floor = best_of(args.repeat, lambda: [_native.floor_scan(str(p)) for p in paths])
+    floor = floor_seconds(paths, args.repeat)
 
     command = [shutil.which("collectivetrace-nsys") or "collectivetrace-nsys", "analyze", str(args.dir), "--json"]
     wall = best_of(args.repeat, lambda: subprocess.run(command, stdout=subprocess.DEVNULL, check=True))

@@ -38,6 +38,16 @@ def generated_set(directory: Path) -> list[Path]:
     return sorted(directory.glob("*.sqlite"))
 
 
+def floor_seconds(paths: list[Path], repeat: int) -> float:
+    """The floor, best of `repeat`: the core crate's `floor` example (SQLite, the build bundled in
+    the reader, summing every column the reader reads, one thread), built in release mode."""
+    import subprocess
+
+    command = ["cargo", "run", "--quiet", "--release", "--locked", "--example", "floor", "--", str(repeat), *map(str, paths)]
+    done = subprocess.run(command, cwd=ROOT, check=True, capture_output=True, text=True)
+    return float(done.stdout.strip())
+
+
 def best_of(repeat: int, fn) -> float:
     times = []
     for _ in range(repeat):
@@ -58,7 +68,9 @@ def main() -> None:
         print(args.dir)
         return
 
-    from nsys_collective import _native, read_exports, reference_reader
+    sys.path.insert(0, str(ROOT / "tests"))
+    import reference_reader  # the pure-Python oracle, a test tool
+    from nsys_collective import read_exports
 
     paths = generated_set(args.dir)
     for p in paths:  # warm the page cache so every contender reads from memory
@@ -69,7 +81,7 @@ def main() -> None:
     size = sum(p.stat().st_size for p in paths)
     del exports
 
-    floor = best_of(args.repeat, lambda: [_native.floor_scan(str(p)) for p in paths])
+    floor = floor_seconds(paths, args.repeat)
     native1 = best_of(args.repeat, lambda: read_exports(paths, threads=1))
     native2 = best_of(args.repeat, lambda: read_exports(paths, threads=2))
     python = best_of(1, lambda: reference_reader.read_exports(paths))

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from conftest import FIXTURES, tree_hashes
-from nsys_collective import read_exports, reference_reader
+import reference_reader  # tests/: the pure-Python oracle of the native reader
+from nsys_collective import read_exports
 from nsys_collective.nccl import nccl_kernel_mask
 from nsys_collective.ranks import find_ranks
 from test_real_exports import assert_same_export

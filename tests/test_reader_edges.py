@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from conftest import FIXTURES
-from nsys_collective import read_exports, reference_reader
+import reference_reader  # tests/: the pure-Python oracle of the native reader
+from nsys_collective import read_exports
 from test_real_exports import assert_same_export
 
 SOURCE = FIXTURES / "demo-4rank-2host" / "rep_0.sqlite"

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from conftest import REAL, real_params, sha256
-from nsys_collective import read_exports, reference_reader
+import reference_reader  # tests/: the pure-Python oracle of the native reader
+from nsys_collective import read_exports
 from nsys_collective.nccl import nccl_kernel_mask
 from nsys_collective.ranks import find_ranks
 from nsys_collective.reader import NVTX_PUSH_POP_RANGE, NVTX_START_END_RANGE, TABLES, Export

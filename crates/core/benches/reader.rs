@@ -2,7 +2,10 @@
 //! generated 8-rank set of `scripts/bench_reader.py` (made on first use; or the folder in
 //! COLLECTIVETRACE_BENCH_SET).
 
-use collectivetrace_native::{floor::floor_scan, read_export, read_exports};
+mod floor;
+
+use collectivetrace_core::{read_export, read_exports};
+use floor::floor_scan;
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::path::PathBuf;
 use std::process::Command;
@@ -11,7 +14,7 @@ fn bench_set() -> Vec<PathBuf> {
     let dir = match std::env::var_os("COLLECTIVETRACE_BENCH_SET") {
         Some(dir) => PathBuf::from(dir),
         None => {
-            let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/bench_reader.py");
+            let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/bench_reader.py");
             let out = Command::new("python3").args([script, "--prepare"]).output().expect("python3 runs");
             assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
             PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())

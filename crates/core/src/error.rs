@@ -36,7 +36,7 @@ pub enum ReadError {
 }
 
 impl ReadError {
-    pub(crate) fn sqlite(path: &std::path::Path) -> impl FnOnce(rusqlite::Error) -> ReadError + '_ {
+    pub fn sqlite(path: &std::path::Path) -> impl FnOnce(rusqlite::Error) -> ReadError + '_ {
         move |source| ReadError::Sqlite { path: path.to_path_buf(), source }
     }
 }

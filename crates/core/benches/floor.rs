@@ -1,11 +1,12 @@
 //! The speed floor for the reader: SQLite itself scanning the same columns of the same tables,
 //! summing them in SQL so that no rows leave SQLite. A reader cannot beat one thread of this by
-//! much; the benchmarks report the reader's time as a ratio of it.
+//! much; the benchmarks report the reader's time as a ratio of it. Used by `cargo bench` and by
+//! the `floor` example that `scripts/bench_reader.py` runs.
 
-use crate::error::ReadError;
-use crate::export::open;
-use crate::schema::Schema;
-use crate::tables::{self, Kind, Plan};
+use collectivetrace_core::error::ReadError;
+use collectivetrace_core::export::open;
+use collectivetrace_core::schema::Schema;
+use collectivetrace_core::tables::{self, Kind, Plan};
 use std::path::Path;
 
 /// Sums every column the reader would read (text as its length); returns the total so the work

@@ -1,25 +1,20 @@
 //! The Kineto reader on the real 2-rank PyTorch profiler traces beside the checkout
 //! (`../shared/data/real/kineto/hta-trace_filter-2rank/`, from HTA's test data). Expected counts
-//! were taken with Python's gzip + json (events by `cat`). Skipped, saying so, when absent.
+//! were taken with Python's gzip + json (events by `cat`). Ignored, saying why, when absent.
 
-use collectivetrace_native::{read_kineto, read_kineto_traces};
+use collectivetrace_core::{read_kineto, read_kineto_traces};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-fn traces() -> Option<Vec<PathBuf>> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/real/kineto/hta-trace_filter-2rank");
-    let paths: Vec<PathBuf> = (0..2).map(|r| dir.join(format!("sampled_rank-{r}.json.gz"))).collect();
-    if paths.iter().all(|p| p.is_file()) {
-        Some(paths)
-    } else {
-        eprintln!("skipped: real Kineto traces not found at {}", dir.display());
-        None
-    }
+fn traces() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/real/kineto/hta-trace_filter-2rank");
+    (0..2).map(|r| dir.join(format!("sampled_rank-{r}.json.gz"))).collect()
 }
 
 #[test]
+#[cfg_attr(not(real_data), ignore = "real Kineto traces not found at ../shared/data/real/kineto")]
 fn real_two_rank_traces_parse_with_their_counts() {
-    let Some(paths) = traces() else { return };
+    let paths = traces();
     // rank: (kernels, NCCL kernels, runtime calls, memcpy, memset, user_annotation ranges, host pid)
     let expected = [(1154, 10, 1204, 40, 10, 73, 4037), (1104, 10, 1154, 40, 10, 65, 4045)];
     for (rank, (path, want)) in paths.iter().zip(expected).enumerate() {
@@ -55,8 +50,9 @@ fn real_two_rank_traces_parse_with_their_counts() {
 }
 
 #[test]
+#[cfg_attr(not(real_data), ignore = "real Kineto traces not found at ../shared/data/real/kineto")]
 fn real_traces_in_parallel_equal_one_by_one() {
-    let Some(paths) = traces() else { return };
+    let paths = traces();
     for (path, together) in paths.iter().zip(read_kineto_traces(&paths, Some(2)).unwrap()) {
         let (together, alone) = (together.unwrap(), read_kineto(path).unwrap());
         assert_eq!(together.strings, alone.strings);

@@ -1,8 +1,10 @@
-//! The Python bindings, and the one place where reader errors become Python exceptions.
+//! The Python bindings of the core (`nsys_collective._native`), and the one place where its errors
+//! become Python exceptions. Arguments become Rust values first; the work runs without the GIL.
 
-use crate::error::ReadError;
-use crate::export::{self, Export};
-use crate::lateness::{self, RankOps, Target};
+use collectivetrace_core::error::ReadError;
+use collectivetrace_core::export::{self, Export};
+use collectivetrace_core::lateness::{self, RankOps, Target};
+use collectivetrace_core::{intervals, kineto, tables};
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -10,9 +12,11 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::path::PathBuf;
 
-create_exception!(_native, CollectiveTraceError, PyException, "Base of every CollectiveTrace error.");
+// Defined under their public module path, so that they pickle (Dask sends them between processes)
+// and print as `nsys_collective.errors.InputError`.
+create_exception!(nsys_collective.errors, CollectiveTraceError, PyException, "Base of every CollectiveTrace error.");
 create_exception!(
-    _native,
+    nsys_collective.errors,
     InputError,
     CollectiveTraceError,
     "Unusable input: missing, empty, not an export, truncated. The CLI exits with status 2."
@@ -40,14 +44,8 @@ fn read_exports(py: Python<'_>, paths: Vec<PathBuf>, threads: Option<usize>) -> 
 #[pyfunction]
 #[pyo3(signature = (paths, threads = None))]
 fn read_kineto_traces(py: Python<'_>, paths: Vec<PathBuf>, threads: Option<usize>) -> PyResult<Vec<Bound<'_, PyDict>>> {
-    let results = py.detach(|| crate::kineto::read_kineto_traces(&paths, threads)).map_err(to_py_err)?;
+    let results = py.detach(|| kineto::read_kineto_traces(&paths, threads)).map_err(to_py_err)?;
     results.into_iter().map(|r| export_to_dict(py, r.map_err(to_py_err)?)).collect()
-}
-
-/// SQLite summing the reader's columns of one export in SQL: the benchmark floor.
-#[pyfunction]
-fn floor_scan(py: Python<'_>, path: PathBuf) -> PyResult<i64> {
-    py.detach(|| crate::floor::floor_scan(&path)).map_err(to_py_err)
 }
 
 /// (output name, stored names by preference, conversion kind)
@@ -57,7 +55,7 @@ type ColumnSpec = (&'static str, Vec<&'static str>, String);
 /// columns: `[(name, [stored table, ...], [(column, [stored column, ...], kind), ...]), ...]`.
 #[pyfunction]
 fn table_specs() -> Vec<(&'static str, Vec<&'static str>, Vec<ColumnSpec>)> {
-    crate::tables::ALL
+    tables::ALL
         .iter()
         .map(|spec| {
             let columns = spec.columns().map(|c| (c.name, c.sources.to_vec(), format!("{:?}", c.kind))).collect();
@@ -81,7 +79,7 @@ fn overlaps<'py>(
     if !is.windows(2).all(|w| w[0] <= w[1]) {
         return Err(pyo3::exceptions::PyValueError::new_err("items must be sorted by start"));
     }
-    let (q, i, ns) = py.detach(|| crate::intervals::overlaps(qs, qe, is, ie));
+    let (q, i, ns) = py.detach(|| intervals::overlaps(qs, qe, is, ie));
     Ok((q.into_pyarray(py), i.into_pyarray(py), ns.into_pyarray(py)))
 }
 
@@ -165,7 +163,6 @@ fn export_to_dict(py: Python<'_>, export: Export) -> PyResult<Bound<'_, PyDict>>
 fn native_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_exports, m)?)?;
     m.add_function(wrap_pyfunction!(read_kineto_traces, m)?)?;
-    m.add_function(wrap_pyfunction!(floor_scan, m)?)?;
     m.add_function(wrap_pyfunction!(table_specs, m)?)?;
     m.add_function(wrap_pyfunction!(overlaps, m)?)?;
     m.add_function(wrap_pyfunction!(explain_lateness, m)?)?;

@@ -1,0 +1,20 @@
+//! CollectiveTrace's core: readers of Nsight Systems SQLite exports and PyTorch profiler (Kineto)
+//! traces into whole columns, and the interval and attribution kernels the analysis runs on them.
+//!
+//! Pure Rust, no Python: `cargo test` runs it alone. The bindings are the `collectivetrace-python`
+//! crate beside this one.
+
+pub mod error;
+pub mod export;
+pub mod intervals;
+pub mod kineto;
+pub mod lateness;
+mod scan;
+pub mod schema;
+pub mod strings;
+pub mod tables;
+
+pub use error::ReadError;
+pub use export::{read_export, read_exports, Export, Session};
+pub use kineto::{read_kineto, read_kineto_traces};
+pub use tables::Table;
