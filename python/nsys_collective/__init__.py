@@ -8,7 +8,9 @@ except PackageNotFoundError:  # running from a source tree without an install
     __version__ = "0.0.0+unknown"
 
 from nsys_collective.errors import CollectiveTraceError, InputError, NsysExportError
-from nsys_collective.reader import Export, read_exports
+from nsys_collective.ingest.capture import Export, read_exports, read_kineto
+from nsys_collective.result import Result
 from nsys_collective.api import load  # noqa: E402 - after the modules it builds on
 
-__all__ = ["CollectiveTraceError", "Export", "InputError", "NsysExportError", "__version__", "load", "read_exports"]
+__all__ = ["CollectiveTraceError", "Export", "InputError", "NsysExportError", "Result", "__version__", "load",
+           "read_exports", "read_kineto"]

@@ -1,17 +1,16 @@
-"""`batch`: every job under a folder analyzed into the results store (store.py).
+"""`batch`: every job under a folder analyzed into the results store (store).
 
-A job is a folder of rank reports or exports. Each is analyzed exactly as `analyze JOB --json`
-does (same functions, same arguments), so a stored document equals that command's output. A job
-already stored with the same input hash is skipped, and so is one that failed with the same
-inputs under this tool version (unless retry_failed). A broken job is recorded with its error
-and the batch goes on. Only the calling process writes to the store.
+A job is a folder of inputs of one family (rank reports, exports or PyTorch profiler traces).
+Each goes through the same pipeline as `analyze JOB --json` (pipeline.py), so a stored document
+equals that command's output. A job already stored with the same input hash is skipped, and so is
+one that failed with the same inputs under this tool version (unless retry_failed). A broken job
+is recorded with its error and the batch goes on. Only the calling process writes to the store.
 
 Executors:
-* local: jobs one after another, each job's ranks read by the native reader in parallel.
-* dask: a task per rank (export a report if need be, read it, drop the columns the analysis never
-  reads), then a task per job that analyzes those ranks; a few jobs in flight at once. Without a
-  scheduler address, an in-process LocalCluster on 127.0.0.1. The job task holds all its ranks'
-  exports (blame needs every rank's GPU work); they are released once the job is done.
+* local: jobs one after another, each job's inputs read by the native readers in parallel.
+* dask: the pipeline's map as a task per input file (export a report if need be, read it, trace
+  its ranks: only the traces travel), then its reduce as a task per job; a few jobs in flight at
+  once. Without a scheduler address, an in-process LocalCluster on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -22,35 +21,19 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from nsys_collective.analysis import analyze_exports
+from nsys_collective import pipeline
 from nsys_collective.errors import InputError
-from nsys_collective.inputs import EXPORT_SUFFIXES, REPORT_SUFFIXES, ExportSource, discover, exports_of, read_inputs
-from nsys_collective.json_output import document
-from nsys_collective.reader import Export
+from nsys_collective.ingest.discover import discover, find_jobs
+from nsys_collective.ingest.formats import DESCRIPTION, readable_paths
+from nsys_collective.result import Result
 from nsys_collective.store import (AlreadyStored, display_url, input_hash, list_runs, open_store, stored_failure,
                                    stored_hash, write_run)
 
 EXECUTORS = ("local", "dask")
-
-# Table columns the analysis never reads: a dask rank task drops them before its export travels
-# to the job task. The dask-equals-local tests guard this list.
-# Jobs of more ranks are analyzed with their exports read on demand, a few held at a time, so a
-# job's memory does not grow with its ranks' events (some exports are read twice instead).
-BOUNDED_FROM_RANKS = 16
-EXPORTS_HELD = 4
-
-UNUSED_COLUMNS = {
-    "kernels": ("block_x", "block_y", "block_z", "registers", "static_shared_memory", "dynamic_shared_memory"),
-    "memcpy": ("bytes", "kind"),
-    "memset": ("bytes", "kind"),
-    "nvtx": ("domain",),
-    "gpus": ("bus_location",),
-}
-
 
 @dataclass
 class Job:
@@ -61,34 +44,8 @@ class Job:
     error: str | None = None  # its inputs could not even be listed
 
 
-@dataclass
-class _Failed:
-    """A failure as a value: picklable (the native InputError is not), kept in input order."""
-
-    error: str
-
-
 def _error_text(e: BaseException) -> str:
     return str(e) if isinstance(e, InputError) else f"{type(e).__name__}: {e}"
-
-
-def find_jobs(root: str | os.PathLike, pattern: str | None = None) -> list[Path]:
-    """The job folders under root, sorted, absolute. With `pattern`: the folders matching that glob
-    relative to root. Without: every folder directly holding exports or reports, not looking
-    further into it (its subfolders are part of it, as `analyze FOLDER` reads them too)."""
-    root = Path(root)
-    if not root.is_dir():
-        raise InputError(f"{root}: not a directory")
-    root = root.resolve()
-    if pattern:
-        return sorted({p for p in root.glob(pattern) if p.is_dir()})
-    jobs = []
-    for folder, subfolders, files in os.walk(root):
-        subfolders.sort()
-        if any(f.endswith(EXPORT_SUFFIXES + REPORT_SUFFIXES) for f in files):
-            jobs.append(Path(folder))
-            subfolders.clear()
-    return sorted(jobs)
 
 
 def _prepare(root: Path, path: Path) -> Job:
@@ -101,12 +58,6 @@ def _prepare(root: Path, path: Path) -> Job:
     return job
 
 
-def _document(exports: list[Export], inputs: Sequence[Path | str], export_paths: Sequence[Path | str]) -> dict:
-    """What `analyze JOB --json` prints, as a dict."""
-    analysis = analyze_exports(exports, [str(p) for p in inputs])
-    return document(analysis, [str(p) for p in export_paths])
-
-
 class _Bars:
     """Progress on stderr: jobs done, ranks read. Does nothing when not enabled."""
 
@@ -115,7 +66,7 @@ class _Bars:
         if enabled:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            from nsys_collective.console import stderr
+            from nsys_collective.cli.console import stderr
 
             self.progress = Progress(TextColumn("{task.description:>5}"), BarColumn(), MofNCompleteColumn(),
                                      TimeElapsedColumn(), console=stderr, transient=True)
@@ -144,56 +95,34 @@ class _Bars:
             self.progress.advance(self.jobs)
 
 
-def _run_local(jobs: Iterable[Job], bars: _Bars, nsys, cache_dir, threads) -> Iterator[tuple[Job, dict | str]]:
-    """Each job's document (or error text), one job after another."""
-    chunk = 4 * (threads or os.cpu_count() or 1)  # ranks read per native call: progress without losing parallelism
+def _run_local(jobs: Iterable[Job], bars: _Bars, nsys, cache_dir, threads) -> Iterator[tuple[Job, Result | str]]:
+    """Each job's result (or error text), one job after another."""
     for job in jobs:
         bars.ranks_queued(len(job.inputs))
         try:
-            paths = exports_of(job.inputs, nsys, cache_dir)
-            if len(paths) > BOUNDED_FROM_RANKS:
-                exports = ExportSource(paths, keep=EXPORTS_HELD)
-                bars.ranks_read(len(paths))
-            else:
-                exports = []
-                for at in range(0, len(paths), chunk):
-                    exports += read_inputs(paths[at:at + chunk], threads)
-                    bars.ranks_read(len(paths[at:at + chunk]))
-            result = _document(exports, job.inputs, paths)
+            inputs = pipeline.Inputs(reports=job.inputs, readable=readable_paths(job.inputs, nsys, cache_dir))
+            result = pipeline.reduce(pipeline.map_inputs(inputs, threads, bars.ranks_read), source=job.name)
         except Exception as e:
             result = _error_text(e)
-        exports = []  # released before the next job is read
         yield job, result
 
 
-def _reduced(export: Export) -> Export:
-    return dataclasses.replace(export, **{
-        table: {k: v for k, v in getattr(export, table).items() if k not in drop} for table, drop in UNUSED_COLUMNS.items()})
-
-
-def _rank_task(path: str, nsys: str | None, cache_dir: str | None, keep: bool = True) -> tuple[str, Export | None] | _Failed:
-    """Dask task: one rank's export path and reduced export (or, for a large job, only the path
-    of an export that was read once, so that the job's analysis reads it on demand)."""
+def _input_task(path: str, index: int, nsys: str | None, cache_dir: str | None) -> pipeline.Traced | BaseException:
+    """Dask task: one input exported if need be, read and traced. A failure comes back as a value,
+    so that the job fails on its first broken input in input order, as the local executor does."""
     try:
-        [export_path] = exports_of([Path(path)], nsys, Path(cache_dir) if cache_dir else None)
-        [export] = read_inputs([export_path], 1)
-        return str(export_path), _reduced(export) if keep else None
+        [readable] = readable_paths([Path(path)], nsys, Path(cache_dir) if cache_dir else None)
+        return pipeline.map_input(readable, index, path)
     except Exception as e:
-        return _Failed(_error_text(e))
+        return e
 
 
-def _job_task(inputs: list[str], ranks: list) -> dict | _Failed:
-    """Dask task: the job's document from its ranks; the first failed rank (in input order, as
-    the local reader reports it) fails the job."""
-    failed = next((r for r in ranks if isinstance(r, _Failed)), None)
-    if failed:
-        return failed
-    try:
-        paths = [path for path, _ in ranks]
-        exports = ExportSource([Path(p) for p in paths], keep=EXPORTS_HELD) if ranks and ranks[0][1] is None else [e for _, e in ranks]
-        return _document(exports, inputs, paths)
-    except Exception as e:
-        return _Failed(_error_text(e))
+def _job_task(traced: list, source: str) -> Result:
+    """Dask task: the job's result from its inputs' traces (without the timeline: it stays here)."""
+    failed = next((t for t in traced if isinstance(t, BaseException)), None)
+    if failed is not None:
+        raise failed
+    return dataclasses.replace(pipeline.reduce(traced, source=source), timeline=None)
 
 
 @contextlib.contextmanager
@@ -219,8 +148,8 @@ def dask_client(scheduler: str | None = None, threads: int | None = None):
         yield client
 
 
-def _run_dask(jobs: Iterable[Job], bars: _Bars, nsys, cache_dir, scheduler, threads, client=None) -> Iterator[tuple[Job, dict | str]]:
-    """Each job's document (or error text), as jobs finish on the cluster."""
+def _run_dask(jobs: Iterable[Job], bars: _Bars, nsys, cache_dir, scheduler, threads, client=None) -> Iterator[tuple[Job, Result | str]]:
+    """Each job's result (or error text), as jobs finish on the cluster."""
     from distributed import as_completed
 
     with contextlib.nullcontext(client) if client is not None else dask_client(scheduler, threads) as client:
@@ -230,12 +159,12 @@ def _run_dask(jobs: Iterable[Job], bars: _Bars, nsys, cache_dir, scheduler, thre
 
         def submit(job: Job) -> None:
             bars.ranks_queued(len(job.inputs))
-            ranks = client.map(_rank_task, [str(p) for p in job.inputs], nsys=nsys, keep=len(job.inputs) <= BOUNDED_FROM_RANKS,
-                               cache_dir=str(cache_dir) if cache_dir else None, pure=False)
+            traced = client.map(_input_task, [str(p) for p in job.inputs], range(len(job.inputs)), nsys=nsys,
+                                cache_dir=str(cache_dir) if cache_dir else None, pure=False)
             if bars.progress:
-                for f in ranks:
+                for f in traced:
                     f.add_done_callback(lambda _: bars.ranks_read())
-            future = client.submit(_job_task, [str(p) for p in job.inputs], ranks, pure=False)
+            future = client.submit(_job_task, traced, job.name, pure=False)
             owner[future.key] = job
             running.add(future)
 
@@ -244,9 +173,13 @@ def _run_dask(jobs: Iterable[Job], bars: _Bars, nsys, cache_dir, scheduler, thre
         for job in itertools.islice(pending, max(2, sum(client.nthreads().values()))):
             submit(job)
         for future in running:
-            job, result = owner.pop(future.key), future.result()
+            job = owner.pop(future.key)
+            try:
+                result = future.result()
+            except Exception as e:
+                result = _error_text(e)
             del future
-            yield job, result.error if isinstance(result, _Failed) else result
+            yield job, result
             job = next(pending, None)
             if job is not None:
                 submit(job)
@@ -267,7 +200,7 @@ def run_batch(root: str | os.PathLike, db_url: str = "sqlite:///collectivetrace.
     started = time.perf_counter()
     paths = find_jobs(root, pattern)
     if not paths:
-        what = f"folder matching {pattern!r}" if pattern else "folder holding .sqlite, .nsys-rep or .qdrep files"
+        what = f"folder matching {pattern!r}" if pattern else f"folder holding {DESCRIPTION}"
         raise InputError(f"{root}: no jobs found (no {what})")
     engine = open_store(db_url)
     cache_dir = Path(cache_dir) if cache_dir is not None else None
@@ -315,7 +248,7 @@ def run_batch(root: str | os.PathLike, db_url: str = "sqlite:///collectivetrace.
 _SHOWN = ("ranks", "collectives", "wait_ns", "top_blocking_kernel")  # from each run's summary, for the table
 
 
-def _store(engine, job: Job, result: dict | str) -> dict:
+def _store(engine, job: Job, result: Result | str) -> dict:
     row = {"job": job.name, "path": str(job.path), "inputs": len(job.inputs), "error": None, "earlier": False}
     failed = isinstance(result, str)
     try:
@@ -335,5 +268,5 @@ def _store(engine, job: Job, result: dict | str) -> dict:
     if failed:
         row["error"] = result
     else:
-        row.update({k: result["summary"][k] for k in _SHOWN})
+        row.update({k: result.summary[k] for k in _SHOWN})
     return row

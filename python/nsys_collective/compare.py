@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 from nsys_collective.units import duration_text as _ms
@@ -26,6 +27,25 @@ WORST = 12
 MAX_CHART_CAUSES = 10
 # Tables and charts leave out causes below this share of the wait (they stay in --json).
 SHOWN_SHARE = 0.01
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Run A against run B (deltas are B - A); `doc` is `compare --json`."""
+
+    doc: dict
+
+    @property
+    def findings(self) -> list[str]:
+        return self.doc["findings"]
+
+    def render(self) -> None:
+        """Print the comparison as `collectivetrace-nsys compare` does (verdict, then tables)."""
+        render_comparison(self.doc)
+
+    def chart(self, path) -> list[Path]:
+        """Write the comparison chart as path (PNG) and the same name with .svg; return both."""
+        return write_compare_chart(self.doc, path)
 
 
 def _triple(a, b) -> dict:
@@ -412,7 +432,8 @@ def write_compare_chart(cmp: dict, path_png) -> list[Path]:
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
-    from nsys_collective.charts import STYLE, _fmt_ms, _save, _unique_labels
+    from nsys_collective.render.charts import STYLE, _fmt_ms, _save
+    from nsys_collective.render.names import unique_labels as _unique_labels
 
     stem = Path(path_png).with_suffix("")
     stem.parent.mkdir(parents=True, exist_ok=True)

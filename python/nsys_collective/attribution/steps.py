@@ -1,0 +1,46 @@
+"""Per-step results: the collectives of each training step (`--steps`), their wait and transfer,
+the step's straggler and what blocked it."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+
+def per_step(job, b) -> list[dict]:
+    """Per training step (job.step): its collectives' wait and transfer, its straggler and what
+    blocked it (b: the blocking attribution)."""
+    if job.step is None or not any(s is not None for s in job.step):
+        return []
+    t, c = job.timing, job.collectives
+    members: dict[str, list[int]] = defaultdict(list)
+    for i, step in enumerate(job.step):
+        if step is not None:
+            members[step].append(i)
+    out = []
+    for step, ids in members.items():
+        ids = np.array(ids)
+        caused = defaultdict(int)
+        for i in ids:
+            caused[int(t.straggler[i])] += int(t.wait_cost[i])
+        blocking = defaultdict(float)
+        for i in ids:
+            lateness = b.lateness[i]
+            for e in b.blame[i]:
+                if e["cause"] in ("kernel", "window", "host_launch") and lateness > 0:
+                    what = e["kernel"] if e["cause"] != "host_launch" else f"late launch in {e['nvtx']}"
+                    blocking[(what, e["rank"])] += e["ns"] * t.wait_cost[i] / lateness
+        top = max(blocking, key=blocking.get) if blocking else None
+        out.append({
+            "step": step,
+            "collectives": len(ids),
+            "first_ns": int(t.first_arrival[ids].min()),
+            "wait_ns": int(t.wait_cost[ids].sum()),
+            "transfer_ns": int((t.transfer[ids] * c.nranks[ids]).sum()),
+            "top_straggler_rank": max(caused, key=caused.get) if caused and max(caused.values()) > 0 else None,
+            "top_blocker": top[0] if top else None,
+            "top_blocker_rank": top[1] if top else None,
+            "top_blocker_wait_ns": round(blocking[top]) if top else None,
+        })
+    return sorted(out, key=lambda s: s["first_ns"])

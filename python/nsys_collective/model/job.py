@@ -1,0 +1,184 @@
+"""The cross-rank model of one job (method.md sections 1-3): ranks, their NCCL operations matched
+into collective instances, clocks aligned from those instances, per-instance timing on the aligned
+clocks, the training step of each instance, and every rank's GPU work on the aligned clock.
+
+`build_job(traces, filters)` is the per-job reduce of the pipeline, up to the attribution.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from nsys_collective.errors import InputError
+from nsys_collective.model.alignment import Alignment, align
+from nsys_collective.model.matching import Collectives, match
+from nsys_collective.model.nccl import OPS, SYNC_OPS, NcclOps
+from nsys_collective.model.ranks import Rank, number_ranks
+from nsys_collective.model.timeline import Timeline
+from nsys_collective.model.timing import Timing, instance_timing
+from nsys_collective.model.trace import RankTrace
+
+
+@dataclass(frozen=True)
+class Job:
+    ranks: list[Rank]
+    traces: dict[int, RankTrace]  # by rank number
+    ops: dict[int, NcclOps]
+    collectives: Collectives
+    alignment: Alignment
+    timing: Timing
+    aligned_start: np.ndarray  # per observation of `collectives`
+    aligned_end: np.ndarray
+    step: np.ndarray  # per instance: the training step (NVTX range name) it ran in, with --steps; else None
+    timeline: Timeline  # each rank's GPU work on the aligned clock, built on first use
+    warnings: list[str]
+
+    def op_name(self, instance: int) -> str:
+        return OPS[int(self.collectives.op[instance])]
+
+    @cached_property
+    def by_number(self) -> dict[int, Rank]:
+        """Each rank by its number."""
+        return {r.rank: r for r in self.ranks}
+
+    def clock_fitted(self, rank: int) -> bool:
+        """Whether the rank's clock took part in the fit (it shares a clock with a rank that has
+        matched collectives)."""
+        return self.alignment.clock_of_rank[rank] in self._fitted_clocks
+
+    @cached_property
+    def _fitted_clocks(self) -> set[int]:
+        return {self.alignment.clock_of_rank[int(r)] for r in np.unique(self.collectives.obs_rank)}
+
+
+@dataclass
+class Filters:
+    """What part of a job to analyze. Ranks and hosts select whole ranks, as if only their reports
+    had been given; the time window (seconds from the start of the capture) and the training steps
+    (an NVTX range name pattern, fnmatch style) select collectives, after the clocks were fitted
+    on all of them."""
+
+    ranks: set[int] | None = None
+    hosts: list[str] | None = None
+    window_s: tuple[float, float] | None = None
+    steps: str | None = None
+
+    @classmethod
+    def parse(cls, ranks: str | None = None, hosts: str | None = None, window: str | None = None, steps: str | None = None) -> Filters:
+        """Filters from their command-line forms: ranks '0-3,7', hosts 'node1,gpu*', window '1.5:3'
+        (seconds; either end may be left out). Raises ValueError saying what is wrong."""
+        rank_set = None
+        if ranks is not None:
+            rank_set = set()
+            try:
+                for part in ranks.split(","):
+                    lo, _, hi = part.strip().partition("-")
+                    rank_set.update(range(int(lo), int(hi or lo) + 1))
+            except ValueError:
+                raise ValueError(f"{ranks!r} is not a list of ranks such as 0-3,7") from None
+        window_s = None
+        if window is not None:
+            lo, sep, hi = window.partition(":")
+            try:
+                window_s = (float(lo) if lo else 0.0, float(hi) if hi else math.inf)
+            except ValueError:
+                window_s = None
+            if not sep or window_s is None or window_s[0] > window_s[1]:
+                raise ValueError(f"{window!r} is not a window START:END in seconds from the start of the capture")
+        return cls(ranks=rank_set, hosts=[h.strip() for h in hosts.split(",")] if hosts else None, window_s=window_s, steps=steps)
+
+    def keeps_rank(self, rank: Rank) -> bool:
+        in_ranks = self.ranks is None or rank.rank in self.ranks
+        in_hosts = self.hosts is None or any(fnmatch.fnmatchcase(rank.host or "", h) for h in self.hosts)
+        return in_ranks and in_hosts
+
+
+def step_ranges(trace: RankTrace, pattern: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """The host ranges of the rank whose names match pattern (fnmatch): start, end, names."""
+    ranges = trace.ranges
+    if ranges is None:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), []
+    names = trace.names(ranges.name)
+    hit = np.array([bool(n) and fnmatch.fnmatchcase(n, pattern) for n in names], dtype=bool)
+    rows = np.flatnonzero(hit)
+    return ranges.start[rows], ranges.end[rows], list(names[hit]) if len(names) else []
+
+
+def build_job(traces: list[RankTrace], warnings: list[str], filters: Filters | None = None) -> Job:
+    """The model of one job from its ranks' traces (every input's, in input order); `warnings`
+    holds the inputs' own and gets the model's."""
+    filters = filters or Filters()
+    numbered, said = number_ranks(traces)
+    warnings += said
+    selected = [(r, t) for r, t in numbered if filters.keeps_rank(r)]
+    if not selected:
+        raise InputError("no rank matches --ranks/--hosts: " + ", ".join(f"{r.rank} ({r.host})" for r, _ in numbered))
+    ranks = [r for r, _ in selected]
+    traces_of = {r.rank: t for r, t in selected}
+    ops = {}
+    for r in ranks:
+        found_ops = traces_of[r.rank].ops
+        if found_ops is not None and len(found_ops):
+            ops[r.rank] = found_ops
+        elif len(ranks) > 1:
+            warnings.append(f"rank {r.rank} ({r.report}): no NCCL work; it takes part in no collective")
+    if not ops:
+        warnings.append("no NCCL work found in any rank: there are no collectives to analyze")
+    elif len(ops) == 1:
+        warnings.append(f"only rank {next(iter(ops))} has NCCL work: nothing to match across ranks")
+    collectives = match(ops)
+    warnings += collectives.warnings
+    sync = np.array([OPS[o] in SYNC_OPS for o in collectives.op], dtype=bool)
+    alignment = align(collectives.obs_instance, collectives.obs_rank, collectives.obs_start, collectives.obs_end,
+                      sync, {r.rank: r.host for r in ranks})
+    warnings += alignment.warnings
+    aligned_start = alignment.correct(collectives.obs_rank, collectives.obs_start)
+    step_of = np.full(len(collectives), None, dtype=object)
+    if filters.window_s is not None or filters.steps is not None:
+        keep, step_of = _select(collectives, aligned_start, ranks, traces_of, alignment, filters, warnings)
+        collectives, step_of = collectives.subset(keep), step_of[keep]
+        aligned_start = alignment.correct(collectives.obs_rank, collectives.obs_start)
+    aligned_end = alignment.correct(collectives.obs_rank, collectives.obs_end)
+    timing = instance_timing(collectives.obs_instance, collectives.obs_rank, aligned_start, aligned_end)
+    return Job(ranks=ranks, traces=traces_of, ops=ops, collectives=collectives, alignment=alignment, timing=timing,
+               aligned_start=aligned_start, aligned_end=aligned_end, step=step_of,
+               timeline=Timeline(traces_of, alignment), warnings=warnings)
+
+
+def _select(collectives, aligned_start, ranks, traces, alignment, filters: Filters, warnings):
+    """Which instances the time window and the steps keep, and each instance's step name."""
+    n = len(collectives)
+    inst, rank = collectives.obs_instance, collectives.obs_rank
+    first = np.full(n, np.iinfo(np.int64).max)
+    np.minimum.at(first, inst, aligned_start)
+    keep = np.ones(n, dtype=bool)
+    step_of = np.full(n, None, dtype=object)
+    if filters.window_s is not None:
+        origin = min(r.first_ns for r in ranks if r.first_ns is not None)
+        lo, hi = (origin + round(s * 1e9) for s in filters.window_s)
+        keep &= (first >= lo) & (first <= hi)
+    if filters.steps is not None:
+        # Each instance belongs to the step its lowest-numbered rank was in when it arrived.
+        lowest = np.full(n, np.iinfo(np.int64).max)
+        np.minimum.at(lowest, inst, rank)
+        in_step = np.zeros(n, dtype=bool)
+        for number in np.unique(lowest[lowest < np.iinfo(np.int64).max]).tolist():
+            start, end, names = step_ranges(traces[number], filters.steps)
+            if not len(start):
+                continue
+            start, end = alignment.correct_rank(number, start), alignment.correct_rank(number, end)
+            mine = np.flatnonzero(lowest == number)
+            order = np.argsort(start, kind="stable")
+            at = np.searchsorted(start[order], first[mine], side="right") - 1
+            ok = (at >= 0) & (end[order][np.maximum(at, 0)] >= first[mine])
+            in_step[mine[ok]] = True
+            step_of[mine[ok]] = [names[order[k]] for k in at[ok]]
+        if not in_step.any():
+            warnings.append(f"no NVTX range matches --steps {filters.steps!r}: no collective selected")
+        keep &= in_step
+    return keep, step_of

@@ -1,0 +1,182 @@
+"""NCCL work on one rank: its operations, what each one is, and when it ran.
+
+An operation is one NCCL kernel, or the copies of one copy-engine collective (NCCL 2.28+ runs some
+collectives as memcpys on its stream instead of a kernel). Its kind comes, in order of trust, from
+NCCL's own NVTX API range around the launch (`ncclAllReduce`, ...), from PyTorch's range around it
+(`nccl:all_to_all, op_id = N`: grouped send/recv calls launch one `SendRecv` kernel for a whole
+all-to-all), else from the kernel name, which does not always say what NCCL ran.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from nsys_collective.ingest.capture import NVTX_PUSH_POP_RANGE, NVTX_START_END_RANGE, Export
+
+OPS = ("AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce", "AllToAll", "SendRecv", "Send", "Recv", "Generic")
+"""Operation kinds; `NcclOps.op` holds indices into this tuple."""
+SYNC_OPS = frozenset({"AllReduce", "AllGather", "ReduceScatter", "AllToAll"})
+"""Operations in which every rank waits for every other: no rank ends before the last one starts."""
+
+# Longer names first: "ReduceScatter" and "AllReduce" both contain "Reduce".
+_KERNEL_OP = re.compile(r"(ReduceScatter|AllReduce|AllGather|AllToAll|AlltoAll|Broadcast|SendRecv|Reduce|Send|Recv|Generic)", re.I)
+_CANONICAL = {name.lower(): name for name in OPS} | {"alltoall": "AllToAll"}
+# NCCL's NVTX API ranges (domain "NCCL"): the call names; grouping calls launch what the group held.
+_API_OP = {"ncclAllReduce": "AllReduce", "ncclAllGather": "AllGather", "ncclReduceScatter": "ReduceScatter",
+           "ncclBroadcast": "Broadcast", "ncclBcast": "Broadcast", "ncclReduce": "Reduce", "ncclAllToAll": "AllToAll",
+           "ncclAlltoAll": "AllToAll", "ncclSend": "Send", "ncclRecv": "Recv"}
+_API_GROUP = {"ncclGroupEnd"}
+
+
+def op_of_kernel(name: str) -> str:
+    """The operation a kernel name (any NCCL era) or a PyTorch range name (`all_to_all`) says."""
+    match = _KERNEL_OP.search(name.replace("_", ""))
+    return _CANONICAL[match.group(1).lower()] if match else "Generic"
+
+
+def _is_api(name) -> bool:
+    return name in _API_OP or name in _API_GROUP
+
+
+def _is_pytorch(name) -> bool:
+    return name is not None and name.startswith("nccl:")
+
+
+@dataclass
+class NcclOps:
+    """One rank's NCCL operations, sorted by start. Times are UTC ns."""
+
+    start: np.ndarray
+    end: np.ndarray
+    stream: np.ndarray
+    op: np.ndarray
+    bytes: np.ndarray  # -1 where unknown (NCCL payloads are not in a default export)
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+
+def nccl_kernel_mask(export: Export) -> np.ndarray:
+    """Which kernels are NCCL's: every NCCL naming era starts with `nccl`."""
+    is_nccl_name = np.array([s.startswith("nccl") for s in export.strings] + [False], dtype=bool)
+    names = export.kernels["short_name"]
+    return is_nccl_name[np.where(names >= 0, names, len(export.strings))]
+
+
+def _ranges(export: Export, pid: int, wanted, domain: str | None):
+    """NVTX ranges of one process whose name is `wanted`, per thread: (start, end, name) by start.
+
+    Ranges must be in `domain` where the export recorded domain names; derived exports lose the
+    domain-create events, so there the names alone must do.
+    """
+    nvtx = export.nvtx
+    names = export.names(nvtx["name"])
+    domains = export.names(nvtx["domain_name"])
+    is_range = np.isin(nvtx["type"], [NVTX_PUSH_POP_RANGE, NVTX_START_END_RANGE]) & (nvtx["pid"] == pid)
+    known = np.array([wanted(n) for n in names], dtype=bool) if len(names) else np.zeros(0, bool)
+    in_domain = (domains == domain) | (domains == None)  # noqa: E711 - elementwise on an object array
+    pick = np.flatnonzero(is_range & known & in_domain)
+    out = {}
+    for tid in np.unique(nvtx["tid"][pick]):
+        rows = pick[nvtx["tid"][pick] == tid]
+        rows = rows[np.argsort(nvtx["start"][rows], kind="stable")]
+        out[int(tid)] = (nvtx["start"][rows], nvtx["end"][rows], names[rows])
+    return out
+
+
+def launches(export: Export, pid: int, correlation: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(thread, UTC time) of the runtime call that launched each correlation id of process pid,
+    -1 where the export has no such call (same process, same correlation id)."""
+    rt = export.runtime
+    mine = np.flatnonzero(rt["pid"] == pid)
+    order = mine[np.argsort(rt["correlation"][mine], kind="stable")]
+    if len(order) == 0:
+        return np.full(len(correlation), -1), np.full(len(correlation), -1)
+    at = np.minimum(np.searchsorted(rt["correlation"][order], correlation), len(order) - 1)
+    found = rt["correlation"][order[at]] == correlation
+    return np.where(found, rt["tid"][order[at]], -1), np.where(found, rt["start"][order[at]], -1)
+
+
+def _covering_range(ranges, tid: np.ndarray, when: np.ndarray) -> np.ndarray:
+    """The value (a name, a size) of the latest-starting range on the launching thread that covers
+    each launch; None where none does. `ranges`: thread -> (starts, ends, values), by start."""
+    out = np.full(len(tid), None, dtype=object)
+    for t, (start, end, names) in ranges.items():
+        rows = np.flatnonzero(tid == t)
+        at = np.searchsorted(start, when[rows], side="right") - 1
+        ok = (at >= 0) & (end[np.maximum(at, 0)] >= when[rows])
+        out[rows[ok]] = names[at[ok]]
+    return out
+
+
+# Bytes per element of PyTorch's dtype names, as record_param_comms writes them.
+_DTYPE_BYTES = {"Double": 8, "Long": 8, "ComplexFloat": 8, "Float": 4, "Int": 4, "BFloat16": 2, "Half": 2,
+                "Short": 2, "Byte": 1, "Char": 1, "Bool": 1, "Float8_e4m3fn": 1, "Float8_e5m2": 1}
+
+
+def _message_bytes(export: Export, pid: int, tid: np.ndarray, when: np.ndarray) -> np.ndarray:
+    """Message size of each launch from the PyTorch record_param_comms call around it (Kineto
+    traces carry them; nsys exports only with NVTX payloads): the larger of the input and output
+    element counts times the element size, as nccl-tests counts it. -1 where unknown."""
+    c = export.collectives
+    if c is None or len(c["start"]) == 0:
+        return np.full(len(tid), -1, dtype=np.int64)
+    size = np.array([_DTYPE_BYTES.get(export.name(int(d)) or "", -1) for d in c["dtype"]], dtype=np.int64)
+    nbytes = np.where(size > 0, np.maximum(c["in_nelems"], c["out_nelems"]) * size, -1)
+    calls = {}
+    for t in np.unique(c["tid"][c["pid"] == pid]).tolist():
+        rows = np.flatnonzero((c["pid"] == pid) & (c["tid"] == t))
+        rows = rows[np.argsort(c["start"][rows], kind="stable")]
+        calls[t] = (c["start"][rows], c["end"][rows], nbytes[rows])
+    found = _covering_range(calls, tid, when)
+    return np.array([-1 if b is None else int(b) for b in found], dtype=np.int64)
+
+
+def nccl_ops(export: Export, pid: int, device: int) -> NcclOps:
+    """The NCCL operations of the rank (export, pid, device)."""
+    k = export.kernels
+    rows = np.flatnonzero(nccl_kernel_mask(export) & (k["pid"] == pid) & (k["device"] == device))
+    ranges = _ranges(export, pid, _is_api, "NCCL")
+    tid, when = launches(export, pid, k["correlation"][rows])
+    api = _covering_range(ranges, tid, when)
+    pytorch = _covering_range(_ranges(export, pid, _is_pytorch, None), tid, when)
+    kernel_names = export.names(k["short_name"][rows])
+    ops = [_API_OP.get(a) or (op_of_kernel(p[5:]) if p else op_of_kernel(n or ""))
+           for a, p, n in zip(api, pytorch, kernel_names)]
+    start, end, stream = k["start"][rows], k["end"][rows], k["stream"][rows]
+    nbytes = _message_bytes(export, pid, tid, when)
+
+    # Copy-engine collectives: copies launched inside a collective API range that launched no kernel.
+    m = export.memcpy
+    copies = np.flatnonzero((m["pid"] == pid) & (m["device"] == device))
+    if len(copies) and ranges:
+        ctid, cwhen = launches(export, pid, m["correlation"][copies])
+        capi = _covering_range(ranges, ctid, cwhen)
+        kernel_launch_times = set(when.tolist())
+        ce = [i for i, a in enumerate(capi) if a in _API_OP]
+        # One operation per API call: its copies, from the first start to the last end.
+        calls: dict[tuple[int, int], list[int]] = {}
+        for i in ce:
+            t = int(ctid[i])
+            start_of_call = _call_start(ranges[t], int(cwhen[i]))
+            if start_of_call not in kernel_launch_times:
+                calls.setdefault((t, start_of_call), []).append(i)
+        for (t, _), members in calls.items():
+            sel = copies[members]
+            start = np.append(start, m["start"][sel].min())
+            end = np.append(end, m["end"][sel].max())
+            stream = np.append(stream, m["stream"][sel][0])
+            nbytes = np.append(nbytes, -1)  # what the copies add up to depends on the algorithm: unknown
+            ops.append(_API_OP[capi[members[0]]])
+    order = np.argsort(start, kind="stable")
+    codes = np.array([OPS.index(o) for o in ops], dtype=np.int64)
+    return NcclOps(start=start[order], end=end[order], stream=stream[order], op=codes[order] if len(codes) else codes,
+                   bytes=nbytes[order])
+
+
+def _call_start(ranges, when: int) -> int:
+    start, _, _ = ranges
+    return int(start[np.searchsorted(start, when, side="right") - 1])

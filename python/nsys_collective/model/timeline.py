@@ -1,0 +1,109 @@
+"""Each rank's GPU work as one timeline on the aligned clock: kernels, copies and memsets, sorted
+by start, with names in one table shared by all ranks and the host call that launched each."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from nsys_collective.model.alignment import Alignment
+from nsys_collective.model.trace import RankTrace
+
+
+class Names:
+    """One string table for all ranks, so a kernel has one id on every rank."""
+
+    def __init__(self) -> None:
+        self.values: list[str] = []
+        self._ids: dict[str, int] = {}
+        self._by_table: dict[int, np.ndarray] = {}  # by the key of a trace's (shared) string table
+
+    def intern(self, value: str) -> int:
+        if value not in self._ids:
+            self._ids[value] = len(self.values)
+            self.values.append(value)
+        return self._ids[value]
+
+    def of(self, trace: RankTrace, string_ids: np.ndarray) -> np.ndarray:
+        """Global ids of a trace's string ids (-1 stays -1)."""
+        table = self._by_table.get(trace.key)
+        if table is None:
+            table = np.array([self.intern(s) for s in trace.strings] + [-1], dtype=np.int64)
+            self._by_table[trace.key] = table
+        return table[np.where(string_ids >= 0, string_ids, len(table) - 1)]
+
+
+@dataclass(frozen=True)
+class GpuWork:
+    start: np.ndarray
+    end: np.ndarray
+    name: np.ndarray  # global id of the full (demangled) name: what pairs kernels across ranks
+    short_name: np.ndarray  # global id of the short name, for people
+    launch: np.ndarray  # aligned start of the launching runtime call, -1 when unknown
+    launch_tid: np.ndarray
+    is_nccl: np.ndarray
+    is_kernel: np.ndarray
+    ctas: np.ndarray  # thread blocks (grid x*y*z) of kernels, 0 for copies
+    stream: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    @cached_property
+    def short_of(self) -> dict[int, int]:
+        """Short name id of each full name id."""
+        full, first = np.unique(self.name, return_index=True)
+        return dict(zip(full.tolist(), self.short_name[first].tolist()))
+
+    def index_of(self, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """Index of the items with these aligned (start, end); -1 where none."""
+        at = np.searchsorted(self.start, start)
+        out = np.full(len(start), -1)
+        for shift in range(4):  # items may share a start (other streams): look at the few ties
+            i = np.minimum(at + shift, len(self.start) - 1)
+            hit = (out < 0) & (self.start[i] == start) & (self.end[i] == end)
+            out[hit] = i[hit]
+        return out
+
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+class Timeline:
+    """Every rank's GPU work on the aligned clock, built on first use per rank, and each rank's
+    per-name summary."""
+
+    def __init__(self, traces: dict[int, RankTrace], alignment: Alignment) -> None:
+        self.traces = traces  # by rank number
+        self.alignment = alignment
+        self.names = Names()
+        self._work: dict[int, GpuWork] = {}
+        self._name_stats: dict[int, dict[int, tuple[int, int]]] = {}
+
+    def __getitem__(self, rank: int) -> GpuWork:
+        if rank not in self._work:
+            self._work[rank] = self._build(rank)
+        return self._work[rank]
+
+    def _build(self, rank: int) -> GpuWork:
+        trace = self.traces[rank]
+        g = trace.gpu
+        if g is None:
+            return GpuWork(*([_EMPTY] * 6), is_nccl=_EMPTY.astype(bool), is_kernel=_EMPTY.astype(bool), ctas=_EMPTY, stream=_EMPTY)
+        correct = self.alignment.correct_rank
+        return GpuWork(
+            start=correct(rank, g.start), end=correct(rank, g.end),
+            name=self.names.of(trace, g.name), short_name=self.names.of(trace, g.short_name),
+            launch=np.where(g.launch >= 0, correct(rank, g.launch), -1), launch_tid=g.launch_tid,
+            is_nccl=g.is_nccl, is_kernel=g.is_kernel, ctas=g.ctas, stream=g.stream)
+
+    def name_stats(self, rank: int) -> dict[int, tuple[int, int]]:
+        """Per name id: (total duration ns, runs) on the rank."""
+        if rank not in self._name_stats:
+            work = self[rank]
+            names, at = np.unique(work.name, return_inverse=True)
+            total = np.bincount(at, weights=(work.end - work.start).astype(np.float64))
+            self._name_stats[rank] = {int(n): (int(t), int(c)) for n, t, c in zip(names, total, np.bincount(at))}
+        return self._name_stats[rank]

@@ -1,0 +1,242 @@
+"""The per-rank map: what the model and the attribution need from one rank's capture, taken in one
+pass over its export, so that the export itself can be released (and, on a cluster, so that only
+this travels between workers).
+
+`trace_export(export, index, report)` returns the input's facts and one `RankTrace` per rank the
+export holds: its identity, its GPU work counted, its NCCL operations, its GPU work as columns
+(UTC, sorted by start), its host ranges (NVTX push/pop and start/end ranges, Kineto annotations),
+its GPU's SM count and its GPU metric samples. Names are ids into a string table shared by the
+export's ranks, holding only the names they use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from nsys_collective.ingest.capture import NVTX_PUSH_POP_RANGE, NVTX_START_END_RANGE, Export, Session
+from nsys_collective.ingest.identity import Candidate, rank_from_environment, rank_from_file_name
+from nsys_collective.model.intervals import covered_ns, overlap_ns
+from nsys_collective.model.nccl import NcclOps, launches, nccl_kernel_mask, nccl_ops
+
+GPU_ACTIVITY_TABLES = ("kernels", "memcpy", "memset")
+# SMs of GPUs, for exports without TARGET_INFO_GPU (public specifications). Longest match wins.
+KNOWN_SM_COUNTS = {
+    "H100 PCIe": 114, "H100": 132, "H200": 132, "H20": 78, "GH200": 132, "B200": 148, "GB200": 152, "A100": 108,
+    "A30": 56, "A40": 84, "A10": 72, "L40S": 142, "L40": 142, "L4": 58, "V100": 80, "T4": 40,
+    "RTX 4090": 128, "RTX 3090": 82, "RTX 4060 Ti": 34, "RTX 3060 Laptop": 30,
+}
+# GPU metric fields, matched by pattern (names carry units and vary by GPU).
+import re  # noqa: E402
+
+METRIC_FIELDS = {
+    "sm_active": re.compile(r"SMs? Active", re.I),
+    "nvlink": re.compile(r"NVLink", re.I),
+    "pcie": re.compile(r"PCIe", re.I),
+}
+
+
+@dataclass(frozen=True)
+class InputFacts:
+    """What the analysis keeps of an input once its export has been traced."""
+
+    report: str  # as the user gave it
+    export: str  # what was read (a report's SQLite export)
+    session: Session
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class GpuItems:
+    """A rank's GPU work (kernels, copies, memsets) sorted by start, on its own clock (UTC)."""
+
+    start: np.ndarray
+    end: np.ndarray
+    name: np.ndarray  # id of the full (demangled) name: what pairs kernels across ranks
+    short_name: np.ndarray  # id of the short name, for people
+    launch: np.ndarray  # start of the launching runtime call, -1 when unknown
+    launch_tid: np.ndarray
+    is_nccl: np.ndarray
+    is_kernel: np.ndarray
+    ctas: np.ndarray  # thread blocks (grid x*y*z) of kernels, 0 for copies
+    stream: np.ndarray
+
+
+@dataclass(frozen=True)
+class HostRanges:
+    """The process's host ranges (NVTX push/pop and start/end, Kineto annotations), in capture order."""
+
+    start: np.ndarray
+    end: np.ndarray
+    tid: np.ndarray
+    name: np.ndarray  # string id, -1 when unnamed
+
+
+@dataclass(frozen=True)
+class RankTrace:
+    index: int  # which input of the job
+    report: str
+    host: str | None
+    pid: int | None
+    device: int | None
+    env_rank: Candidate | None
+    file_rank: Candidate | None
+    counts: dict  # kernels, nccl_kernels, nccl_time_ns, compute_overlap_ns, overlap_share, first_ns, last_ns
+    strings: tuple[str, ...]  # shared by the ranks of one export
+    ops: NcclOps | None
+    gpu: GpuItems | None
+    ranges: HostRanges | None
+    sm_count: int | None
+    # Per metric field: (sample times, values) on the rank's clock; None when none were captured.
+    metrics: dict[str, tuple[np.ndarray, np.ndarray]] | None = None
+    metrics_shared: bool = False  # the export sampled several GPUs: which is this rank's is unknown
+    key: int = field(default=0, compare=False)  # identifies the export's string table (Names caches by it)
+
+    def name(self, string_id: int) -> str | None:
+        return self.strings[string_id] if string_id >= 0 else None
+
+    def names(self, string_ids: np.ndarray) -> np.ndarray:
+        """Strings of many ids at once (None for -1), as an object array."""
+        table = np.array(self.strings + (None,), dtype=object)
+        return table[np.where(string_ids >= 0, string_ids, len(self.strings))]
+
+
+def _on(table: dict[str, np.ndarray], pid: int | None, device: int | None) -> np.ndarray:
+    return (table["pid"] == pid) & (table["device"] == device)
+
+
+def _counts(export: Export, pid: int | None, device: int | None, is_nccl: np.ndarray) -> dict:
+    k = export.kernels
+    mine = _on(k, pid, device)
+    nccl, compute = mine & is_nccl, mine & ~is_nccl
+    nccl_intervals = (k["start"][nccl], k["end"][nccl])
+    nccl_time = covered_ns(*nccl_intervals)
+    tables = [getattr(export, t) for t in GPU_ACTIVITY_TABLES]
+    starts = np.concatenate([t["start"][_on(t, pid, device)] for t in tables])
+    ends = np.concatenate([t["end"][_on(t, pid, device)] for t in tables])
+    overlap = overlap_ns(nccl_intervals, (k["start"][compute], k["end"][compute]))
+    return {
+        "kernels": int(mine.sum()),
+        "nccl_kernels": int(nccl.sum()),
+        "nccl_time_ns": nccl_time,
+        "compute_overlap_ns": overlap,
+        # HTA's and NVIDIA's headline figure: the share of NCCL time with compute running beside it.
+        "overlap_share": overlap / nccl_time if nccl_time else None,
+        "first_ns": int(starts.min()) if len(starts) else None,
+        "last_ns": int(ends.max()) if len(ends) else None,
+    }
+
+
+def sm_count(export: Export, device: int | None) -> int | None:
+    gpus = export.gpus
+    at = np.flatnonzero(gpus["id"] == device)
+    if len(at) and gpus["sm_count"][at[0]] > 0:
+        return int(gpus["sm_count"][at[0]])
+    names = [export.name(int(i)) for i in gpus["name"][at]] if len(at) else []
+    for known in sorted(KNOWN_SM_COUNTS, key=len, reverse=True):
+        if any(n and known in n for n in names):
+            return KNOWN_SM_COUNTS[known]
+    return None
+
+
+def _gpu_items(export: Export, pid: int, device: int, is_nccl: np.ndarray) -> tuple[GpuItems, list[np.ndarray]]:
+    """The rank's GPU work sorted by start; also the export string ids it uses."""
+    k = export.kernels
+    kernels = np.flatnonzero(_on(k, pid, device))
+    label_ids = {}
+    for label in ("[CUDA memcpy]", "[CUDA memset]"):  # copies are named in the trace's own table
+        label_ids[label] = len(export.strings) + len(label_ids)
+    parts = [(k, kernels, k["name"][kernels], k["short_name"][kernels], is_nccl[kernels],
+              k["grid_x"][kernels] * np.maximum(k["grid_y"][kernels], 1) * np.maximum(k["grid_z"][kernels], 1))]
+    for table, label in ((export.memcpy, "[CUDA memcpy]"), (export.memset, "[CUDA memset]")):
+        rows = np.flatnonzero(_on(table, pid, device))
+        label_id = np.full(len(rows), label_ids[label])
+        parts.append((table, rows, label_id, label_id, np.zeros(len(rows), bool), np.zeros(len(rows), np.int64)))
+    start = np.concatenate([t["start"][r] for t, r, *_ in parts])
+    end = np.concatenate([t["end"][r] for t, r, *_ in parts])
+    tid, launch = launches(export, pid, np.concatenate([t["correlation"][r] for t, r, *_ in parts]))
+    is_kernel = np.concatenate([np.full(len(r), i == 0) for i, (_, r, *_) in enumerate(parts)])
+    order = np.argsort(start, kind="stable")
+    name = np.concatenate([p[2] for p in parts])[order]
+    short = np.concatenate([p[3] for p in parts])[order]
+    return GpuItems(
+        start=start[order], end=end[order], name=name, short_name=short,
+        launch=launch[order], launch_tid=tid[order],
+        is_nccl=np.concatenate([p[4] for p in parts])[order], is_kernel=is_kernel[order],
+        ctas=np.concatenate([p[5] for p in parts]).astype(np.int64)[order],
+        stream=np.concatenate([t["stream"][r] for t, r, *_ in parts])[order],
+    ), [name, short]
+
+
+def _host_ranges(export: Export, pid: int) -> HostRanges:
+    nvtx = export.nvtx
+    rows = np.flatnonzero(np.isin(nvtx["type"], [NVTX_PUSH_POP_RANGE, NVTX_START_END_RANGE]) & (nvtx["pid"] == pid))
+    return HostRanges(start=nvtx["start"][rows], end=nvtx["end"][rows], tid=nvtx["tid"][rows], name=nvtx["name"][rows])
+
+
+def _metric_samples(export: Export) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per field, the export's samples of every metric whose name matches it, in capture order."""
+    m, names = export.gpu_metrics, export.gpu_metric_names
+    label = {(int(ty), int(me)): export.name(int(na)) or "" for ty, me, na in zip(names["type"], names["metric"], names["name"])}
+    out = {}
+    for field_name, pattern in METRIC_FIELDS.items():
+        pick = np.zeros(len(m["start"]), bool)
+        for ty, me in (k for k, v in label.items() if pattern.search(v)):
+            pick |= (m["type"] == ty) & (m["metric"] == me)
+        if pick.any():
+            out[field_name] = (m["start"][pick], m["value"][pick])
+    return out
+
+
+def trace_export(export: Export, index: int, report: str, key: int | None = None) -> tuple[InputFacts, list[RankTrace]]:
+    """The facts of one input and a trace per rank it holds (at least one: a report without GPU
+    work is a rank with zero kernels, and a warning says so)."""
+    tables = [getattr(export, t) for t in GPU_ACTIVITY_TABLES]
+    # (pid, device) packed in one integer: np.unique on rows is many times slower.
+    packed = np.unique(np.concatenate([(t["pid"] << 20) + (t["device"] + 1) for t in tables]))
+    keys = [(int(k >> 20), int((k & 0xFFFFF) - 1)) for k in packed]
+    warnings = [f"{report}: {w}" for w in export.warnings]
+    if not keys:
+        warnings.append(f"{report}: no CUDA kernels or copies captured; counted as a rank with zero kernels")
+        keys = [(None, None)]
+    env = rank_from_environment(export) if len(keys) == 1 else None
+    file = rank_from_file_name(report) if len(keys) == 1 else None
+    is_nccl = nccl_kernel_mask(export)
+    metrics = _metric_samples(export) if len(export.gpu_metrics["start"]) else None
+    devices = {device for _, device in keys}
+
+    per_rank, used = [], []
+    for pid, device in keys:
+        gpu = ranges = ops = None
+        if pid is not None:
+            gpu, ids = _gpu_items(export, pid, device, is_nccl)
+            ranges = _host_ranges(export, pid)
+            ops = nccl_ops(export, pid, device)
+            used += ids + [ranges.name]
+        per_rank.append((pid, device, gpu, ranges, ops))
+
+    # One string table for the export's ranks, holding only the names they use, in export order.
+    extended = export.strings + ["[CUDA memcpy]", "[CUDA memset]"]
+    ids = np.unique(np.concatenate(used)) if used else np.zeros(0, np.int64)
+    ids = ids[ids >= 0]
+    remap = np.full(len(extended) + 1, -1, dtype=np.int64)
+    remap[ids] = np.arange(len(ids))
+    strings = tuple(extended[i] for i in ids.tolist())
+
+    def local(column: np.ndarray) -> np.ndarray:
+        return remap[np.where(column >= 0, column, len(extended))]
+
+    traces = []
+    key = id(export) if key is None else key
+    for pid, device, gpu, ranges, ops in per_rank:
+        if gpu is not None:
+            gpu = GpuItems(**{**gpu.__dict__, "name": local(gpu.name), "short_name": local(gpu.short_name)})
+            ranges = HostRanges(start=ranges.start, end=ranges.end, tid=ranges.tid, name=local(ranges.name))
+        traces.append(RankTrace(
+            index=index, report=report, host=export.session.hostname, pid=pid, device=device, env_rank=env, file_rank=file,
+            counts=_counts(export, pid, device, is_nccl), strings=strings, ops=ops, gpu=gpu, ranges=ranges,
+            sm_count=sm_count(export, device) if pid is not None else None,
+            metrics=metrics, metrics_shared=len(devices) > 1, key=key))
+    facts = InputFacts(report=report, export=str(export.path), session=export.session, warnings=tuple(warnings))
+    return facts, traces

@@ -1,0 +1,84 @@
+"""The one pipeline: the only place the stages are assembled, for the CLI, the API and batch
+(locally or on Dask).
+
+    paths --ingest--> inputs --map (per input)--> rank traces --reduce (per job)--> Result
+                                 read + trace          model -> attribution -> result
+
+`map_input` reads one input and traces its ranks (model.trace): it is what a Dask worker runs per
+rank file, and only its small output travels. `reduce` builds the cross-rank model, attributes
+and assembles the result. `analyze` is both, on this machine: inputs read in parallel by the
+native readers, a few at a time, each released once traced.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from nsys_collective import __version__
+from nsys_collective.attribution import attribute
+from nsys_collective.ingest import formats
+from nsys_collective.ingest.discover import discover
+from nsys_collective.model.job import Filters, build_job
+from nsys_collective.model.trace import InputFacts, RankTrace, trace_export
+from nsys_collective.result import Result, build_result
+
+Traced = tuple[InputFacts, list[RankTrace]]
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """One job's inputs as the user named them, and what the readers read for each."""
+
+    reports: list[Path]
+    readable: list[Path]
+
+
+def prepare(paths: Sequence[str | os.PathLike], nsys: str | None = None, cache_dir: Path | None = None,
+            progress: bool = False) -> Inputs:
+    """The inputs `paths` name (files, folders, globs), reports exported with nsys (cached)."""
+    reports = discover(paths)
+    return Inputs(reports=reports, readable=formats.readable_paths(reports, nsys, cache_dir, progress))
+
+
+def map_input(readable: Path, index: int, report: str) -> Traced:
+    """Read one input and trace its ranks."""
+    [export] = formats.read([readable], 1)
+    return trace_export(export, index, report)
+
+
+def map_inputs(inputs: Inputs, threads: int | None = None, on_read: Callable[[int], None] | None = None) -> list[Traced]:
+    """Every input read and traced, `threads` files at once (all cores when None): each chunk of
+    inputs is read in parallel, traced, and released before the next is read."""
+    chunk = max(1, threads or os.cpu_count() or 1)
+    traced = []
+    for at in range(0, len(inputs.readable), chunk):
+        exports = formats.read(inputs.readable[at:at + chunk], threads)
+        for k, export in enumerate(exports):
+            traced.append(trace_export(export, at + k, str(inputs.reports[at + k])))
+        if on_read:
+            on_read(len(exports))
+        del exports
+    return traced
+
+
+def reduce(traced: Sequence[Traced], filters: Filters | None = None, source: str = "") -> Result:
+    """The result of one job from its inputs' traces (in input order)."""
+    facts = [f for f, _ in traced]
+    warnings = [w for f in facts for w in f.warnings]
+    job = build_job([t for _, ranks in traced for t in ranks], warnings, filters)
+    return build_result(job, attribute(job), facts, __version__, source)
+
+
+def source_of(paths: Sequence[str | os.PathLike]) -> str:
+    """What was analyzed, for people: the first path, and how many more."""
+    return os.fspath(paths[0]) + (f" and {len(paths) - 1} more" if len(paths) > 1 else "")
+
+
+def analyze(paths: Sequence[str | os.PathLike], filters: Filters | None = None, *, nsys: str | None = None,
+            cache_dir: Path | None = None, threads: int | None = None, progress: bool = False) -> Result:
+    """`collectivetrace-nsys analyze PATHS`: the whole pipeline on this machine."""
+    inputs = prepare(paths, nsys, cache_dir, progress)
+    return reduce(map_inputs(inputs, threads), filters, source_of(paths))

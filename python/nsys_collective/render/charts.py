@@ -1,0 +1,461 @@
+"""Charts of an analysis, as PNG and SVG files (for the HTML report and for slides).
+
+Each chart answers one question a performance engineer asks:
+- `blocking`: which kernels and late launches made the collectives wait, on which rank;
+- `timeline`: what the worst collectives looked like on every rank, on the aligned clock;
+- `wait_heatmap`: which rank waited in which collective;
+- `transfer_vs_footprint`: whether compute overlapping the transfers made them slower;
+- `alignment`: how far apart the clocks were, and how well the alignment brought them together.
+
+Figures are built with `matplotlib.figure.Figure` and the Agg canvas, never pyplot, so nothing
+global changes and any thread or server can call this. A chart with nothing to draw is skipped.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from nsys_collective.render.names import short_name, unique_labels as _unique_labels
+from nsys_collective.result import Result
+
+DPI = 110
+MAX_CAUSES = 10
+MAX_LEGEND_RANKS = 12
+STYLE = {
+    "font.size": 9.5,
+    "axes.titlesize": 10.5,
+    "axes.labelsize": 9.5,
+    "xtick.labelsize": 8.5,
+    "ytick.labelsize": 8.5,
+    "legend.fontsize": 8.5,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "svg.hashsalt": "collectivetrace",  # stable ids: the same analysis gives the same SVG
+    "hatch.linewidth": 0.8,
+}
+# Timeline colours: compute is quiet, the collective and its cause are loud.
+C_COMPUTE = "#9aa7b4"
+C_COPY = "#d8c27a"
+C_OTHER_NCCL = "#b9d3ea"
+C_WAIT = "#f2a65a"
+C_TRANSFER = "#1f5fa8"
+C_BLAMED = "#d62728"
+
+
+def write_charts(result: Result, out_dir: Path) -> dict[str, list[Path]]:
+    """Write every chart that has something to show as out_dir/<name>.png and .svg;
+    return {name: [png, svg]}."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = {}
+    with matplotlib.rc_context(STYLE):
+        for name, draw in (("blocking", _blocking), ("timeline", _timeline), ("wait_heatmap", _wait_heatmap),
+                           ("transfer_vs_footprint", _transfer_vs_footprint), ("alignment", _alignment)):
+            fig = draw(result)
+            if fig is not None:
+                written[name] = _save(fig, out_dir / name)
+    return written
+
+
+def _save(fig: Figure, stem: Path) -> list[Path]:
+    FigureCanvasAgg(fig)
+    png, svg = stem.with_suffix(".png"), stem.with_suffix(".svg")
+    fig.savefig(png, dpi=DPI, metadata={"Software": None})
+    fig.set_layout_engine("none")  # the layout is done: the SVG keeps it instead of solving it again
+    fig.savefig(svg, metadata={"Date": None})
+    return [png, svg]
+
+
+def _wrap(label: str, line: int = 34) -> str:
+    """Break a long label once, preferably at an underscore or space."""
+    if len(label) <= line:
+        return label
+    cut = max(label.rfind(sep, line // 2, line + 1) for sep in ("_", " ", ":", ","))
+    cut = cut + 1 if cut > 0 else line
+    return label[:cut] + "\n" + label[cut:]
+
+
+def _ms(ns) -> np.ndarray:
+    return np.asarray(ns, dtype=np.float64) / 1e6
+
+
+def _fmt_ms(ns: float) -> str:
+    ms = ns / 1e6
+    return f"{ms:,.2f} ms" if ms >= 0.1 else f"{ns / 1e3:,.0f} µs"
+
+
+def _rank_colours(ranks: list[int]) -> dict[int, str]:
+    cmap = matplotlib.colormaps["tab10" if len(ranks) <= 10 else "tab20"]
+    return {r: matplotlib.colors.to_hex(cmap(i % cmap.N)) for i, r in enumerate(sorted(ranks))}
+
+
+# Blocking causes --------------------------------------------------------------------------------
+
+def _blocking(result: Result) -> Figure | None:
+    doc = result.doc
+    causes: dict[tuple, dict] = {}
+    for e in doc.get("blocking_kernels", []):
+        key = ("kernel", e.get("kernel_full") or e["kernel"], e.get("cause"))
+        c = causes.setdefault(key, {"name": e["kernel"], "full": key[1], "launch": False, "window": e.get("cause") == "window",
+                                    "by_rank": {}, "high": False})
+        c["by_rank"][e["rank"]] = c["by_rank"].get(e["rank"], 0) + e["inflicted_wait_ns"]
+        c["high"] |= e.get("confidence") == "high"
+    for e in doc.get("blocking_launches", []):
+        key = ("launch", e["nvtx"])
+        c = causes.setdefault(key, {"name": e["nvtx"], "full": e["nvtx"] or "", "launch": True, "window": False,
+                                    "by_rank": {}, "high": False})
+        c["by_rank"][e["rank"]] = c["by_rank"].get(e["rank"], 0) + e["inflicted_wait_ns"]
+        c["high"] |= e.get("confidence") == "high"
+    top = sorted((c for c in causes.values() if sum(c["by_rank"].values()) > 0), key=lambda c: -sum(c["by_rank"].values()))[:MAX_CAUSES]
+    if not top:
+        return None
+
+    labels = _unique_labels([c["full"] or c["name"] for c in top], width=84)
+    labels = [(f"late launch in '{lab}'" if c["name"] else "late launch (no NVTX range)") if c["launch"]
+              else lab + (" (window)" if c["window"] else "") for c, lab in zip(top, labels)]
+    # Ranks by what they caused; beyond a legend's worth the rest share one grey segment.
+    per_rank: dict[int, float] = {}
+    for c in top:
+        for r, v in c["by_rank"].items():
+            per_rank[r] = per_rank.get(r, 0) + v
+    shown = sorted(sorted(per_rank, key=lambda r: -per_rank[r])[:MAX_LEGEND_RANKS])
+    colours = _rank_colours(shown)
+
+    fig = Figure(figsize=(10, 1.4 + 0.48 * len(top)), layout="constrained")
+    ax = fig.add_subplot()
+    y = np.arange(len(top))
+    left = np.zeros(len(top))
+    for r in shown + ["other"]:
+        if r == "other":
+            values = np.array([sum(v for k, v in c["by_rank"].items() if k not in shown) for c in top], float)
+        else:
+            values = np.array([c["by_rank"].get(r, 0) for c in top], float)
+        if not values.any():
+            continue
+        ax.barh(y, _ms(values), left=left, height=0.62, color=colours.get(r, "#bbbbbb"),
+                label=f"rank {r}" if r != "other" else "other ranks", edgecolor="white", linewidth=0.5)
+        left += _ms(values)
+    for k, c in enumerate(top):
+        total = sum(c["by_rank"].values())
+        ax.text(left[k] + left.max() * 0.01, k, f"{_fmt_ms(total)} · {'high' if c['high'] else 'low'} confidence",
+                va="center", fontsize=8.5, color="#222222" if c["high"] else "#777777")
+    ax.set_yticks(y, [_wrap(lab, 46) for lab in labels], fontsize=8.5)
+    for tick, c in zip(ax.get_yticklabels(), top):
+        tick.set_color("#8a3b00" if c["launch"] else "#222222")
+    ax.invert_yaxis()
+    ax.set_xlim(0, left.max() * 1.32)
+    ax.set_xlabel("wait inflicted on the other ranks (ms of GPU time)")
+    ax.set_ylabel("cause: kernel, or NVTX range of a late launch")
+    fig.suptitle(f"What made the collectives wait: top {len(top)} causes by the wait they inflicted, by straggler rank",
+                 x=0.01, ha="left", fontsize=11, fontweight="bold")
+    ax.grid(axis="x", color="#e5e5e5", linewidth=0.6)
+    ax.set_axisbelow(True)
+    ax.legend(title="late rank", loc="lower right", frameon=False, ncols=1 if len(shown) <= 6 else 2)
+    return fig
+
+
+# Timelines of the worst collectives -------------------------------------------------------------
+
+TIMELINE_WIDTH_IN = 11
+ROW_IN = 0.42
+
+
+def _timeline(result: Result) -> Figure | None:
+    panels = result.evidence.panels
+    if not panels:
+        return None
+    heights = [len(p["rows"]) + 2.2 for p in panels]
+    row_in = ROW_IN if max(len(p["rows"]) for p in panels) <= 8 else ROW_IN * 0.8  # many ranks: thinner rows
+    fig = Figure(figsize=(TIMELINE_WIDTH_IN, 1.0 + row_in * sum(heights)), layout="constrained")
+    axes = fig.subplots(len(panels), 1, gridspec_kw={"height_ratios": heights}, squeeze=False)[:, 0]
+    blamed = [_draw_timeline_panel(ax, p) for ax, p in zip(axes, panels)]
+    handles = [Patch(color=C_COMPUTE, label="compute kernel"), Patch(color=C_COPY, label="memcpy / memset"),
+               Patch(color=C_OTHER_NCCL, label="other NCCL kernel"),
+               Patch(facecolor=C_WAIT, hatch="////", edgecolor="#b8651b", label="this collective: waiting for the last rank"),
+               Patch(color=C_TRANSFER, label="this collective: transfer")]
+    if any(blamed):
+        handles.append(Patch(color=C_BLAMED, label="blamed kernel (on the straggler)"))
+    fig.legend(handles=handles, loc="outside lower center", ncols=3, frameon=False)
+    fig.suptitle(f"Worst {len(panels)} collective{'s' * (len(panels) != 1)} by wait cost, on the aligned clock "
+                 "(per rank: compute and copies above, NCCL below)", x=0.01, ha="left", fontsize=11, fontweight="bold")
+    return fig
+
+
+def _bars(ax, x0, x1, lane, colour, min_width, **style) -> None:
+    widths = np.maximum(x1 - x0, min_width)
+    ax.broken_barh(list(zip(x0.tolist(), widths.tolist())), lane, facecolors=colour, **style)
+
+
+def _draw_timeline_panel(ax, p: dict) -> bool:
+    """Draw one collective's panel (attribution.evidence); True when it highlighted runs of a
+    blamed kernel."""
+    i, first, lo, hi = p["i"], p["first"], p["lo"], p["hi"]
+
+    def rel(ns):  # aligned ns -> ms after the first arrival
+        return (np.asarray(ns, dtype=np.float64) - first) / 1e6
+
+    def clipped(starts_ends):
+        starts, ends = (np.asarray(v, dtype=np.int64) for v in starts_ends)
+        return rel(np.maximum(starts, lo)), rel(np.minimum(ends, hi))
+
+    min_width = (hi - lo) / 1e6 / 900  # sub-pixel kernels stay visible
+    note = None  # (x0, x1, row, texts, ha): the blocking cause's label and the room it has
+    blamed = False
+    ranks = [r["rank"] for r in p["rows"]]
+    for row, shown in enumerate(p["rows"]):
+        rank, a, e = shown["rank"], shown["a"], shown["e"]
+        upper, lower = (row - 0.42, 0.38), (row + 0.04, 0.38)  # compute lane above, NCCL lane below
+        for kind, colour, lane in (("compute", C_COMPUTE, upper), ("copy", C_COPY, upper), ("other_nccl", C_OTHER_NCCL, lower)):
+            if shown[kind][0]:
+                _bars(ax, *clipped(shown[kind]), lane, colour, min_width, linewidth=0)
+        # This collective's kernel: waiting until the last arrival, then the transfer.
+        last = max(a, p["last"])
+        if last > a:
+            ax.broken_barh([(rel(a), rel(last) - rel(a))], lower, facecolors=C_WAIT, edgecolor="#b8651b", hatch="////", linewidth=0.4)
+        if e > last:
+            ax.broken_barh([(rel(last), rel(e) - rel(last))], lower, facecolors=C_TRANSFER, linewidth=0)
+        if row:
+            ax.axhline(row - 0.5, color="#eeeeee", linewidth=0.6, zorder=0)
+        blame = p["blame"]
+        if rank != p["straggler"] or not blame:
+            continue
+        # The straggler's NCCL lane is empty until it arrives: the cause's label goes there.
+        if blame["cause"] in ("kernel", "window"):
+            runs = shown["blamed"]
+            if runs[0]:
+                _bars(ax, *clipped(runs), (row - 0.46, 0.46), C_BLAMED, min_width, edgecolor="#7a0f10", linewidth=0.6)
+                blamed = True
+            if p["ago"] is not None:  # its last run before the collective lies left of the view
+                note = (float(rel(lo)), float(rel(a)), row, ["◀ blamed kernel ran earlier", "◀ blamed"], "left")
+            elif runs[0]:
+                before = [k for k, start in enumerate(runs[0]) if start < p["last"]]
+                k = before[-1] if before else 0
+                x0, _ = clipped([runs[0][k:k + 1], runs[1][k:k + 1]])
+                note = (float(x0[0]), float(rel(a)), row, ["▲ blamed kernel", "▲ blamed"], "left")
+        elif blame["cause"] == "host_launch":
+            nvtx = short_name(blame.get("nvtx") or "no NVTX range", 40)
+            note = (float(rel(lo)), float(rel(a)), row, [f"late launch: host in '{nvtx}' ▶", "late launch ▶"], "right")
+        else:
+            note = (float(rel(lo)), float(rel(a)), row, ["GPU idle, launch on time ▶", "idle ▶"], "right")
+
+    n = len(ranks)
+    ax.set_ylim(n - 0.5 + 0.2, -1.6)  # a band above the rows for the arrival labels
+    ax.set_yticks(np.arange(n), [f"rank {r}" + ("  ◀ straggler" if r == p["straggler"] else "") for r in ranks])
+    for tick, r in zip(ax.get_yticklabels(), ranks):
+        if r == p["straggler"]:
+            tick.set_color(C_BLAMED)
+            tick.set_fontweight("bold")
+    x_lo, x_hi, x_last = float(rel(lo)), float(rel(hi)), float(rel(p["last"]))
+    ax.set_xlim(x_lo, x_hi)
+    ax.axvline(0, color="#555555", linewidth=0.7, linestyle=":")
+    ax.axvline(x_last, color=C_BLAMED, linewidth=0.8, linestyle="--")
+    # Arrival labels in the band above the rows, on two heights so that close ones do not collide.
+    close = (x_last - 0) < 0.18 * (x_hi - x_lo)
+    ax.text(0, -1.05, "first arrival ", color="#555555", fontsize=8, va="center", ha="right")
+    ax.text(x_last, -0.62 if close else -1.05, " last arrival", color=C_BLAMED, fontsize=8, va="center", ha="left")
+    if note is not None:
+        _note(ax, *note, x_hi - x_lo)
+    ax.set_xlabel("time after the first rank arrived (ms, aligned clock)")
+    ax.spines["left"].set_visible(False)
+    ax.tick_params(axis="y", length=0)
+
+    shown = "" if n == p["total_ranks"] else f", {n} of {p['total_ranks']} ranks shown"
+    title = (f"{p['op']} #{i} (seq {p['seq']}{shown}): straggler rank {p['straggler']}, "
+             f"wait cost {_fmt_ms(p['wait_cost'])}, skew {_fmt_ms(p['skew'])}, transfer {_fmt_ms(p['transfer'])}")
+    cause = _cause_line(p["blame"], p["lateness"])
+    if p["ago"] is not None:
+        cause += f"; its last run ended {_fmt_ms(p['ago'])} before the first arrival"
+    ax.set_title(title + "\n" + cause, loc="left", fontsize=9.5)
+    return blamed
+
+
+def _note(ax, x0: float, x1: float, row: int, texts: list[str], ha: str, x_range: float) -> None:
+    """Label the blocking cause in the straggler's NCCL lane, empty between x0 and its arrival x1:
+    the longest text that fits there, else the shortest on a white box."""
+    px_per_ms = (TIMELINE_WIDTH_IN - 1.4) * DPI / x_range
+    char_px = 8 * DPI / 72 * 0.62  # bold 8 pt
+    text = next((t for t in texts if len(t) * char_px <= (x1 - x0) * px_per_ms), None)
+    style = {} if text else {"bbox": {"facecolor": "white", "edgecolor": "none", "pad": 1, "alpha": 0.85}}
+    ax.text(x0 if ha == "left" else x1, row + 0.24, text or texts[-1], color=C_BLAMED, fontsize=8, fontweight="bold",
+            va="center", ha=ha, clip_on=True, **style)
+
+
+def _cause_line(blame: dict | None, lateness: int) -> str:
+    if blame is None:
+        return "cause: nothing in the captured GPU work explains the straggler's lateness"
+    part = f"{_fmt_ms(blame['ns'])} of the straggler's {_fmt_ms(max(lateness, 0))} lateness"
+    if blame["cause"] in ("kernel", "window"):
+        how = "ran while the others waited" if blame["cause"] == "window" else "longer or extra on the straggler"
+        return f"cause: {short_name(blame.get('kernel_full') or blame['kernel'], 100)}\n    {how}: {part}"
+    if blame["cause"] == "host_launch":
+        return f"cause: late kernel launch while the host was in '{short_name(blame.get('nvtx') or 'no NVTX range', 64)}': {part}"
+    return f"cause: GPU idle with the launch on time (stream wait or dependency): {part}"
+
+
+# Wait per rank and collective -------------------------------------------------------------------
+
+def _wait_heatmap(result: Result) -> Figure | None:
+    collectives, o = result.doc["collectives"], result.evidence.observations
+    if not any(c["ranks"] >= 2 for c in collectives):
+        return None
+    n = len(collectives)
+    last = np.array([c["last_arrival_ns"] for c in collectives], dtype=np.int64)
+    straggler = np.array([c["straggler_rank"] for c in collectives], dtype=np.int64)
+    ranks = np.unique(o.rank)
+    row = np.searchsorted(ranks, o.rank)
+    grid = np.full((len(ranks), n), np.nan)
+    grid[row, o.instance] = _ms(last[o.instance] - o.start)
+    finite = grid[np.isfinite(grid)]
+    top = float(finite.max()) if finite.size else 0.0
+    # One huge wait should not wash the rest out: clip the scale at the 99th percentile.
+    p99 = float(np.percentile(finite, 99)) if finite.size else 0.0
+    vmax, extend = (p99, "max") if p99 > 0 and top > 1.5 * p99 else (max(top, 1e-6), "neither")
+
+    fig = Figure(figsize=(10, min(7.5, 2.0 + 0.32 * len(ranks))), layout="constrained")
+    ax = fig.add_subplot()
+    cmap = matplotlib.colormaps["YlOrRd"].with_extremes(bad="#eeeeee")
+    image = ax.imshow(np.ma.masked_invalid(grid), aspect="auto", cmap=cmap, vmin=0, vmax=vmax, interpolation="nearest",
+                      extent=(-0.5, n - 0.5, len(ranks) - 0.5, -0.5))
+    if n <= 150 and len(ranks) <= 32:  # mark who was last where a mark still fits
+        ax.scatter(np.arange(n), np.searchsorted(ranks, straggler), marker="o", s=10, facecolors="none",
+                   edgecolors="#1f3b73", linewidths=0.8, label="straggler (arrived last)")
+        fig.legend(loc="outside lower left", frameon=False)
+    host_of = {r["rank"]: r["host"] for r in result.doc["ranks"]}
+    step = max(1, len(ranks) // 24)
+    ax.set_yticks(np.arange(0, len(ranks), step), [f"rank {r}" + (f" ({host_of.get(int(r))})" if host_of.get(int(r)) else "")
+                                                   for r in ranks[::step]])
+    ax.set_xlabel("collective id (issue order)")
+    ax.set_ylabel("rank (host)")
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    bar = fig.colorbar(image, ax=ax, extend=extend, pad=0.01)
+    bar.set_label("wait for the last rank (ms)")
+    ax.set_title(f"Wait per rank and collective: {n} collectives, {_fmt_ms(result.doc['summary']['wait_ns'])} of GPU time in total"
+                 + (" (colour scale clipped at the 99th percentile)" if extend == "max" else ""), loc="left")
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(True)
+    return fig
+
+
+# Transfer time against compute overlap ----------------------------------------------------------
+
+def _known(values) -> np.ndarray:
+    """Integer ns with -1 for unknown (null)."""
+    return np.array([-1 if v is None else v for v in values], dtype=np.int64)
+
+
+def _transfer_vs_footprint(result: Result) -> Figure | None:
+    kept = [c for c in result.doc["collectives"] if c["ranks"] >= 2]  # one rank transfers nothing
+    if not kept:
+        return None
+    x = np.array([c["sm_pressure"] for c in kept], dtype=np.float64)
+    y = _ms([c["transfer_ns"] for c in kept])
+    baseline = _known(c["baseline_transfer_ns"] for c in kept)
+    op = np.array([c["op"] for c in kept])
+    keep = np.arange(len(kept))
+    has_base = baseline >= 0
+    fig = Figure(figsize=(10, 5.2), layout="constrained")
+    ax = fig.add_subplot()
+    # Each collective's clean baseline, with a stem up to its transfer: the stem is the excess.
+    for k, i in enumerate(np.flatnonzero(has_base & (x > 0))):
+        ax.plot([x[i], x[i]], [_ms(baseline[i]), y[i]], color="#bbbbbb", linewidth=0.8, zorder=1,
+                label="excess over the clean baseline" if k == 0 else None)
+    baselines = sorted(set(baseline[has_base].tolist()))
+    if 0 < len(baselines) <= 4:
+        labelled = -np.inf
+        for b in baselines:
+            ax.axhline(_ms(b), color="#888888", linestyle="--", linewidth=0.8, zorder=0)
+            if _ms(b) - labelled < 0.05 * float(y.max()):  # nearly the same line: one label is enough
+                continue
+            labelled = _ms(b)
+            ax.annotate(f"clean baseline {_fmt_ms(b)}", xy=(1, _ms(b)), xycoords=("axes fraction", "data"), xytext=(-4, 3),
+                        textcoords="offset points", ha="right", va="bottom", fontsize=8, color="#555555")
+    elif baselines:
+        ax.scatter(x[has_base], _ms(baseline[has_base]), marker="_", s=60, color="#888888", zorder=2,
+                   label="clean baseline of its kind")
+    cmap = matplotlib.colormaps["tab10"]
+    for k, name in enumerate(sorted(set(op.tolist()))):
+        colour = cmap(k % 10)
+        for sel, marker, face, note in ((has_base, "o", colour, "clean baseline known"), (~has_base, "D", "none", "no clean baseline")):
+            sel = sel & (op == name)
+            if sel.any():
+                ax.scatter(x[sel], y[sel], marker=marker, s=30, facecolors=face, edgecolors=colour, linewidths=1.1, zorder=3,
+                           label=f"{name} ({note})")
+    ax.set_xlabel("SM pressure during the transfer (overlapping compute × SM footprint / transfer time)")
+    ax.set_ylabel("transfer time (ms)")
+    ax.set_xlim(left=-0.02 * max(1.0, float(x.max())), right=max(1.0, float(x.max()) * 1.08))
+    ax.set_ylim(bottom=0, top=float(y.max()) * 1.15 if y.max() > 0 else 1)
+    ax.grid(color="#eeeeee", linewidth=0.6)
+    ax.set_axisbelow(True)
+    overlapped = x > 0
+    excess = _known(c["contention_excess_ns"] for c in kept)
+    extra = int(excess[overlapped & (excess > 0)].sum())
+    subtitle = ("no compute overlapped any transfer" if not overlapped.any()
+                else f"{int(overlapped.sum())} of {len(keep)} overlapped compute; their transfers took {_fmt_ms(extra)} of GPU time "
+                     "beyond the clean baseline" + ("" if has_base[overlapped].all() else
+                                                    f" ({int((overlapped & ~has_base).sum())} have no clean baseline)"))
+    ax.set_title(f"Did compute slow the transfers? Transfer time against SM pressure, per collective\n{subtitle}", loc="left")
+    ax.legend(loc="upper right", frameon=True, framealpha=0.9, edgecolor="#dddddd")
+    return fig
+
+
+# Clock alignment --------------------------------------------------------------------------------
+
+def _spread_per_instance(inst: np.ndarray, end: np.ndarray, n: int) -> np.ndarray:
+    hi = np.full(n, np.iinfo(np.int64).min)
+    lo = np.full(n, np.iinfo(np.int64).max)
+    np.maximum.at(hi, inst, end)
+    np.minimum.at(lo, inst, end)
+    return (hi - lo).astype(np.float64)
+
+
+def _alignment(result: Result) -> Figure | None:
+    a, o = result.doc["alignment"], result.evidence.observations
+    n = len(result.doc["collectives"])
+    multi = np.flatnonzero([c["ranks"] >= 2 for c in result.doc["collectives"]])
+    if not len(multi):
+        return None
+    before = _spread_per_instance(o.instance, o.utc_end, n)[multi] / 1e3
+    after = _spread_per_instance(o.instance, o.end, n)[multi] / 1e3
+    floor = 0.01  # µs: a log axis has no zero
+    fig = Figure(figsize=(10, 4.6), layout="constrained")
+    left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 1.15]})
+    size = 14 if len(multi) <= 300 else 5
+    left.scatter(multi, np.maximum(before, floor), s=size, marker="o", facecolors="none", edgecolors="#c0504d",
+                 linewidths=0.9, label="before (raw UTC clocks)")
+    left.scatter(multi, np.maximum(after, floor), s=size, marker="o", color="#1f5fa8", label="after alignment")
+    for spread, colour in ((a.get("end_spread_ns_before"), "#c0504d"), (a.get("end_spread_ns_after"), "#1f5fa8")):
+        if spread and spread["p50"] > 0:
+            left.axhline(spread["p50"] / 1e3, color=colour, linestyle="--", linewidth=0.8)
+    left.set_yscale("log")
+    left.set_xlabel("collective id (issue order)")
+    left.set_ylabel("end-time spread across ranks (µs, log)")
+    left.legend(loc="best", frameon=False)
+    left.grid(axis="y", which="major", color="#eeeeee", linewidth=0.6)
+    left.xaxis.get_major_locator().set_params(integer=True)
+    b, f = a.get("end_spread_ns_before"), a.get("end_spread_ns_after")
+    medians = f"; median {b['p50'] / 1e3:,.1f} → {f['p50'] / 1e3:,.1f} µs (dashed)" if b and f else ""
+    left.set_title(f"Ends of one collective should coincide: spread per collective{medians}", loc="left", fontsize=9.5)
+
+    hosts = a.get("hosts", [])
+    names = [h["host"] or "?" for h in hosts]
+    offsets = np.array([h["offset_ns"] for h in hosts], float) / 1e3
+    y = np.arange(len(hosts))
+    right.barh(y, offsets, color="#7f8fa6", height=0.42)
+    right.axvline(0, color="#555555", linewidth=0.7)
+    notes = ["reference" if k == 0 else f"{offsets[k]:+,.1f} µs" + (f"\n{h['drift_ppm']:+.2f} ppm" if h.get("drift_ppm") else "")
+             for k, h in enumerate(hosts)]
+    right.set_yticks(y, [f"{short_name(n, 24)}\n{note}" for n, note in zip(names, notes)])
+    right.set_ylim(max(len(hosts), 3) - 0.5, -0.5)  # a few hosts do not make fat bars
+    right.set_xlabel("clock offset (µs)")
+    right.set_title("Fitted offset per host clock", loc="left", fontsize=9.5)
+    lim = max(1.0, float(np.abs(offsets).max()) * 1.1)
+    right.set_xlim(-lim if (offsets < 0).any() else -0.05 * lim, lim if (offsets > 0).any() else 0.05 * lim)
+    fig.suptitle(f"Clock alignment ({a.get('method')}): causality violations {a.get('violations_before') or 0:,} before → "
+                 f"{a.get('violations_after') or 0:,} after", x=0.01, ha="left", fontsize=11, fontweight="bold")
+    return fig

@@ -1,0 +1,221 @@
+"""One self-contained HTML report of a result: verdict, key numbers, charts, tables.
+
+Everything is inside the file (CSS inline, charts as base64 PNG data URIs, no fonts, scripts or
+fetches), so it can be mailed, attached to a ticket or opened offline. The page is the Jinja2
+template templates/report.html.j2, autoescaped; this module only prepares its context. Kernel
+names that are too long are shortened, with the full name in a title.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections import Counter
+from functools import cache
+from pathlib import Path
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from nsys_collective.render.names import short_name
+from nsys_collective.render.terminal import verdict
+from nsys_collective.result import Result
+from nsys_collective.units import ms_cell as _ms
+from nsys_collective.units import us_cell as _us
+
+MAX_CAUSES = 30
+MAX_CONTENTION = 20
+WORST = 20
+CHARTS = {
+    "blocking": ("What made the collectives wait",
+                 "Kernels and late launches that made stragglers late, by the wait they inflicted on the other ranks "
+                 "(GPU time), stacked by the rank they delayed."),
+    "timeline": ("The worst collectives, rank by rank",
+                 "The collectives with the highest wait cost on the aligned clock: each rank's GPU work, its NCCL kernel "
+                 "split into waiting (hatched) and transfer (blue), and the blamed cause in red."),
+    "wait_heatmap": ("Who waited where",
+                     "Each rank's wait for the last rank in each collective; circles mark the straggler (last to arrive)."),
+    "transfer_vs_footprint": ("Did compute slow the transfers",
+                              "Transfer time against the SM pressure of the compute kernels overlapping it; stems show the "
+                              "excess over the clean baseline of the same kind of collective."),
+    "alignment": ("Clock alignment",
+                  "End-time spread of each collective across ranks before and after aligning the clocks (log scale), "
+                  "and the offset fitted for each host's clock."),
+}
+
+
+@cache
+def _environment() -> Environment:
+    env = Environment(loader=PackageLoader("nsys_collective.render", "templates"), autoescape=select_autoescape(["j2"]),
+                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.globals["zip"] = zip
+    return env
+
+
+def _pct(share) -> str:
+    return "-" if share is None else f"{share:.0%}"
+
+
+def _name(short: str | None, full: str | None = None, width: int = 120) -> dict:
+    """A kernel or NVTX name cell: shortened for the table, the full name in the tooltip."""
+    full = full or short
+    if not full:
+        return {"empty": True}
+    return {"name": short_name(short or full, width), "title": full}
+
+
+def _table(headers: list[str], rows: list[list], numeric: set[str] = frozenset(), total: int | None = None) -> dict:
+    return {"headers": headers, "rows": rows, "numeric": set(numeric), "total": len(rows) if total is None else total}
+
+
+def write_report(result: Result, charts: dict[str, list[Path]], path: Path) -> None:
+    """Write the report of a result (with its charts, render.charts) to `path`."""
+    Path(path).write_text(render(result, charts), encoding="utf-8")
+
+
+def render(result: Result, charts: dict[str, list[Path]]) -> str:
+    doc = result.doc
+    s = doc["summary"]
+    hosts = len({r["host"] for r in doc["ranks"]})
+    title = (f"{s['ranks']} rank{'s' * (s['ranks'] != 1)} on {hosts} host{'s' * (hosts != 1)}, "
+             f"{s['collectives']} collective{'s' * (s['collectives'] != 1)}")
+    lines, found = verdict(result), set(doc["findings"])
+    a = doc["alignment"]
+    context = {
+        "title": title, "tool_version": doc["tool_version"], "inputs": doc["inputs"],
+        "css": (Path(__file__).parent / "templates" / "report.css").read_text(),
+        # The first line is the job summary, already in the title.
+        "verdict_plain": [line for line in lines[1:] if line not in found],
+        "verdict_listed": [line for line in lines if line in found],
+        "cards": _cards(doc),
+        "figures": _figures(charts),
+        "blocking": _blocking(doc), "contention": _contention(doc), "slowdown": _slowdown(doc),
+        "stragglers": _stragglers(doc), "worst": _worst(doc), "ranks": _ranks(doc),
+        "alignment": a, "spread": _spread(a), "clocks": _clocks(a), "warnings": doc["warnings"],
+    }
+    return _environment().get_template("report.html.j2").render(context)
+
+
+def _cards(doc: dict) -> list[dict]:
+    s = doc["summary"]
+    straggler = s.get("top_straggler_rank")
+    caused = sum(c["wait_cost_ns"] for c in doc["collectives"] if c["straggler_rank"] == straggler) if straggler is not None else 0
+    top = s.get("top_blocking_kernel")
+    full = next((k["kernel_full"] for k in doc["blocking_kernels"] if k["kernel"] == top), top)
+    return [
+        {"label": "Total wait", "value": f"{_ms(s['wait_ns'])} ms", "note": "GPU time spent waiting for the last rank"},
+        {"label": "Explained", "value": _pct(s.get("explained_wait_share")), "note": "share of the wait with a named cause"},
+        {"label": "Transfer", "value": f"{_ms(s['transfer_ns'])} ms", "note": "GPU time moving data once all ranks arrived"},
+        {"label": "Top straggler", "value": "-" if straggler is None else f"rank {straggler}",
+         "note": f"caused {_ms(caused)} ms of wait" if straggler is not None else "no rank stands out"},
+        {"label": "Top blocking kernel", "value": _name(top, full, 60), "note": "named with high confidence", "small": True} if top else
+        {"label": "Top blocking kernel", "value": "none", "note": "no kernel named with high confidence", "small": True},
+    ]
+
+
+def _figures(charts: dict[str, list[Path]]) -> list[dict]:
+    figures = []
+    for name, (heading, caption) in CHARTS.items():
+        png = next((p for p in charts.get(name, []) if Path(p).suffix == ".png"), None)
+        if png is not None:  # the chart carries its own title: the caption says how to read it
+            figures.append({"name": name, "heading": heading, "caption": caption,
+                            "data": base64.b64encode(Path(png).read_bytes()).decode("ascii")})
+    return figures
+
+
+def _blocking(doc: dict) -> dict:
+    total = doc["summary"]["wait_ns"]
+    rows = []
+    for e in doc["blocking_kernels"]:
+        runs = f"{e['runs']} vs {e['reference_runs']}" if e.get("runs") is not None else "-"
+        slowdown = "-" if e.get("slowdown") is None else f"{e['slowdown']:+.1%}"
+        rows.append((e["inflicted_wait_ns"], [e["rank"], e["cause"], _name(e["kernel"], e.get("kernel_full")), _ms(e["blame_ns"]),
+                                              _ms(e["inflicted_wait_ns"]), _pct(e["inflicted_wait_ns"] / total if total else None),
+                                              e["collectives"], slowdown, runs, {"confidence": e["confidence"]}]))
+    for e in doc["blocking_launches"]:
+        rows.append((e["inflicted_wait_ns"], [e["rank"], "host_launch", _name(e["nvtx"] or "(no NVTX range)"), _ms(e["blame_ns"]),
+                                              _ms(e["inflicted_wait_ns"]), _pct(e["inflicted_wait_ns"] / total if total else None),
+                                              e["collectives"], "-", "-", {"confidence": e["confidence"]}]))
+    rows.sort(key=lambda r: -r[0])
+    headers = ["rank", "cause", "kernel or NVTX range", "blamed ms", "wait inflicted ms", "share of wait", "collectives",
+               "slowdown", "runs vs reference", "confidence"]
+    return _table(headers, [r for _, r in rows[:MAX_CAUSES]],
+                  {"rank", "blamed ms", "wait inflicted ms", "share of wait", "collectives", "slowdown", "runs vs reference"},
+                  total=len(rows))
+
+
+def _contention(doc: dict) -> dict:
+    entries = doc["contention"]
+    rows = [[_name(e["kernel"], e.get("kernel_full")), _ms(e["overlap_ns"]), _ms(e["contention_ns"]), f"{e['sm_footprint']:.2f}",
+             e["collectives"]] for e in entries[:MAX_CONTENTION]]
+    return _table(["kernel", "overlap ms", "slowdown ms", "SM footprint", "collectives"], rows,
+                  {"overlap ms", "slowdown ms", "SM footprint", "collectives"}, total=len(entries))
+
+
+def _slowdown(doc: dict) -> dict:
+    slowed = doc["compute_slowdown"]
+    rows = [[_name(e["kernel"], e.get("kernel_full")), _us(e["overlapped_mean_ns"]), _us(e["alone_mean_ns"]),
+             f"{e['slowdown']:+.1%}", f"{e['overlapped_runs']} / {e['alone_runs']}"] for e in slowed[:MAX_CONTENTION]]
+    return _table(["kernel", "mean beside NCCL µs", "mean alone µs", "slowdown", "runs beside / alone"], rows,
+                  {"mean beside NCCL µs", "mean alone µs", "slowdown", "runs beside / alone"}, total=len(slowed))
+
+
+def _stragglers(doc: dict) -> dict:
+    host = {r["rank"]: r["host"] for r in doc["ranks"]}
+    collectives = doc["collectives"]
+    total, n = doc["summary"]["wait_ns"], len(collectives)
+    caused, skew, counts = Counter(), Counter(), Counter()
+    for c in collectives:
+        caused[c["straggler_rank"]] += c["wait_cost_ns"]
+        skew[c["straggler_rank"]] += c["skew_ns"]
+        counts[c["straggler_rank"]] += 1
+    rows = [[rank, host.get(rank), f"{counts[rank]} of {n}", _ms(skew[rank]), _ms(caused[rank]),
+             _pct(caused[rank] / total if total else None)] for rank in sorted(counts, key=lambda r: (-caused[r], r))]
+    return _table(["rank", "host", "last to arrive", "skew ms", "wait caused ms", "share of wait"], rows,
+                  {"rank", "last to arrive", "skew ms", "wait caused ms", "share of wait"})
+
+
+def _blame_cell(blame: list[dict], limit: int = 3) -> dict:
+    parts = []
+    for b in blame[:limit]:
+        ms = f"{_ms(b['ns'])} ms"
+        if b["cause"] in ("kernel", "window"):
+            parts.append({**_name(b["kernel"], b.get("kernel_full")), "before": "",
+                          "after": " (window)" if b["cause"] == "window" else "", "ms": ms})
+        elif b["cause"] == "host_launch":
+            parts.append({**_name(b.get("nvtx") or "(no NVTX range)", None, 80), "before": "late launch in ", "after": "", "ms": ms})
+        else:
+            parts.append({"text": b["cause"], "ms": ms})
+    return {"blame": parts, "more": max(0, len(blame) - limit)}
+
+
+def _worst(doc: dict) -> dict:
+    collectives = sorted(doc["collectives"], key=lambda c: -c["wait_cost_ns"])[:WORST]
+    rows = [[c["id"], c["op"], c["comm"], c["seq"], c["ranks"], c["straggler_rank"], _ms(c["skew_ns"]), _ms(c["wait_cost_ns"]),
+             _ms(c["transfer_ns"]), "-" if c.get("busbw_gbps") is None else f"{c['busbw_gbps']:.1f}", c.get("blame_method"),
+             _blame_cell(c.get("blame", []))] for c in collectives]
+    headers = ["id", "op", "comm", "seq", "ranks", "straggler", "skew ms", "wait ms", "transfer ms", "busbw GB/s", "method", "blame"]
+    return _table(headers, rows, {"id", "seq", "ranks", "straggler", "skew ms", "wait ms", "transfer ms", "busbw GB/s"})
+
+
+def _ranks(doc: dict) -> dict:
+    rows = [[r["rank"], r["host"], _name(Path(r["report"]).name, r["report"], 48), r["pid"], r["device"], f"{r['kernels']:,}",
+             f"{r['nccl_kernels']:,}", _ms(r["nccl_time_ns"]), _pct(r.get("overlap_share")), _us(r.get("clock_offset_ns")),
+             "-" if r.get("clock_drift_ppm") is None else f"{r['clock_drift_ppm']:.2f}", r.get("rank_source")] for r in doc["ranks"]]
+    headers = ["rank", "host", "report", "pid", "device", "kernels", "NCCL kernels", "NCCL ms", "compute overlap",
+               "clock offset µs", "drift ppm", "rank from"]
+    return _table(headers, rows, {"rank", "pid", "device", "kernels", "NCCL kernels", "NCCL ms", "compute overlap",
+                                  "clock offset µs", "drift ppm"})
+
+
+def _spread(a: dict) -> dict:
+    before, after = a.get("end_spread_ns_before"), a.get("end_spread_ns_after")
+    rows = []
+    if before and after:
+        rows = [["before (raw clocks)", _us(before["p50"]), _us(before["p95"]), _us(before["max"]), a.get("violations_before")],
+                ["after alignment", _us(after["p50"]), _us(after["p95"]), _us(after["max"]), a.get("violations_after")]]
+    return _table(["end-time spread", "p50 µs", "p95 µs", "max µs", "violations"], rows, {"p50 µs", "p95 µs", "max µs", "violations"})
+
+
+def _clocks(a: dict) -> dict:
+    rows = [[h["host"], _us(h["offset_ns"]), f"{h['drift_ppm']:.3f}", ", ".join(map(str, h["ranks"])) if h.get("ranks") else "all on the host"]
+            for h in a.get("hosts", [])]
+    return _table(["host", "offset µs", "drift ppm", "ranks"], rows, {"offset µs", "drift ppm"})

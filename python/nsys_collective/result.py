@@ -1,0 +1,479 @@
+"""The result of one analyzed run: one typed, immutable `Result`.
+
+`Result.document` is the `--json` contract (../shared/docs/output-contract.md) as typed
+dataclasses: names exactly as there, integer ns on the aligned clock, None where a value is
+unknown. `Result.doc` is the same as plain JSON data, what `--json` prints, the tables
+(render.tables) and the store rows (store) are made of. Beside the document, a result holds what
+the renderers need that the contract does not carry: the verdict lines, the clock names, every
+(collective, rank) observation and the GPU work around the worst collectives (`Evidence`), so that
+a run stored by `batch` renders exactly like a fresh one. Only a fresh run also holds the whole
+aligned timeline (`timeline`), for the Perfetto trace.
+
+`build_result` assembles it from the model and the attribution; `Result.from_stored` from a
+stored document and its extras. The JSON Schema of the document is generated from these classes
+(`document_schema`, checked in as docs/output.schema.json).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field, fields, is_dataclass
+from functools import cached_property
+from typing import Any, Literal
+
+import numpy as np
+
+SCHEMA_VERSION = 1
+# Validation of stored documents: no unknown keys, so that the variants of a union are told apart.
+_STRICT = {"extra": "forbid"}
+
+
+# The document (output-contract.md) ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Input:
+    __pydantic_config__ = _STRICT
+    path: str
+    export: str
+    nsys_version: str | None
+    schema: str | None
+
+
+@dataclass(frozen=True)
+class RankRow:
+    __pydantic_config__ = _STRICT
+    rank: int
+    host: str | None
+    pid: int | None
+    device: int | None
+    report: str
+    rank_source: str
+    clock_offset_ns: int | None
+    clock_drift_ppm: float | None
+    kernels: int
+    nccl_kernels: int
+    nccl_time_ns: int
+    compute_overlap_ns: int
+    overlap_share: float | None
+    first_ns: int | None
+    last_ns: int | None
+
+
+@dataclass(frozen=True)
+class Spread:
+    __pydantic_config__ = _STRICT
+    p50: int
+    p95: int
+    max: int
+
+
+@dataclass(frozen=True)
+class HostClock:
+    __pydantic_config__ = _STRICT
+    host: str | None
+    offset_ns: int
+    drift_ppm: float
+
+
+@dataclass(frozen=True)
+class RanksClock(HostClock):
+    """A clock of some ranks that disagreed with the rest of their host."""
+    ranks: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class AlignmentInfo:
+    __pydantic_config__ = _STRICT
+    method: str
+    t_ref_ns: int
+    hosts: tuple[HostClock | RanksClock, ...]
+    end_spread_ns_before: Spread | None
+    end_spread_ns_after: Spread | None
+    violations_before: int
+    violations_after: int
+    drift_fitted: bool
+    instances_used: int
+
+
+@dataclass(frozen=True)
+class KernelBlame:
+    __pydantic_config__ = _STRICT
+    cause: Literal["kernel", "window"]
+    kernel: str
+    kernel_full: str
+    rank: int
+    ns: int
+
+
+@dataclass(frozen=True)
+class LaunchBlame:
+    __pydantic_config__ = _STRICT
+    cause: Literal["host_launch"]
+    nvtx: str | None
+    kernel: str
+    rank: int
+    ns: int
+
+
+@dataclass(frozen=True)
+class RankBlame:
+    __pydantic_config__ = _STRICT
+    cause: Literal["idle", "unexplained"]
+    rank: int
+    ns: int
+
+
+Blame = KernelBlame | LaunchBlame | RankBlame
+
+
+@dataclass(frozen=True)
+class Collective:
+    __pydantic_config__ = _STRICT
+    id: int
+    comm: str
+    seq: int
+    op: str
+    bytes: int | None
+    ranks: int
+    start_ns: int
+    last_arrival_ns: int
+    straggler_rank: int
+    skew_ns: int
+    wait_cost_ns: int
+    transfer_ns: int
+    transfer_shortest_ns: int
+    busbw_gbps: float | None
+    reference_rank: int | None
+    blame_method: str
+    blame: tuple[Blame, ...]
+    compute_overlap_ns: int
+    sm_pressure: float
+    baseline_transfer_ns: int | None
+    contention_excess_ns: int | None
+    gpu_metrics: dict[str, float | None]
+    step: str | None
+
+
+@dataclass(frozen=True)
+class BlockingKernel:
+    __pydantic_config__ = _STRICT
+    kernel: str
+    kernel_full: str
+    rank: int
+    cause: Literal["kernel", "window"]
+    blame_ns: int
+    inflicted_wait_ns: int
+    collectives: int
+    slowdown: float | None
+    runs: int
+    reference_runs: int
+    confidence: Literal["high", "low"]
+
+
+@dataclass(frozen=True)
+class BlockingLaunch:
+    __pydantic_config__ = _STRICT
+    nvtx: str | None
+    rank: int
+    blame_ns: int
+    inflicted_wait_ns: int
+    collectives: int
+    confidence: Literal["high", "low"]
+
+
+@dataclass(frozen=True)
+class ContentionEntry:
+    __pydantic_config__ = _STRICT
+    kernel: str
+    kernel_full: str
+    rank: int | None
+    overlap_ns: int
+    contention_ns: int | None
+    sm_footprint: float
+    collectives: int
+
+
+@dataclass(frozen=True)
+class ComputeSlowdown:
+    __pydantic_config__ = _STRICT
+    kernel: str
+    kernel_full: str
+    overlapped_mean_ns: int
+    alone_mean_ns: int
+    slowdown: float
+    overlapped_runs: int
+    alone_runs: int
+
+
+@dataclass(frozen=True)
+class Summary:
+    __pydantic_config__ = _STRICT
+    ranks: int
+    collectives: int
+    nccl_time_ns: int
+    wait_ns: int
+    transfer_ns: int
+    explained_wait_share: float | None
+    top_blocking_kernel: str | None
+    idle_wait_ns: dict[int, int]
+    top_straggler_rank: int | None
+
+
+@dataclass(frozen=True)
+class StepRow:
+    __pydantic_config__ = _STRICT
+    step: str
+    collectives: int
+    first_ns: int
+    wait_ns: int
+    transfer_ns: int
+    top_straggler_rank: int | None
+    top_blocker: str | None
+    top_blocker_rank: int | None
+    top_blocker_wait_ns: int | None
+
+
+@dataclass(frozen=True)
+class Document:
+    """The `analyze --json` document."""
+
+    __pydantic_config__ = _STRICT
+    schema_version: int
+    tool_version: str
+    inputs: tuple[Input, ...]
+    ranks: tuple[RankRow, ...]
+    alignment: AlignmentInfo
+    collectives: tuple[Collective, ...]
+    blocking_kernels: tuple[BlockingKernel, ...]
+    blocking_launches: tuple[BlockingLaunch, ...]
+    contention: tuple[ContentionEntry, ...]
+    compute_slowdown: tuple[ComputeSlowdown, ...]
+    summary: Summary
+    steps: tuple[StepRow, ...]
+    findings: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+
+def plain(value: Any) -> Any:
+    """Dataclasses as dicts (fields in order), tuples as lists: JSON data."""
+    if is_dataclass(value):
+        return {f.name: plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, (tuple, list)):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value
+
+
+def _document_adapter():
+    """Validation of documents against the classes above (pydantic, imported only when needed:
+    writing a document does not use it)."""
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(Document)
+
+
+def document_schema() -> dict:
+    """The JSON Schema of the document, generated from the classes above."""
+    return _document_adapter().json_schema()
+
+
+# What renderers need beside the document -------------------------------------------------------
+
+@dataclass(frozen=True)
+class Observations:
+    """One row per (collective, rank), sorted by collective then rank: aligned arrival and end,
+    and the end on the rank's own clock (before alignment)."""
+
+    instance: np.ndarray
+    rank: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    utc_end: np.ndarray
+
+    def to_json(self) -> dict:
+        return {f.name: getattr(self, f.name).tolist() for f in fields(self)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Observations:
+        return cls(**{f.name: np.asarray(data[f.name], dtype=np.int64) for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the renderers show beside the document: the lines the verdict opens with, the clock
+    names (in `alignment.hosts` order), the blame tolerance, every observation, and the GPU work
+    around the worst collectives (attribution.evidence panels, as JSON data)."""
+
+    verdict: tuple[str, ...]
+    clocks: tuple[str, ...]
+    tolerance_ns: int
+    observations: Observations
+    panels: tuple[dict, ...]
+
+    def to_json(self) -> str:
+        return json.dumps({"verdict": list(self.verdict), "clocks": list(self.clocks), "tolerance_ns": self.tolerance_ns,
+                           "observations": self.observations.to_json(), "panels": list(self.panels)},
+                          separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> Evidence:
+        data = json.loads(text)
+        return cls(verdict=tuple(data["verdict"]), clocks=tuple(data["clocks"]), tolerance_ns=data["tolerance_ns"],
+                   observations=Observations.from_json(data["observations"]), panels=tuple(data["panels"]))
+
+
+@dataclass(frozen=True)
+class Result:
+    document: Document
+    evidence: Evidence | None  # None for runs stored before it was kept: they compare, but do not render
+    source: str = ""  # what was analyzed, for people: a folder, a file and how many more, a run id
+    timeline: Any = field(default=None, repr=False, compare=False)  # the aligned GPU work (fresh runs only)
+
+    @cached_property
+    def doc(self) -> dict:
+        """The document as JSON data (what --json prints). Read it, don't change it."""
+        return plain(self.document)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.doc, indent=indent)
+
+    @property
+    def summary(self) -> dict:
+        return self.doc["summary"]
+
+    @property
+    def findings(self) -> list[str]:
+        return self.doc["findings"]
+
+    @cached_property
+    def tables(self) -> dict:
+        """name -> pyarrow.Table: the tables `analyze --out` writes (collectives, blame, blocking,
+        contention, ranks, steps)."""
+        from nsys_collective.render.tables import arrow_tables
+
+        return arrow_tables(self)
+
+    def to_pandas(self, name: str):
+        """One table as a pandas DataFrame (pandas is not a dependency: install it to use this)."""
+        try:
+            import pandas  # noqa: F401  (pyarrow needs it for to_pandas; fail with our message first)
+        except ImportError:
+            raise ImportError("to_pandas needs pandas: pip install pandas (or use .tables, pyarrow)") from None
+        return self.tables[name].to_pandas()
+
+    def compare(self, other):
+        """This run (A) against other (B, a Result or what nsys_collective.load takes): what
+        changed from A to B, a compare.Comparison."""
+        from nsys_collective.api import load
+        from nsys_collective.compare import Comparison, compare_documents
+
+        if not isinstance(other, Result):
+            other = load(other)
+        return Comparison(compare_documents(self.doc, other.doc, sources=(self.source, other.source)))
+
+    def __repr__(self) -> str:
+        s = self.summary
+        return (f"<Result {self.source}: {s['ranks']} ranks, {s['collectives']} collectives, "
+                f"wait {s['wait_ns'] / 1e6:,.3f} ms>")
+
+    @classmethod
+    def from_stored(cls, document_json: str, evidence_json: str | None, source: str = "") -> Result:
+        """A result from a stored document and evidence (store.runs)."""
+        document = _document_adapter().validate_json(document_json)
+        evidence = Evidence.from_json(evidence_json) if evidence_json else None
+        return cls(document=document, evidence=evidence, source=source)
+
+
+# Assembling a result from the model and the attribution ---------------------------------------
+
+def _int_or_none(value: int) -> int | None:
+    return None if value < 0 else int(value)
+
+
+def _blame(entry: dict) -> Blame:
+    if entry["cause"] in ("kernel", "window"):
+        return KernelBlame(**entry)
+    if entry["cause"] == "host_launch":
+        return LaunchBlame(**entry)
+    return RankBlame(**entry)
+
+
+def build_result(job, attribution, inputs, tool_version: str, source: str = "") -> Result:
+    """The result of a job (model.job.Job), its attribution (attribution.Attribution) and its
+    inputs (model.trace.InputFacts, in input order)."""
+    from nsys_collective.attribution.evidence import evidence_panels
+    from nsys_collective.attribution.findings import verdict_lines
+    from nsys_collective.model.timing import bus_bandwidth_gbps
+
+    a, t, c = job.alignment, job.timing, job.collectives
+    b, ct = attribution.blocking, attribution.contention
+    ranks = []
+    for r in job.ranks:
+        fitted = job.clock_fitted(r.rank)
+        ranks.append(RankRow(
+            rank=r.rank, host=r.host, pid=r.pid, device=r.device, report=r.report, rank_source=r.rank_source,
+            clock_offset_ns=a.rank_offset_ns(r.rank) if fitted else None,
+            clock_drift_ppm=a.rank_drift_ppm(r.rank) if fitted else None,
+            kernels=r.kernels, nccl_kernels=r.nccl_kernels, nccl_time_ns=r.nccl_time_ns,
+            compute_overlap_ns=r.compute_overlap_ns, overlap_share=r.overlap_share, first_ns=r.first_ns, last_ns=r.last_ns))
+    collectives = []
+    for i in range(len(c)):
+        op, n = job.op_name(i), int(c.nranks[i])
+        collectives.append(Collective(
+            id=i, comm=c.comm[i], seq=int(c.seq[i]), op=op, bytes=_int_or_none(c.bytes[i]), ranks=n,
+            start_ns=int(t.first_arrival[i]), last_arrival_ns=int(t.last_arrival[i]),
+            straggler_rank=int(t.straggler[i]), skew_ns=int(t.skew[i]), wait_cost_ns=int(t.wait_cost[i]),
+            transfer_ns=int(t.transfer[i]), transfer_shortest_ns=int(t.shortest_duration[i]),
+            busbw_gbps=bus_bandwidth_gbps(op, int(c.bytes[i]), n, int(t.transfer[i])),
+            reference_rank=_int_or_none(b.reference[i]), blame_method=b.method[i],
+            blame=tuple(_blame(e) for e in b.blame[i]),
+            compute_overlap_ns=int(ct.overlap[i]), sm_pressure=round(float(ct.sm_pressure[i]), 4),
+            baseline_transfer_ns=_int_or_none(ct.baseline[i]), contention_excess_ns=_int_or_none(ct.excess[i]),
+            gpu_metrics={f: None if np.isnan(v[i]) else round(float(v[i]), 2) for f, v in ct.metrics.items()},
+            step=job.step[i] if job.step is not None else None))
+    inflicted = Counter()
+    for straggler, cost in zip(t.straggler.tolist(), t.wait_cost.tolist()):
+        inflicted[straggler] += cost
+    host_of = {r.rank: r.host for r in job.ranks}
+    hosts = []
+    for clock, name in enumerate(a.clock_names):
+        members = sorted(r for r, k in a.clock_of_rank.items() if k == clock)
+        host, offset, drift = host_of[members[0]], int(round(a.offset_ns[clock])), float(a.drift_ppm[clock])
+        # Ranks that disagreed with their host got a clock of their own.
+        hosts.append(HostClock(host, offset, drift) if name == host else RanksClock(host, offset, drift, tuple(members)))
+    document = Document(
+        schema_version=SCHEMA_VERSION,
+        tool_version=tool_version,
+        inputs=tuple(Input(path=f.report, export=f.export, nsys_version=f.session.nsys_version, schema=f.session.schema_version)
+                     for f in inputs),
+        ranks=tuple(ranks),
+        alignment=AlignmentInfo(
+            method=a.method, t_ref_ns=a.t_ref_ns, hosts=tuple(hosts),
+            end_spread_ns_before=Spread(**a.spread_before.as_dict()) if a.spread_before else None,
+            end_spread_ns_after=Spread(**a.spread_after.as_dict()) if a.spread_after else None,
+            violations_before=a.violations_before, violations_after=a.violations_after,
+            drift_fitted=a.drift_fitted, instances_used=a.instances_used),
+        collectives=tuple(collectives),
+        blocking_kernels=tuple(BlockingKernel(**e) for e in b.kernels),
+        blocking_launches=tuple(BlockingLaunch(**e) for e in b.launches),
+        contention=tuple(ContentionEntry(**e) for e in ct.entries),
+        compute_slowdown=tuple(ComputeSlowdown(**e) for e in ct.compute_slowdown),
+        summary=Summary(
+            ranks=len(job.ranks), collectives=len(c), nccl_time_ns=sum(r.nccl_time_ns for r in job.ranks),
+            wait_ns=int(t.wait_cost.sum()),
+            # GPU-time, like every total over ranks: each instance's transfer on each of its ranks.
+            transfer_ns=int((t.transfer * c.nranks).sum()),
+            explained_wait_share=b.explained_wait_share, top_blocking_kernel=b.top_blocking_kernel, idle_wait_ns=b.idle,
+            top_straggler_rank=max(inflicted, key=inflicted.get) if inflicted and max(inflicted.values()) > 0 else None),
+        steps=tuple(StepRow(**s) for s in attribution.steps),
+        findings=tuple(attribution.findings),
+        warnings=tuple(job.warnings + attribution.warnings),
+    )
+    evidence = Evidence(
+        verdict=tuple(verdict_lines(job)), clocks=tuple(a.clock_names), tolerance_ns=b.tolerance_ns,
+        observations=Observations(instance=c.obs_instance, rank=c.obs_rank, start=job.aligned_start, end=job.aligned_end,
+                                  utc_end=c.obs_end),
+        panels=tuple(evidence_panels(job, b)))
+    return Result(document=document, evidence=evidence, source=source, timeline=job.timeline)

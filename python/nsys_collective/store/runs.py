@@ -1,0 +1,250 @@
+"""Writing runs to the results store and reading them back (the tables are in store.schema).
+
+Any SQLAlchemy URL works (SQLite and PostgreSQL are tested). Each run keeps the whole `--json`
+document of `analyze` (`runs.document`) and the evidence the report draws (`runs.evidence`), so
+`load_result` gives back a result that renders exactly like the fresh one; the other tables hold
+the same results flat, for SQL: `ranks`, `collectives`, `blame` (one row per cause per
+collective), `blocking` (blocking_kernels and blocking_launches, told apart by `cause`),
+`contention` and `alignment_hosts`.
+
+A job is stored at most once per set of inputs: (job_path, input_hash, status) is unique, so two
+processes writing one store cannot store a job twice; the loser gets `AlreadyStored`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from sqlalchemy import Engine, create_engine, delete, event, inspect, insert, select, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModuleError
+
+from nsys_collective import __version__
+from nsys_collective.errors import InputError
+from nsys_collective.result import SCHEMA_VERSION, Result
+from nsys_collective.store.schema import (AlignmentHostRow, Base, BlameRow, BlockingRow, CollectiveRow, ContentionRow,
+                                          RankRow, Run)
+
+
+class AlreadyStored(Exception):
+    """`write_run` lost a race: another writer stored this job with these inputs first."""
+
+    def __init__(self, run_id: int | None):
+        super().__init__(f"already stored as run {run_id}")
+        self.run_id = run_id
+
+
+def _url(url: str) -> str:
+    """A SQLAlchemy URL as given; a bare file path means an SQLite file."""
+    return url if "://" in url else f"sqlite:///{url}"
+
+
+def display_url(url: str) -> str:
+    try:
+        return make_url(_url(url)).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
+
+
+def _engine(url: str) -> Engine:
+    engine = create_engine(_url(url), connect_args={"timeout": 60} if _url(url).startswith("sqlite") else {})
+    if engine.dialect.name == "sqlite":
+        # Two processes on one file: WAL lets readers run beside the writer, the busy timeout makes
+        # a writer wait instead of failing, and writers BEGIN IMMEDIATE, taking the write lock up
+        # front (a deferred transaction that reads, then writes, fails at once when another wrote
+        # in between). Readers begin deferred and never wait for a writer.
+        @event.listens_for(engine, "connect")
+        def _connect(dbapi_connection, _record):
+            dbapi_connection.isolation_level = None  # SQLAlchemy's "begin" below sends BEGIN
+            dbapi_connection.execute("PRAGMA busy_timeout = 60000")
+            dbapi_connection.execute("PRAGMA journal_mode = WAL")
+            dbapi_connection.execute("PRAGMA foreign_keys = ON")
+
+        @event.listens_for(engine, "begin")
+        def _begin(connection):
+            connection.exec_driver_sql("BEGIN IMMEDIATE" if connection.get_execution_options().get(_WRITE) else "BEGIN")
+    return engine
+
+
+_WRITE = "collectivetrace_write"
+
+
+def _writer(engine: Engine) -> Engine:
+    """The engine for a transaction that writes (on SQLite: BEGIN IMMEDIATE)."""
+    return engine.execution_options(**{_WRITE: True})
+
+
+def open_store(url: str) -> Engine:
+    """The store at `url`, its tables created if absent. Raises `InputError` when it cannot be
+    opened (bad URL, missing driver, server unreachable, folder missing)."""
+    try:
+        engine = _engine(url)
+        for attempt in range(3):
+            try:
+                Base.metadata.create_all(_writer(engine))
+                _add_missing_columns(engine)
+                break
+            except DBAPIError:
+                # Another process created the tables between our check and our CREATE: check again.
+                if attempt == 2:
+                    raise
+    except (ArgumentError, NoSuchModuleError, DBAPIError, ImportError) as e:
+        reason = str(getattr(e, "orig", None) or e).strip().splitlines()[0]
+        raise InputError(f"{display_url(url)}: cannot open the results store: {reason}") from None
+    return engine
+
+
+def _add_missing_columns(engine: Engine) -> None:
+    """Columns added to `runs` since a store was made (nullable), so older stores keep working."""
+    present = {c["name"] for c in inspect(engine).get_columns(Run.__tablename__)}
+    for column in Run.__table__.columns:
+        if column.key not in present:
+            kind = column.type.compile(dialect=engine.dialect)
+            with _writer(engine).begin() as conn:
+                conn.execute(text(f"ALTER TABLE {Run.__tablename__} ADD COLUMN {column.key} {kind}"))
+
+
+def file_sha256(path: Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def input_hash(folder: Path, files: Sequence[Path]) -> str:
+    """sha256 over the inputs' paths relative to the job folder, sizes and content hashes (sorted),
+    so the same inputs hash alike wherever their folder lies, and any changed byte makes them new."""
+    folder = Path(folder)
+    rel = [(Path(f).relative_to(folder).as_posix() if Path(f).is_relative_to(folder) else str(f), Path(f)) for f in files]
+    rel.sort()
+    with ThreadPoolExecutor(max_workers=min(8, max(1, len(rel)))) as pool:  # hashlib releases the GIL
+        digests = list(pool.map(file_sha256, [f for _, f in rel]))
+    h = hashlib.sha256()
+    for (name, f), digest in zip(rel, digests):
+        h.update(f"{name}\0{f.stat().st_size}\0{digest}\n".encode())
+    return h.hexdigest()
+
+
+def stored_hash(engine: Engine, job_path: str) -> str | None:
+    """The input hash of the job's latest successful run, None when it has none."""
+    with engine.begin() as conn:
+        return conn.scalar(select(Run.input_hash).where(Run.job_path == str(job_path), Run.status == "ok")
+                           .order_by(Run.id.desc()).limit(1))
+
+
+def stored_failure(engine: Engine, job_path: str, input_hash: str) -> str | None:
+    """The error of a failed run of the job with these very inputs by this tool version, if any:
+    analyzing it again would fail again."""
+    with engine.begin() as conn:
+        return conn.scalar(select(Run.error).where(
+            Run.job_path == str(job_path), Run.input_hash == input_hash, Run.status == "failed",
+            Run.tool_version == __version__).order_by(Run.id.desc()).limit(1))
+
+
+def _pick(model, row: dict, **extra) -> dict:
+    """A value for every column of `model` from `row` (None where absent: one executemany needs
+    the same keys in every row); lists and nested dicts stay in the document."""
+    out = {c.key: row.get(c.key) for c in model.__table__.columns}
+    out.update(extra)
+    return out
+
+
+def _summary_columns(doc: dict) -> dict:
+    s, a = doc["summary"], doc["alignment"]
+    before, after = a.get("end_spread_ns_before") or {}, a.get("end_spread_ns_after") or {}
+    return {
+        **{k: s.get(k) for k in ("ranks", "collectives", "wait_ns", "transfer_ns", "nccl_time_ns",
+                                 "explained_wait_share", "top_blocking_kernel", "top_straggler_rank")},
+        "alignment_method": a.get("method"), "t_ref_ns": a.get("t_ref_ns"),
+        **{f"spread_before_{q}_ns": before.get(q) for q in ("p50", "p95", "max")},
+        **{f"spread_after_{q}_ns": after.get(q) for q in ("p50", "p95", "max")},
+        "violations_before": a.get("violations_before"), "violations_after": a.get("violations_after"),
+    }
+
+
+def _child_rows(run_id: int, doc: dict) -> dict:
+    blocking = [dict(e, cause=e.get("cause", "kernel")) for e in doc["blocking_kernels"]]
+    blocking += [dict(e, cause="host_launch") for e in doc["blocking_launches"]]
+    return {
+        RankRow: [_pick(RankRow, r, run_id=run_id) for r in doc["ranks"]],
+        CollectiveRow: [_pick(CollectiveRow, c, run_id=run_id, collective=c["id"]) for c in doc["collectives"]],
+        BlameRow: [_pick(BlameRow, b, run_id=run_id, collective=c["id"], position=i)
+                   for c in doc["collectives"] for i, b in enumerate(c["blame"] or [])],
+        BlockingRow: [_pick(BlockingRow, e, run_id=run_id, position=i) for i, e in enumerate(blocking)],
+        ContentionRow: [_pick(ContentionRow, e, run_id=run_id, position=i) for i, e in enumerate(doc["contention"])],
+        AlignmentHostRow: [_pick(AlignmentHostRow, h, run_id=run_id, position=i) for i, h in enumerate(doc["alignment"]["hosts"])],
+    }
+
+
+def write_run(engine: Engine, job: str | Path, inputs: Sequence, input_hash: str, result_or_error: Result | str,
+              *, name: str | None = None) -> int:
+    """Stores one run of the job folder `job` (`name`: how to call it, default the folder's name)
+    in one transaction: the result with its tables, or a failure (the error text). Earlier failed
+    runs of the job go: it has a newer record now. Returns the run id; raises `AlreadyStored` when
+    another writer stored the job with these inputs first."""
+    failed = isinstance(result_or_error, str)
+    doc = None if failed else result_or_error.doc
+    job_path = str(job)
+    run = {
+        "job": name or Path(job).name, "job_path": job_path, "inputs": len(inputs), "input_hash": input_hash,
+        "tool_version": __version__, "schema_version": SCHEMA_VERSION if failed else doc["schema_version"],
+        "created_at": datetime.datetime.now(datetime.timezone.utc),
+        "status": "failed" if failed else "ok", "error": result_or_error if failed else None,
+        "document": None if failed else json.dumps(doc),
+        "evidence": None if failed else result_or_error.evidence.to_json(),
+        **({} if failed else _summary_columns(doc)),
+    }
+    try:
+        with _writer(engine).begin() as conn:
+            conn.execute(delete(Run).where(Run.job_path == job_path, Run.status == "failed"))
+            run_id = conn.execute(insert(Run).values(**run).returning(Run.id)).scalar_one()
+            if not failed:
+                for model, rows in _child_rows(run_id, doc).items():
+                    if rows:
+                        conn.execute(insert(model), rows)
+        return run_id
+    except IntegrityError:
+        with engine.begin() as conn:
+            other = conn.scalar(select(Run.id).where(
+                Run.job_path == job_path, Run.input_hash == input_hash, Run.status == run["status"]))
+        if other is None:
+            raise  # not the race on runs_once_per_inputs: a real error
+        raise AlreadyStored(other) from None
+
+
+def list_runs(engine: Engine) -> list[dict]:
+    """Every run, oldest first, without its document."""
+    columns = [c for c in Run.__table__.columns if c.key not in ("document", "evidence")]
+    with engine.begin() as conn:
+        return [dict(row._mapping) for row in conn.execute(select(*columns).order_by(Run.id))]
+
+
+def load_result(url_or_engine: str | Engine, run_id: int) -> Result:
+    """The result stored for run `run_id` (its evidence None for runs stored before it was kept).
+    Raises `InputError` when the store has no such run or the run failed (its error is in the
+    message)."""
+    if isinstance(url_or_engine, str):
+        url = make_url(_url(url_or_engine))
+        if url.get_backend_name() == "sqlite" and url.database and not Path(url.database).is_file():
+            raise InputError(f"{url.database}: no such results store")
+    engine = _engine(url_or_engine) if isinstance(url_or_engine, str) else url_or_engine
+    try:
+        with engine.begin() as conn:
+            row = conn.execute(select(Run.status, Run.error, Run.document, Run.evidence, Run.job).where(Run.id == run_id)).first()
+    except DBAPIError as e:  # no store there, or no runs table in it
+        reason = str(getattr(e, "orig", None) or e).strip().splitlines()[0]
+        raise InputError(f"{display_url(str(engine.url))}: cannot read run {run_id}: {reason}") from None
+    finally:
+        if engine is not url_or_engine:
+            engine.dispose()
+    if row is None:
+        raise InputError(f"{display_url(str(engine.url))}: no run {run_id} in this store")
+    if row.status != "ok":
+        raise InputError(f"run {run_id} ({row.job}) failed, it has no results: {row.error}")
+    return Result.from_stored(row.document, row.evidence, source=f"run {run_id}")
