@@ -16,10 +16,10 @@ import time
 
 import numpy as np
 
-from nsys_collective.alignment import align
-from nsys_collective.matching import match
-from nsys_collective.nccl import OPS, SYNC_OPS, NcclOps
-from nsys_collective.timing import instance_timing
+from nsys_collective.model.alignment import align
+from nsys_collective.model.matching import match
+from nsys_collective.model.nccl import OPS, SYNC_OPS, NcclOps
+from nsys_collective.model.timing import instance_timing
 
 RANKS_PER_HOST = 8
 T0 = 1_750_000_000_000_000_000

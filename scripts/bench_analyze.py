@@ -12,7 +12,6 @@ the floor (goal 1.5x), peak memory under 2 GB.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import shutil
@@ -31,9 +30,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
 
-    from nsys_collective import read_exports
-    from nsys_collective.analysis import analyze_exports
-    from nsys_collective.json_output import document
+    from nsys_collective import pipeline
 
     paths = generated_set(args.dir)
     for p in paths:
@@ -45,19 +42,19 @@ def main() -> None:
     peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
     t0 = time.perf_counter()
-    exports = read_exports(paths)
+    traced = pipeline.map_inputs(pipeline.prepare(paths))
     t1 = time.perf_counter()
-    analysis = analyze_exports(exports, [str(p) for p in paths])
+    result = pipeline.reduce(traced)
     t2 = time.perf_counter()
-    text = json.dumps(document(analysis, [str(p) for p in paths]))
+    text = result.to_json()
     t3 = time.perf_counter()
 
-    kernels = sum(len(e.kernels["start"]) for e in exports)
-    print(f"set: {args.dir} - {len(paths)} exports, {kernels:,} kernels, {len(analysis.collectives):,} collectives")
+    kernels = sum(r["kernels"] for r in result.doc["ranks"])
+    print(f"set: {args.dir} - {len(paths)} exports, {kernels:,} kernels, {len(result.doc['collectives']):,} collectives")
     print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}")
     print(f"floor (SQLite sums the columns, 1 thread)  {floor:7.3f} s")
     print(f"analyze --json, whole command               {wall:7.3f} s  = {wall / floor:.2f} x floor")
-    print(f"  in process: read {t1 - t0:.3f} s, analyze {t2 - t1:.3f} s, JSON {t3 - t2:.3f} s ({len(text) / 1e6:.1f} MB)")
+    print(f"  in process: read and trace {t1 - t0:.3f} s, model and attribute {t2 - t1:.3f} s, JSON {t3 - t2:.3f} s ({len(text) / 1e6:.1f} MB)")
     print(f"peak memory of the command                  {peak_mib:7.0f} MiB")
     print(f"{'PASS' if wall <= 3 * floor else 'MISS'}  at most 3x the floor ({'goal 1.5x met' if wall <= 1.5 * floor else 'goal 1.5x not met'})")
     print(f"{'PASS' if peak_mib < 2048 else 'MISS'}  peak memory under 2 GB")

@@ -55,10 +55,10 @@ def hta_python() -> Path:
 
 def ours(traces: Path) -> tuple[dict[int, float], float]:
     """Our overlap per rank with HTA's filters, and our reading time."""
-    from nsys_collective.inputs import discover
-    from nsys_collective.intervals import covered_ns, overlap_ns
-    from nsys_collective.nccl import launches, nccl_kernel_mask
-    from nsys_collective.reader import NVTX_PUSH_POP_RANGE, read_kineto
+    from nsys_collective.ingest.capture import NVTX_PUSH_POP_RANGE, read_kineto
+    from nsys_collective.ingest.discover import discover
+    from nsys_collective.model.intervals import covered_ns, overlap_ns
+    from nsys_collective.model.nccl import launches, nccl_kernel_mask
 
     paths = discover([traces])
     t0 = time.perf_counter()

@@ -8,6 +8,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,6 +28,27 @@ def _load_generator():
 
 
 gen = _load_generator()
+
+
+def numbered_ranks(paths):
+    """(ranks, warnings): every rank the inputs hold, numbered (model.ranks), and the inputs' and
+    the numbering's warnings."""
+    from nsys_collective import pipeline
+    from nsys_collective.model.ranks import number_ranks
+
+    traced = pipeline.map_inputs(pipeline.prepare([str(p) for p in paths]))
+    numbered, warnings = number_ranks([t for _, traces in traced for t in traces])
+    return [r for r, _ in numbered], [w for facts, _ in traced for w in facts.warnings] + warnings
+
+
+def analyzed(paths, filters=None):
+    """(job, result) of paths through the pipeline: the model (model.job.Job), and what the
+    commands render (result.Result)."""
+    from nsys_collective import pipeline
+
+    traced = pipeline.map_inputs(pipeline.prepare([str(p) for p in paths]))
+    job = pipeline.model(traced, filters)
+    return job, pipeline.finish(job, traced)
 
 
 def real_facts() -> list[dict[str, str]]:
@@ -60,3 +82,19 @@ def tree_hashes(root: Path) -> dict[str, str]:
     """Hash of every file under root (or of root itself), to show inputs were left unchanged."""
     files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
     return {str(p): sha256(p) for p in files}
+
+
+def assert_same_export(a, b) -> None:
+    """Two readings of one export hold the same facts and the same int64 columns."""
+    from nsys_collective.ingest.capture import TABLES
+
+    assert a.session == b.session
+    assert a.metadata == b.metadata and a.system_env == b.system_env and a.capture == b.capture
+    assert a.strings == b.strings
+    assert a.warnings == b.warnings
+    for name in TABLES:
+        ta, tb = getattr(a, name), getattr(b, name)
+        assert list(ta) == list(tb), name
+        for column in ta:
+            assert ta[column].dtype == np.int64, (name, column)
+            np.testing.assert_array_equal(ta[column], tb[column], err_msg=f"{a.path}: {name}.{column}")

@@ -16,7 +16,7 @@ import numpy as np
 
 from nsys_collective import _native
 from nsys_collective.errors import InputError
-from nsys_collective.reader import NVTX_DOMAIN_CREATE, Export
+from nsys_collective.ingest.capture import NVTX_DOMAIN_CREATE, Export
 
 MISSING = -1
 NULL_TIME = np.iinfo(np.int64).min

@@ -21,7 +21,7 @@ from nsys_collective import __version__
 from nsys_collective.attribution import attribute
 from nsys_collective.ingest import formats
 from nsys_collective.ingest.discover import discover
-from nsys_collective.model.job import Filters, build_job
+from nsys_collective.model.job import Filters, Job, build_job
 from nsys_collective.model.trace import InputFacts, RankTrace, trace_export
 from nsys_collective.result import Result, build_result
 
@@ -55,21 +55,31 @@ def map_inputs(inputs: Inputs, threads: int | None = None, on_read: Callable[[in
     chunk = max(1, threads or os.cpu_count() or 1)
     traced = []
     for at in range(0, len(inputs.readable), chunk):
-        exports = formats.read(inputs.readable[at:at + chunk], threads)
-        for k, export in enumerate(exports):
-            traced.append(trace_export(export, at + k, str(inputs.reports[at + k])))
+        traced += _map_chunk(inputs, at, at + chunk, threads)  # the chunk's exports are released on return
         if on_read:
-            on_read(len(exports))
-        del exports
+            on_read(len(inputs.readable[at:at + chunk]))
     return traced
+
+
+def _map_chunk(inputs: Inputs, lo: int, hi: int, threads: int | None) -> list[Traced]:
+    exports = formats.read(inputs.readable[lo:hi], threads)
+    return [trace_export(export, lo + k, str(inputs.reports[lo + k])) for k, export in enumerate(exports)]
+
+
+def model(traced: Sequence[Traced], filters: Filters | None = None) -> Job:
+    """The cross-rank model of one job from its inputs' traces (in input order)."""
+    warnings = [w for facts, _ in traced for w in facts.warnings]
+    return build_job([t for _, ranks in traced for t in ranks], warnings, filters)
+
+
+def finish(job: Job, traced: Sequence[Traced], source: str = "") -> Result:
+    """The result of a modelled job: attributed and assembled."""
+    return build_result(job, attribute(job), [facts for facts, _ in traced], __version__, source)
 
 
 def reduce(traced: Sequence[Traced], filters: Filters | None = None, source: str = "") -> Result:
     """The result of one job from its inputs' traces (in input order)."""
-    facts = [f for f, _ in traced]
-    warnings = [w for f in facts for w in f.warnings]
-    job = build_job([t for _, ranks in traced for t in ranks], warnings, filters)
-    return build_result(job, attribute(job), facts, __version__, source)
+    return finish(model(traced, filters), traced, source)
 
 
 def source_of(paths: Sequence[str | os.PathLike]) -> str:

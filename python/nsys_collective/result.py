@@ -256,13 +256,13 @@ class Document:
 
 
 def plain(value: Any) -> Any:
-    """Dataclasses as dicts (fields in order), tuples as lists: JSON data."""
+    """JSON data: dataclasses as dicts (fields in order), tuples as lists, mapping keys as text."""
     if is_dataclass(value):
         return {f.name: plain(getattr(value, f.name)) for f in fields(value)}
     if isinstance(value, (tuple, list)):
         return [plain(v) for v in value]
     if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
+        return {str(k): plain(v) for k, v in value.items()}
     return value
 
 

@@ -244,7 +244,7 @@ def load_result(url_or_engine: str | Engine, run_id: int) -> Result:
         if engine is not url_or_engine:
             engine.dispose()
     if row is None:
-        raise InputError(f"{display_url(str(engine.url))}: no run {run_id} in this store")
+        raise InputError(f"run {run_id}: not in the results store at {display_url(str(engine.url))}")
     if row.status != "ok":
         raise InputError(f"run {run_id} ({row.job}) failed, it has no results: {row.error}")
     return Result.from_stored(row.document, row.evidence, source=f"run {run_id}")

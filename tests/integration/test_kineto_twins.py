@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from conftest import gen
 from nsys_collective.cli import app
-from nsys_collective.reader import read_kineto
+from nsys_collective.ingest.capture import read_kineto
 
 SET = dict(ranks=4, hosts=2, steps=6, kernels_per_step=40, buckets=3)
 SEEDS = {"slow_kernel": 22, "late_launch": 24, "contention": 25}

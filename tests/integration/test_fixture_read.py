@@ -7,12 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from conftest import FIXTURES, tree_hashes
+from conftest import FIXTURES, numbered_ranks, tree_hashes
 import reference_reader  # tests/: the pure-Python oracle of the native reader
 from nsys_collective import read_exports
-from nsys_collective.nccl import nccl_kernel_mask
-from nsys_collective.ranks import find_ranks
-from test_real_exports import assert_same_export
+from nsys_collective.model.nccl import nccl_kernel_mask
+from conftest import assert_same_export
 
 SETS = sorted(p.name for p in FIXTURES.iterdir() if (p / "truth.json").is_file())
 
@@ -36,7 +35,7 @@ def test_fixture_counts_and_identity_equal_truth(name):
         assert len(export.nvtx["start"]) == planted["nvtx_events"]
         assert np.all(np.diff(export.kernels["start"]) >= 0), "sorted even when stored shuffled"
         assert set(export.names(export.nvtx["domain_name"][export.nvtx["type"] == 59])) <= {"NCCL", None}
-    ranks, warnings = find_ranks(exports, [str(p) for p in paths])
+    ranks, warnings = numbered_ranks(paths)
     assert warnings == []
     assert sorted((r.host, r.pid, r.device) for r in ranks) == sorted((p["host"], p["pid"], p["device"]) for p in truth["ranks"])
 

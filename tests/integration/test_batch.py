@@ -16,9 +16,11 @@ from sqlalchemy import create_engine, select, text
 from typer.testing import CliRunner
 
 from conftest import REAL, ROOT, gen
-from nsys_collective.batch import find_jobs, run_batch
+from nsys_collective.batch import run_batch
+from nsys_collective.ingest.discover import find_jobs
 from nsys_collective.cli import app
-from nsys_collective.store import AlreadyStored, Base, Run, list_runs, load_document, open_store, write_run
+from nsys_collective.store import AlreadyStored, list_runs, load_result, open_store, write_run
+from nsys_collective.store.schema import Base, Run
 
 runner = CliRunner()
 JOBS = {  # job folder -> generator arguments (small: 3 steps of 28 kernels)
@@ -75,7 +77,7 @@ def test_batch_stores_every_good_job_and_records_the_broken_one(cluster, local_s
         # Exactly what `analyze JOB --json` prints for the same job folder.
         analyzed = runner.invoke(app, ["analyze", run["job_path"], "--json"])
         assert analyzed.exit_code == 0, analyzed.output
-        doc = load_document(local_store, run["id"])
+        doc = load_result(local_store, run["id"]).doc
         assert doc == json.loads(analyzed.stdout)
         assert run["collectives"] == doc["summary"]["collectives"] and run["wait_ns"] == doc["summary"]["wait_ns"]
         with engine.connect() as conn:
@@ -86,7 +88,7 @@ def test_batch_stores_every_good_job_and_records_the_broken_one(cluster, local_s
             assert count("contention") == len(doc["contention"])
             assert count("alignment_hosts") == len(doc["alignment"]["hosts"])
     with pytest.raises(Exception, match="failed, it has no results"):
-        load_document(local_store, bad["id"])
+        load_result(local_store, bad["id"])
 
 
 def test_rerun_skips_what_is_stored(cluster, local_store, tmp_path):
@@ -159,7 +161,7 @@ def test_postgres_store_holds_the_same_rows_as_sqlite(cluster, local_store, post
     assert result.exit_code == 1, result.output
     assert rows(postgres_url) == rows(local_store)
     run = by_job(postgres_url)["jobA"]
-    assert load_document(postgres_url, run["id"]) == load_document(local_store, by_job(local_store)["jobA"]["id"])
+    assert load_result(postgres_url, run["id"]).doc == load_result(local_store, by_job(local_store)["jobA"]["id"]).doc
     assert batch(str(cluster), "--db", postgres_url).stdout.count("skipped") >= 3  # resumable there too
 
 
@@ -178,11 +180,11 @@ def test_two_batches_writing_one_store_at_once_lose_nothing(cluster, tmp_path):
 
 def test_a_lost_write_race_is_already_stored(local_store, tmp_path):
     """Both writers analyzed the job; the second insert hits the unique (job, inputs, status)."""
-    doc = load_document(local_store, by_job(local_store)["jobA"]["id"])
+    result = load_result(local_store, by_job(local_store)["jobA"]["id"])
     engine = open_store(f"sqlite:///{tmp_path / 'race.db'}")
-    first = write_run(engine, tmp_path / "jobA", [], "0" * 64, doc)
+    first = write_run(engine, tmp_path / "jobA", [], "0" * 64, result)
     with pytest.raises(AlreadyStored) as lost:
-        write_run(engine, tmp_path / "jobA", [], "0" * 64, doc)
+        write_run(engine, tmp_path / "jobA", [], "0" * 64, result)
     assert lost.value.run_id == first and len(list_runs(engine)) == 1
 
 
@@ -200,26 +202,38 @@ def test_dask_executor_equals_local(cluster, local_store, tmp_path):
 
 @pytest.mark.skipif(not (REAL / "fs24-ring-6rank-2node").is_dir(), reason=f"real exports not found at {REAL}")
 def test_dask_executor_equals_local_on_real_exports(tmp_path):
-    """Real exports use columns the generator never fills: dropping unused columns must not matter."""
+    """Real exports hold what the generator never writes: traced on workers, the same results."""
     local = run_batch(REAL, f"sqlite:///{tmp_path / 'l.db'}", "fs24-*")
     dask = run_batch(REAL, f"sqlite:///{tmp_path / 'd.db'}", "fs24-*", executor="dask", threads=2)
     assert local["analyzed"] == dask["analyzed"] == 2
     assert rows(f"sqlite:///{tmp_path / 'd.db'}") == rows(f"sqlite:///{tmp_path / 'l.db'}")
 
 
-def test_a_large_job_is_read_on_demand_with_the_same_results(tmp_path):
-    """Past batch.BOUNDED_FROM_RANKS ranks a job's exports are read on demand (bounded memory):
-    the stored document still equals `analyze JOB --json`, with both executors."""
-    from nsys_collective.batch import BOUNDED_FROM_RANKS, run_batch
-    from nsys_collective.store import list_runs, load_document, open_store
-
+def test_a_job_of_many_ranks_stores_what_analyze_prints_with_both_executors(tmp_path):
+    """20 ranks, mapped a few at a time locally and one task per rank on Dask: the stored document
+    equals `analyze JOB --json`."""
     job = tmp_path / "root" / "big"
-    gen.generate(job, ranks=BOUNDED_FROM_RANKS + 4, hosts=4, steps=3, kernels_per_step=28, buckets=2, scenario="slow_kernel", seed=44)
+    gen.generate(job, ranks=20, hosts=4, steps=3, kernels_per_step=28, buckets=2, scenario="slow_kernel", seed=44)
     expected = json.loads(CliRunner().invoke(app, ["analyze", str(job), "--json"]).stdout)
     for executor in ("local", "dask"):
         url = f"sqlite:///{tmp_path / executor}.db"
         run_batch(tmp_path / "root", url, executor=executor)
         engine = open_store(url)
         [run] = list_runs(engine)
-        stored = load_document(engine, run["id"])
+        stored = load_result(engine, run["id"]).doc
         assert stored["collectives"] == expected["collectives"] and stored["blocking_kernels"] == expected["blocking_kernels"], executor
+
+
+def test_batch_finds_and_stores_kineto_jobs(tmp_path):
+    """Folders of PyTorch profiler traces are jobs too (the format registry), stored as analyze prints them."""
+    root = tmp_path / "root"
+    gen.generate(root / "traces", ranks=2, hosts=1, steps=2, kernels_per_step=28, buckets=2, scenario="slow_kernel",
+                 seed=5, format="kineto")
+    (root / "traces" / "truth.json").rename(tmp_path / "truth.json")  # a stray JSON is no input either way
+    assert find_jobs(root) == [root.resolve() / "traces"]
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    summary = run_batch(root, url)
+    assert (summary["analyzed"], summary["failed"]) == (1, 0), summary["errors"]
+    [run] = list_runs(open_store(url))
+    expected = json.loads(runner.invoke(app, ["analyze", str(root / "traces"), "--json"]).stdout)
+    assert load_result(url, run["id"]).doc == expected and expected["summary"]["ranks"] == 2

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import REAL
 from nsys_collective.errors import InputError
-from nsys_collective.reader import NVTX_PUSH_POP_RANGE, TABLES, read_exports, read_kineto
+from nsys_collective.ingest.capture import NVTX_PUSH_POP_RANGE, TABLES, read_exports, read_kineto
 
 KINETO = REAL / "kineto" / "hta-trace_filter-2rank"
 TRACES = [KINETO / f"sampled_rank-{rank}.json.gz" for rank in (0, 1)]
@@ -215,7 +215,7 @@ def test_overlap_with_hta_filters_equals_htas_published_figures():
         pytest.skip(f"real traces not found at {folder}")
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("compare_hta", Path(__file__).resolve().parents[1] / "scripts" / "compare_hta.py")
+    spec = importlib.util.spec_from_file_location("compare_hta", Path(__file__).resolve().parents[2] / "scripts" / "compare_hta.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     overlap, _ = script.ours(folder)

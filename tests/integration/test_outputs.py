@@ -75,7 +75,7 @@ def test_existing_folder_is_refused_unless_forced(tmp_path):
 
 
 def test_a_failure_while_writing_leaves_nothing(tmp_path, monkeypatch):
-    import nsys_collective.report_html as report_html
+    import nsys_collective.render.html as report_html
 
     def broken(*args, **kwargs):
         raise KeyboardInterrupt  # as if the user pressed Ctrl-C while the report was written

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nsys_collective.alignment import align, count_violations
+from nsys_collective.model.alignment import align, count_violations
 
 T0 = 1_750_000_000_000_000_000
 

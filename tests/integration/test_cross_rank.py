@@ -8,15 +8,14 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from conftest import gen
-from nsys_collective import read_exports
-from nsys_collective.analysis import analyze_exports
+from conftest import analyzed, gen
 from nsys_collective.cli import app
 
 
 def analyze_dir(folder):
-    paths = sorted(folder.glob("*.sqlite"))
-    return analyze_exports(read_exports(paths), [str(p) for p in paths])
+    """The model (model.job.Job) of the folder's exports."""
+    job, _ = analyzed(sorted(folder.glob("*.sqlite")))
+    return job
 
 
 def clock_errors(analysis, truth) -> list[float]:

@@ -5,27 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import REAL, real_params, sha256
+from conftest import REAL, assert_same_export, numbered_ranks, real_params, sha256
 import reference_reader  # tests/: the pure-Python oracle of the native reader
 from nsys_collective import read_exports
-from nsys_collective.nccl import nccl_kernel_mask
-from nsys_collective.ranks import find_ranks
-from nsys_collective.reader import NVTX_PUSH_POP_RANGE, NVTX_START_END_RANGE, TABLES, Export
+from nsys_collective.model.nccl import nccl_kernel_mask
+from nsys_collective.ingest.capture import NVTX_PUSH_POP_RANGE, NVTX_START_END_RANGE
 
 READERS = {"native": read_exports, "reference": reference_reader.read_exports}
-
-
-def assert_same_export(a: Export, b: Export) -> None:
-    assert a.session == b.session
-    assert a.metadata == b.metadata and a.system_env == b.system_env and a.capture == b.capture
-    assert a.strings == b.strings
-    assert a.warnings == b.warnings
-    for name in TABLES:
-        ta, tb = getattr(a, name), getattr(b, name)
-        assert list(ta) == list(tb), name
-        for column in ta:
-            assert ta[column].dtype == np.int64, (name, column)
-            np.testing.assert_array_equal(ta[column], tb[column], err_msg=f"{a.path}: {name}.{column}")
 
 
 @pytest.mark.parametrize("facts", real_params())
@@ -80,13 +66,13 @@ def test_parallel_read_equals_one_by_one(real_dir):
 
 def test_two_gpu_report_holds_two_ranks(real_dir):
     path = real_dir / "nsys-ai-2gpu" / "mfu_2gpu_before.sqlite"
-    ranks, warnings = find_ranks(read_exports([path]), [str(path)])
+    ranks, warnings = numbered_ranks([path])
     assert [(r.device, r.kernels, r.nccl_kernels) for r in ranks] == [(0, 1993, 33), (1, 2017, 33)]
     assert len({r.pid for r in ranks}) == 2 and warnings == []
 
 
 def test_export_without_kernel_table_is_a_rank_with_zero_kernels(real_dir):
     path = real_dir / "versions" / "nsys-2023.2-sgemm.sqlite"
-    ranks, warnings = find_ranks(read_exports([path]), [str(path)])
+    ranks, warnings = numbered_ranks([path])
     assert len(ranks) == 1 and ranks[0].kernels == 0 and ranks[0].host == "Haroon-PC"
     assert len(warnings) == 1 and "zero kernels" in warnings[0]

@@ -10,10 +10,8 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-import nsys_collective as nc
-from conftest import FIXTURES, NO_REAL_DATA, REAL, gen
-from nsys_collective.analysis import analyze_exports
-from nsys_collective.perfetto import write_trace
+from conftest import FIXTURES, NO_REAL_DATA, REAL, analyzed, gen
+from nsys_collective.render.perfetto import write_trace
 
 SET = dict(ranks=4, hosts=2, steps=6, kernels_per_step=40, buckets=3)
 WORK_CATEGORIES = {"kernel", "nccl", "memcpy", "memset"}
@@ -21,13 +19,13 @@ EPS_US = 1e-3  # 1 ns: float µs are compared with this much slack
 
 
 def analyze(folder):
-    paths = sorted(str(p) for p in folder.glob("*.sqlite"))
-    return analyze_exports(nc.read_exports(paths), paths)
+    """(job, result) of the folder's exports."""
+    return analyzed(sorted(folder.glob("*.sqlite")))
 
 
-def export(analysis, folder):
+def export(result, folder):
     path = folder / "trace.json"
-    counts = write_trace(analysis, path)
+    counts = write_trace(result, path)
     doc = json.loads(path.read_text())
     assert counts["events"] == len(doc["traceEvents"])
     assert counts["flows"] == sum(e["ph"] == "s" for e in doc["traceEvents"])
@@ -36,16 +34,16 @@ def export(analysis, folder):
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
-    analysis = analyze(FIXTURES / "demo-4rank-2host")
-    return analysis, export(analysis, tmp_path_factory.mktemp("demo"))
+    analysis, result = analyze(FIXTURES / "demo-4rank-2host")
+    return analysis, export(result, tmp_path_factory.mktemp("demo")), result
 
 
 @pytest.fixture(scope="module")
 def slow(tmp_path_factory):
     folder = tmp_path_factory.mktemp("slow")
     truth = gen.generate(folder, scenario="slow_kernel", seed=31, **SET)
-    analysis = analyze(folder)
-    return analysis, export(analysis, folder), truth
+    analysis, result = analyze(folder)
+    return analysis, export(result, folder), truth
 
 
 def slices(doc) -> dict:
@@ -93,7 +91,7 @@ def check_trace(doc, analysis):
     for e in events:
         if e["ph"] == "X" and e["cat"] in WORK_CATEGORIES:
             per_pid[e["pid"]] += 1
-    assert dict(per_pid) == {r.rank + 1: len(analysis.work[r.rank]) for r in analysis.ranks if len(analysis.work[r.rank])}
+    assert dict(per_pid) == {r.rank + 1: len(analysis.timeline[r.rank]) for r in analysis.ranks if len(analysis.timeline[r.rank])}
     tracks = slices(doc)
     named = {(e["pid"], e["tid"]) for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
     assert set(tracks) <= named
@@ -131,7 +129,7 @@ def check_trace(doc, analysis):
 
 
 def test_demo_trace_is_valid(demo):
-    analysis, doc = demo
+    analysis, doc, _ = demo
     flows, _ = check_trace(doc, analysis)
     assert flows, "the demo's stragglers were blamed on kernels: arrows expected"
     # Every matched collective's NCCL kernel carries its timing, on every participating rank.
@@ -146,16 +144,16 @@ def test_demo_trace_is_valid(demo):
 
 
 def test_times_are_aligned_ns_after_the_origin(demo):
-    analysis, doc = demo
+    analysis, doc, _ = demo
     origin = doc["otherData"]["origin_ns"]
-    w = analysis.work[0]
+    w = analysis.timeline[0]
     kernels = sorted((e["ts"], e["dur"]) for e in doc["traceEvents"] if e["pid"] == 1 and e.get("cat") in WORK_CATEGORIES)
     ts = np.array([k[0] for k in kernels])
     assert np.array_equal(np.floor(ts * 1000).astype(np.int64) + origin, np.sort(w.start))
 
 
 def test_wait_and_transfer_split_each_nccl_kernel_at_the_last_arrival(demo):
-    analysis, doc = demo
+    analysis, doc, _ = demo
     origin, t = doc["otherData"]["origin_ns"], analysis.timing
     parents = {(e["pid"], e["args"]["collective"]): e for e in doc["traceEvents"]
                if e["ph"] == "X" and e["cat"] == "nccl" and "collective" in e["args"]}
@@ -202,10 +200,10 @@ def test_slow_kernel_arrows_point_from_the_planted_kernel_to_each_delayed_collec
 
 
 def test_replaces_the_file_whole(demo, tmp_path):
-    analysis, _ = demo
+    _, _, result = demo
     path = tmp_path / "trace.json"
     path.write_text("old")
-    write_trace(analysis, path)
+    write_trace(result, path)
     json.loads(path.read_text())
     assert [p.name for p in tmp_path.iterdir()] == ["trace.json"], "no temporary file left behind"
 
@@ -214,5 +212,5 @@ def test_replaces_the_file_whole(demo, tmp_path):
 def test_real_exports_write_valid_traces(name, tmp_path):
     if not (REAL / name).is_dir():
         pytest.skip(NO_REAL_DATA)
-    analysis = analyze(REAL / name)
-    check_trace(export(analysis, tmp_path), analysis)
+    analysis, result = analyze(REAL / name)
+    check_trace(export(result, tmp_path), analysis)

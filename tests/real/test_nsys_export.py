@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from nsys_collective import nsys_export
+from nsys_collective.ingest import nsys_export
 from nsys_collective.errors import InputError, NsysExportError
-from nsys_collective.nsys_export import export_path_for, export_reports, find_nsys
+from nsys_collective.ingest.nsys_export import export_path_for, export_reports, find_nsys
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 REAL = REPO.parent / "shared" / "data" / "real"
 QDREP = REAL / "reports" / "brentgg-hac-report1.qdrep"
 

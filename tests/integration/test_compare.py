@@ -4,10 +4,9 @@ changes nothing; run ids resolve through the store; bad input is one line and ex
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
-import sys
-import types
 import xml.etree.ElementTree as ET
 
 import matplotlib.image
@@ -16,9 +15,11 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import gen
-from nsys_collective.api import Comparison, Result, load
+from nsys_collective.api import load
 from nsys_collective.cli import app
-from nsys_collective.compare import compare_documents
+from nsys_collective.compare import Comparison, compare_documents
+from nsys_collective.errors import InputError
+from nsys_collective.result import Result
 
 runner = CliRunner()
 PARAMS = dict(ranks=4, hosts=2, steps=6, kernels_per_step=40, buckets=3, scenario="slow_kernel")
@@ -100,7 +101,7 @@ def test_cli_table(runs):
 def test_python_api(runs, tmp_path, capsys):
     a, truth_a, b, truth_b = runs
     run_a, run_b = load(a), load(str(b / "*.sqlite"))
-    assert isinstance(run_a, Result) and run_a.analysis is not None
+    assert isinstance(run_a, Result) and run_a.timeline is not None
     assert run_a.summary["top_straggler_rank"] == truth_a["causes"][0]["rank"] and run_a.findings
     assert set(run_a.tables) == {"collectives", "blame", "blocking", "contention", "ranks", "steps"}
     assert isinstance(run_a.tables["collectives"], pa.Table) and run_a.tables["collectives"].num_rows == 18
@@ -148,29 +149,25 @@ def test_a_run_against_itself_changes_nothing(runs):
 
 @pytest.fixture
 def store(monkeypatch):
-    """The results store with load_document replaced: `store.docs[run_id] = doc`; an unknown id
-    raises LookupError, as a store lookup does. Works before nsys_collective.store exists."""
-    try:
-        module = importlib.import_module("nsys_collective.store")
-    except Exception:  # not written yet (or mid-edit): a stand-in module
-        module = types.ModuleType("nsys_collective.store")
-        monkeypatch.setitem(sys.modules, "nsys_collective.store", module)
-    monkeypatch.setattr(module, "docs", {}, raising=False)
+    """The results store with load_result replaced: `store.results[run_id] = result` (kept as a
+    store keeps it: without the timeline); an unknown id is unusable input, as in the store."""
+    module = importlib.import_module("nsys_collective.store")
+    monkeypatch.setattr(module, "results", {}, raising=False)
     monkeypatch.setattr(module, "calls", [], raising=False)
 
-    def load_document(url_or_engine, run_id: int) -> dict:
+    def load_result(url_or_engine, run_id: int) -> Result:
         module.calls.append((url_or_engine, run_id))
-        if run_id not in module.docs:
-            raise LookupError(f"no run with id {run_id}")
-        return module.docs[run_id]
+        if run_id not in module.results:
+            raise InputError(f"run {run_id}: not in the results store at {url_or_engine}")
+        return dataclasses.replace(module.results[run_id], timeline=None, source=f"run {run_id}")
 
-    monkeypatch.setattr(module, "load_document", load_document, raising=False)
+    monkeypatch.setattr(module, "load_result", load_result)
     return module
 
 
 def test_run_ids_resolve_in_the_store(runs, store):
     a, truth_a, b, truth_b = runs
-    store.docs = {1: load(a).doc, 2: load(b).doc}
+    store.results = {1: load(a), 2: load(b)}
     result = runner.invoke(app, ["compare", "1", "2", "--json", "--db", "sqlite:///runs.db"])
     assert result.exit_code == 0, result.stderr
     cmp = json.loads(result.stdout)
@@ -179,7 +176,7 @@ def test_run_ids_resolve_in_the_store(runs, store):
     _assert_moved(cmp, truth_a, truth_b)
     # A stored run against a path, and the API's default database.
     stored = load(1)
-    assert stored.analysis is None and store.calls[-1] == ("sqlite:///collectivetrace.db", 1)
+    assert stored.timeline is None and store.calls[-1] == ("sqlite:///collectivetrace.db", 1)
     _assert_moved(stored.compare(load(b)).doc, truth_a, truth_b)
 
 
