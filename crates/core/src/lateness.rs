@@ -29,6 +29,19 @@ pub enum Cause {
     Idle = 2,
 }
 
+impl Cause {
+    pub const ALL: [Cause; 3] = [Cause::Kernel, Cause::HostLaunch, Cause::Idle];
+
+    /// The name the output contract uses (`blame[].cause`): Python maps codes to causes by it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Cause::Kernel => "kernel",
+            Cause::HostLaunch => "host_launch",
+            Cause::Idle => "idle",
+        }
+    }
+}
+
 /// One collective to explain: the NCCL operation's index on s and on q, and windows to search,
 /// smallest first, as the first index on s and on q (each usually the NCCL operation of an
 /// earlier instance of the same communicator).

@@ -169,5 +169,7 @@ fn native_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CollectiveTraceError", m.py().get_type::<CollectiveTraceError>())?;
     m.add("InputError", m.py().get_type::<InputError>())?;
     m.add("KNOWN_SCHEMA_MAJOR", export::KNOWN_SCHEMA_MAJOR)?;
+    // Each lateness cause code's name, in code order: Python maps codes to its Cause by name.
+    m.add("LATENESS_CAUSES", lateness::Cause::ALL.map(|c| c.name()).to_vec())?;
     Ok(())
 }

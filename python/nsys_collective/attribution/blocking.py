@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nsys_collective import _native
+from nsys_collective.attribution.causes import Cause, from_code
 from nsys_collective.model.job import Job
 from nsys_collective.model.timeline import Timeline
 
-CAUSES = ("kernel", "host_launch", "idle")
 WINDOW_STEPS = (1, 2, 4, 8, 16)
 MAX_WINDOW_ITEMS = 20_000
 MIN_TOLERANCE_NS = 10_000
@@ -149,13 +149,14 @@ def attribute(job: Job) -> Blocking:
                 result.unexplained[i] = explained["unexplained"][row]
         for row, cause, key, ns, ready in zip(*(blames[k].tolist() for k in ("target", "cause", "key", "ns", "ready"))):
             i = targets[row]
-            if CAUSES[cause] == "kernel":
-                entry = {"cause": "kernel", "kernel": work.names.values[ws.short_of[key]], "kernel_full": work.names.values[key]}
-            elif CAUSES[cause] == "host_launch":
-                entry = {"cause": "host_launch", "nvtx": _nvtx_around(job, s, int(ws.launch_tid[key]), ready, int(ws.launch[key])),
+            cause = from_code(cause)
+            if cause is Cause.KERNEL:
+                entry = {"cause": cause.value, "kernel": work.names.values[ws.short_of[key]], "kernel_full": work.names.values[key]}
+            elif cause is Cause.HOST_LAUNCH:
+                entry = {"cause": cause.value, "nvtx": _nvtx_around(job, s, int(ws.launch_tid[key]), ready, int(ws.launch[key])),
                          "kernel": work.names.values[int(ws.short_name[key])]}
             else:
-                entry = {"cause": "idle"}
+                entry = {"cause": cause.value}
             result.blame[i].append({**entry, "rank": s, "ns": ns})
 
     # Different programs (pipeline stages, experts): the window fallback.
