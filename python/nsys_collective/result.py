@@ -255,15 +255,27 @@ class Document:
     warnings: tuple[str, ...]
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...] | None:
+    """A dataclass's field names in order (None for any other type), looked up once per class."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None and is_dataclass(cls):
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
+
+
 def plain(value: Any) -> Any:
     """JSON data: dataclasses as dicts (fields in order), tuples as lists, mapping keys as text."""
-    if is_dataclass(value):
-        return {f.name: plain(getattr(value, f.name)) for f in fields(value)}
-    if isinstance(value, (tuple, list)):
-        return [plain(v) for v in value]
+    if isinstance(value, (str, int, float)) or value is None:
+        return value
+    names = _field_names(type(value))
+    if names is not None:
+        return {name: plain(getattr(value, name)) for name in names}
     if isinstance(value, dict):
         return {str(k): plain(v) for k, v in value.items()}
-    return value
+    return [plain(v) for v in value]
 
 
 def _document_adapter():
@@ -337,6 +349,7 @@ class Result:
         return plain(self.document)
 
     def to_json(self, indent: int | None = 2) -> str:
+        """The document as `--json` prints it."""
         return json.dumps(self.doc, indent=indent)
 
     @property
