@@ -58,8 +58,8 @@ impl Graph {
                 continue;
             }
             let mut best: Option<(i64, usize)> = None;
-            for e in self.off[p] as usize..self.off[p + 1] as usize {
-                let v = time[self.src[e] as usize] + view.lag(self, p, e);
+            for e in self.edge_range(p) {
+                let v = time[self.edges[e].src as usize] + view.lag(self, p, e);
                 if best.is_none_or(|(b, _)| v > b) {
                     best = Some((v, e));
                 }
@@ -70,7 +70,7 @@ impl Graph {
             if via == EdgeKind::Anchor {
                 break;
             }
-            node = self.src[e];
+            node = self.edges[e].src;
         }
         out
     }

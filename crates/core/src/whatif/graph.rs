@@ -163,15 +163,57 @@ pub(crate) const U_CALL_END: u8 = 3;
 pub(crate) const U_TRANSFER: u8 = 4;
 pub(crate) const U_MEMBER_END: u8 = 5;
 
+/// A value stored in 32 bits stands for itself, except `WIDE`: then it is in a wide table.
+pub(crate) const WIDE: i32 = i32::MIN;
+/// The origin's second slot holds this in every replay: a padding edge from it never binds.
+pub(crate) const NULL_SLOT: u32 = 1;
+pub(crate) const NULL_TIME: i64 = -(1 << 62);
+
+/// What the replay loop reads per unit (12 bytes): its first edge (the next unit's `first` ends
+/// them), its duration and slack (`WIDE`: see the wide tables).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Unit {
+    pub(crate) first: u32,
+    pub(crate) dur: i32,
+    pub(crate) slack: i32,
+}
+
+/// What the replay loop reads per edge (8 bytes): the source slot and the lag (`WIDE`: see
+/// `wide_lag`). Anchors' lags (absolute times) and gaps over 2.1 s are the wide ones.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Edge {
+    pub(crate) src: u32,
+    pub(crate) lag: i32,
+}
+
+fn narrow(v: i64) -> i32 {
+    if v > i32::MIN as i64 && v <= i32::MAX as i64 {
+        v as i32
+    } else {
+        WIDE
+    }
+}
+
+#[cold]
+fn wide(table: &[(u32, i64)], key: usize) -> i64 {
+    let k = table.binary_search_by_key(&(key as u32), |x| x.0).expect("a wide value is in its table");
+    table[k].1
+}
+
 /// The job's dependency graph, read-only once built; replays share it across threads.
 pub struct Graph {
-    // Units in topological order, edges in CSR by unit position (see the module docs).
-    pub(crate) off: Vec<u32>,
-    pub(crate) src: Vec<u32>,
-    pub(crate) lag: Vec<i64>,
+    // Units in topological order (plus a sentinel), edges by unit (see the module docs). Every unit
+    // but the origin has at least two edges: a unit with one gets a padding edge from NULL_SLOT,
+    // so the replay loop takes the max of two without a branch and loops only beyond.
+    pub(crate) units: Vec<Unit>,
+    pub(crate) edges: Vec<Edge>,
     pub(crate) edge_kind: Vec<EdgeKind>,
-    pub(crate) slack: Vec<i64>,
-    pub(crate) dur: Vec<i64>,
+    /// (edge index or unit position, value) of the values that do not fit in 32 bits, sorted.
+    pub(crate) wide_lag: Vec<(u32, i64)>,
+    pub(crate) wide_dur: Vec<(u32, i64)>,
+    pub(crate) wide_slack: Vec<(u32, i64)>,
     pub(crate) unit_kind: Vec<u8>,
     /// Call row, op row, instance id or member row (member end units), per unit position.
     pub(crate) unit_row: Vec<u32>,
@@ -264,6 +306,15 @@ impl CorrIndex {
     }
 }
 
+/// Row numbers sorted by their keys (ties by row).
+fn sorted_rows(keys: impl Iterator<Item = (i64, i64, i64, i64, u32)>) -> Vec<u32> {
+    let mut keys: Vec<(i64, i64, i64, i64, u32)> = keys.collect();
+    if !keys.is_sorted() {
+        keys.sort_unstable();
+    }
+    keys.into_iter().map(|k| k.4).collect()
+}
+
 /// Nearest-rank percentile (p in 0..=1) of v, reordering it; None when empty.
 pub(crate) fn percentile(v: &mut [i64], p: f64) -> Option<i64> {
     if v.is_empty() {
@@ -314,11 +365,8 @@ impl Graph {
         let mut fid = Fidelity { ops: no, calls: nc, tolerance_ns: tol, ..Fidelity::default() };
 
         // Host threads: calls in order, each with its predecessor.
-        let mut call_order: Vec<u32> = (0..nc as u32).collect();
-        call_order.sort_unstable_by_key(|&i| {
-            let i = i as usize;
-            (c.rank[i], c.thread[i], c.start[i], c.end[i], i)
-        });
+        // (Sorting keys gathered once, not columns indexed at random in every comparison.)
+        let call_order = sorted_rows((0..nc).map(|i| (c.rank[i], c.thread[i], c.start[i], c.end[i], i as u32)));
         let mut call_prev = vec![NONE; nc];
         let mut call_next = vec![NONE; nc];
         for w in call_order.windows(2) {
@@ -347,11 +395,7 @@ impl Graph {
 
         // GPU streams.
         let streams = {
-            let mut order: Vec<u32> = (0..no as u32).collect();
-            order.sort_unstable_by_key(|&i| {
-                let i = i as usize;
-                (o.rank[i], o.stream[i], o.start[i], o.end[i], i)
-            });
+            let order = sorted_rows((0..no).map(|i| (o.rank[i], o.stream[i], o.start[i], o.end[i], i as u32)));
             let (mut key, mut begin, mut enq) = (Vec::new(), Vec::new(), Vec::with_capacity(no));
             for (p, &op) in order.iter().enumerate() {
                 let i = op as usize;
@@ -455,8 +499,7 @@ impl Graph {
         }
 
         // Ops of each rank by end, for inference.
-        let mut by_end: Vec<u32> = (0..no as u32).collect();
-        by_end.sort_unstable_by_key(|&i| (o.rank[i as usize], o.end[i as usize], i));
+        let by_end = sorted_rows((0..no).map(|i| (o.rank[i], 0, o.end[i], 0, i as u32)));
         let by_end_rank: Vec<usize> = (0..=n_ranks).map(|r| by_end.partition_point(|&i| o.rank[i as usize] < r as i64)).collect();
         // The op of rank r that ended last at or before t, skipping ops for which `skip` holds.
         let last_ended = |r: usize, t: i64, skip: &dyn Fn(u32) -> bool| -> Option<u32> {
@@ -726,14 +769,14 @@ impl Graph {
                 }
             }
         }
-        let n_edges = by_dst.len() + n_units; // upper bound: anchors
+        let n_edges = by_dst.len() + n_units; // with padding, at most this many more
         let mut g = Graph {
-            off: Vec::with_capacity(n_units + 1),
-            src: Vec::with_capacity(n_edges),
-            lag: Vec::with_capacity(n_edges),
+            units: Vec::with_capacity(n_units + 1),
+            edges: Vec::with_capacity(n_edges),
             edge_kind: Vec::with_capacity(n_edges),
-            slack: vec![0; n_units],
-            dur: vec![0; n_units],
+            wide_lag: Vec::new(),
+            wide_dur: Vec::new(),
+            wide_slack: Vec::new(),
             unit_kind: vec![U_ORIGIN; n_units],
             unit_row: vec![0; n_units],
             op_start: (0..no).map(|i| 2 * pos[u_op + i]).collect(),
@@ -758,18 +801,17 @@ impl Graph {
         };
         let mut call_gap_edge = vec![NONE; nc];
         let mut op_slack = vec![i64::MIN; no]; // i64::MIN: anchored
-        g.off.push(0);
+        let mut slack_ns = 0i64;
         for (p, &u) in order.iter().enumerate() {
             let u = u as usize;
-            g.dur[p] = udur[u];
+            let first = g.edges.len() as u32;
             g.unit_kind[p] = ukind[u];
             g.unit_row[p] = urow[u];
             if u == 0 {
-                // The origin: its edge is never read (a replay starts at position 1).
-                g.src.push(0);
-                g.lag.push(0);
-                g.edge_kind.push(EdgeKind::Anchor);
-                g.off.push(g.src.len() as u32);
+                // The origin: its edges are never read (a replay starts at position 1).
+                g.push_edge(NULL_SLOT, 0, EdgeKind::Anchor);
+                g.push_edge(NULL_SLOT, 0, EdgeKind::Anchor);
+                g.units.push(Unit { first, dur: 0, slack: 0 });
                 continue;
             }
             let ins = &by_dst[by_dst_off[u] as usize..by_dst_off[u + 1] as usize];
@@ -779,31 +821,40 @@ impl Graph {
                 let (r, lag, kind) = (edges.src[e], edges.lag[e], edges.kind[e]);
                 reach = reach.max(slot_time(r) + lag);
                 match kind {
-                    EdgeKind::HostGap => call_gap_edge[urow[u] as usize] = g.src.len() as u32,
-                    EdgeKind::Transfer => g.member_x_edge[urow[u] as usize] = g.src.len() as u32,
+                    EdgeKind::HostGap => call_gap_edge[urow[u] as usize] = g.edges.len() as u32,
+                    EdgeKind::Transfer => g.member_x_edge[urow[u] as usize] = g.edges.len() as u32,
                     _ => {}
                 }
-                g.src.push(to_slot(r));
-                g.lag.push(lag);
-                g.edge_kind.push(kind);
+                g.push_edge(to_slot(r), lag, kind);
             }
             if ins.is_empty() {
-                g.src.push(0);
-                g.lag.push(ut[u]);
-                g.edge_kind.push(EdgeKind::Anchor);
+                g.push_edge(0, ut[u], EdgeKind::Anchor);
                 reach = ut[u];
             }
-            g.slack[p] = ut[u] - reach;
-            debug_assert!(g.slack[p] >= 0);
-            if ukind[u] == U_OP && !ins.is_empty() {
-                op_slack[urow[u] as usize] = g.slack[p];
+            if g.edges.len() - first as usize == 1 {
+                g.push_edge(NULL_SLOT, 0, EdgeKind::Anchor);
             }
-            g.off.push(g.src.len() as u32);
+            let slack = ut[u] - reach;
+            debug_assert!(slack >= 0);
+            slack_ns += slack;
+            if ukind[u] == U_OP && !ins.is_empty() {
+                op_slack[urow[u] as usize] = slack;
+            }
+            let unit = Unit { first, dur: narrow(udur[u]), slack: narrow(slack) };
+            if unit.dur == WIDE {
+                g.wide_dur.push((p as u32, udur[u]));
+            }
+            if unit.slack == WIDE {
+                g.wide_slack.push((p as u32, slack));
+            }
+            g.units.push(unit);
         }
-        // What makes the replay loop's unchecked reads sound: every edge reads an earlier unit.
+        g.units.push(Unit { first: g.edges.len() as u32, dur: 0, slack: 0 });
+        // What makes the replay loop's unchecked reads sound: every unit has two edges or more, and
+        // every edge reads an earlier unit's slot.
         for p in 1..n_units {
-            let (a, b) = (g.off[p] as usize, g.off[p + 1] as usize);
-            assert!(a < b && g.src[a..b].iter().all(|&s| (s as usize) < 2 * p), "graph not in topological order");
+            let r = g.edge_range(p);
+            assert!(r.len() >= 2 && g.edges[r].iter().all(|e| (e.src as usize) < 2 * p), "graph not in topological order");
         }
         drop((edges, by_dst, by_dst_off, order, ut, udur, ukind, urow));
 
@@ -872,16 +923,59 @@ impl Graph {
         fid.start_error_p99 = percentile(&mut errors, 0.99).unwrap_or(0);
         fid.start_error_max = errors.iter().copied().max().unwrap_or(0);
         fid.op_start_slack_ns = errors.iter().sum();
-        fid.slack_ns = g.slack.iter().sum();
+        fid.slack_ns = slack_ns;
         fid.recorded_dependencies = fid.recorded_stream_waits + fid.recorded_syncs;
         fid.inferred_dependencies = fid.inferred_stream_waits + fid.inferred_syncs;
         fid.launch_latency_ns = launch_latency;
         fid.return_latency_ns = return_latency;
         fid.blocking_min_duration_ns = min_duration;
         fid.nodes = 2 * n_units;
-        fid.edges = g.src.len();
+        fid.edges = g.edge_kind.iter().zip(&g.edges).filter(|(&k, e)| !(k == EdgeKind::Anchor && e.src == NULL_SLOT)).count();
         g.fidelity = fid;
         Ok(g)
+    }
+
+    fn push_edge(&mut self, src: u32, lag: i64, kind: EdgeKind) {
+        let narrow = narrow(lag);
+        if narrow == WIDE {
+            self.wide_lag.push((self.edges.len() as u32, lag));
+        }
+        self.edges.push(Edge { src, lag: narrow });
+        self.edge_kind.push(kind);
+    }
+
+    pub(crate) fn n_units(&self) -> usize {
+        self.units.len() - 1
+    }
+
+    /// The edges into unit p (indices).
+    #[inline]
+    pub(crate) fn edge_range(&self, p: usize) -> std::ops::Range<usize> {
+        self.units[p].first as usize..self.units[p + 1].first as usize
+    }
+
+    #[inline]
+    pub(crate) fn lag(&self, e: usize) -> i64 {
+        match self.edges[e].lag {
+            WIDE => wide(&self.wide_lag, e),
+            l => l as i64,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn dur(&self, p: usize) -> i64 {
+        match self.units[p].dur {
+            WIDE => wide(&self.wide_dur, p),
+            d => d as i64,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn slack(&self, p: usize) -> i64 {
+        match self.units[p].slack {
+            WIDE => wide(&self.wide_slack, p),
+            s => s as i64,
+        }
     }
 
     /// How far to trust the replays: see [`Fidelity`].
@@ -915,7 +1009,7 @@ impl Graph {
 
     /// Number of nodes (time slots); node ids are `0..n_nodes`.
     pub fn n_nodes(&self) -> usize {
-        2 * self.slack.len()
+        2 * self.n_units()
     }
 
     /// The node standing for `what`, or None when the row is out of range.
@@ -954,8 +1048,10 @@ impl Graph {
     /// The slack of a node's unit (0 for the second slot of a unit, which has none of its own).
     pub fn slack_of(&self, node: u32) -> Option<i64> {
         let p = (node / 2) as usize;
-        let slack = *self.slack.get(p)?;
-        Some(if node & 1 == 1 { 0 } else { slack })
+        if p >= self.n_units() {
+            return None;
+        }
+        Some(if node & 1 == 1 { 0 } else { self.slack(p) })
     }
 
     /// Bytes held by the graph (its vectors' capacities), for the memory figures.
@@ -963,12 +1059,12 @@ impl Graph {
         fn b<T>(v: &Vec<T>) -> usize {
             v.capacity() * std::mem::size_of::<T>()
         }
-        b(&self.off)
-            + b(&self.src)
-            + b(&self.lag)
+        b(&self.units)
+            + b(&self.edges)
             + b(&self.edge_kind)
-            + b(&self.slack)
-            + b(&self.dur)
+            + b(&self.wide_lag)
+            + b(&self.wide_dur)
+            + b(&self.wide_slack)
             + b(&self.unit_kind)
             + b(&self.unit_row)
             + b(&self.op_start)

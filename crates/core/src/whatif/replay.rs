@@ -6,7 +6,7 @@
 //! units and a slower one at each. The time buffer lives in a [`Workspace`], reused across replays
 //! (one per thread in [`Graph::replay_many`]).
 
-use super::graph::{EdgeKind, Graph, NONE};
+use super::graph::{Edge, EdgeKind, Graph, NONE, NULL_SLOT, NULL_TIME, WIDE};
 use super::{input_error, WhatIfError};
 use rayon::prelude::*;
 use std::sync::Mutex;
@@ -109,7 +109,7 @@ impl Patched<'_> {
 
     /// The lag of edge e into unit p (the last patch for it wins).
     pub(crate) fn lag(&self, g: &Graph, p: usize, e: usize) -> i64 {
-        let mut lag = g.lag[e];
+        let mut lag = g.lag(e);
         for x in self.at(p) {
             if let What::Lag(k, l) = x.what {
                 if k as usize == e {
@@ -124,7 +124,7 @@ impl Patched<'_> {
         if self.zero_all {
             return 0;
         }
-        let mut slack = g.slack[p];
+        let mut slack = g.slack(p);
         for x in self.at(p) {
             if let What::Slack(s) = x.what {
                 slack = s;
@@ -134,7 +134,7 @@ impl Patched<'_> {
     }
 
     pub(crate) fn dur(&self, g: &Graph, p: usize) -> i64 {
-        let mut dur = g.dur[p];
+        let mut dur = g.dur(p);
         for x in self.at(p) {
             if let What::Dur(d) = x.what {
                 dur = d;
@@ -183,8 +183,8 @@ impl Graph {
                 out.push(Patch { pos: pos(start), what: What::Dur(d) });
             } else {
                 let p = pos(end) as usize;
-                let e = (self.off[p]..self.off[p + 1]).find(|&e| self.edge_kind[e as usize] == EdgeKind::Duration);
-                out.push(Patch { pos: p as u32, what: What::Lag(e.expect("a blocking call's end has a duration edge"), d) });
+                let e = self.edge_range(p).find(|&e| self.edge_kind[e] == EdgeKind::Duration);
+                out.push(Patch { pos: p as u32, what: What::Lag(e.expect("a blocking call's end has a duration edge") as u32, d) });
             }
         }
         for &(segment, total) in &change.gaps {
@@ -194,8 +194,8 @@ impl Graph {
             if a == b {
                 return Err(input_error(format!("change: segment {segment} names no host gap")));
             }
-            let edges: Vec<u32> = self.seg_edges[a..b].iter().map(|&(_, e)| e).filter(|&e| self.lag[e as usize] >= 0).collect();
-            let gaps: Vec<i64> = edges.iter().map(|&e| self.lag[e as usize]).collect();
+            let edges: Vec<u32> = self.seg_edges[a..b].iter().map(|&(_, e)| e).filter(|&e| self.lag(e as usize) >= 0).collect();
+            let gaps: Vec<i64> = edges.iter().map(|&e| self.lag(e as usize)).collect();
             for (&e, lag) in edges.iter().zip(scale_gaps(&gaps, total)) {
                 out.push(Patch { pos: self.edge_unit(e), what: What::Lag(e, lag) });
             }
@@ -220,7 +220,7 @@ impl Graph {
 
     /// The unit position an edge leads into.
     fn edge_unit(&self, e: u32) -> u32 {
-        (self.off.partition_point(|&o| o <= e) - 1) as u32
+        (self.units.partition_point(|u| u.first <= e) - 1) as u32
     }
 
     /// Replays one change into `ws` and returns its outcome. Fails with [`WhatIfError::Input`] on
@@ -276,7 +276,7 @@ impl Graph {
     fn pass<const ZERO_ALL: bool>(&self, time: &mut [i64], view: &Patched) {
         assert_eq!(time.len(), self.n_nodes());
         time[0] = 0;
-        time[1] = 0;
+        time[NULL_SLOT as usize] = NULL_TIME;
         let mut p = 1;
         let patches = view.patches;
         let mut k = 0;
@@ -284,8 +284,8 @@ impl Graph {
             let q = patches[k].pos as usize;
             self.plain::<ZERO_ALL>(time, p, q);
             let mut t = i64::MIN;
-            for e in self.off[q] as usize..self.off[q + 1] as usize {
-                t = t.max(time[self.src[e] as usize] + view.lag(self, q, e));
+            for e in self.edge_range(q) {
+                t = t.max(time[self.edges[e].src as usize] + view.lag(self, q, e));
             }
             t += view.slack(self, q);
             time[2 * q] = t;
@@ -295,32 +295,46 @@ impl Graph {
             }
             p = q + 1;
         }
-        self.plain::<ZERO_ALL>(time, p, self.slack.len());
+        self.plain::<ZERO_ALL>(time, p, self.n_units());
     }
 
     /// Units `from..to` with the graph's own lags, slacks and durations: the hot loop.
     #[inline]
     fn plain<const ZERO_ALL: bool>(&self, time: &mut [i64], from: usize, to: usize) {
-        let (off, src, lag, slack, dur) = (&self.off[..], &self.src[..], &self.lag[..], &self.slack[..], &self.dur[..]);
-        assert!(to <= slack.len() && to < off.len() && time.len() >= 2 * to && *off.last().unwrap() as usize == src.len());
-        assert!(lag.len() == src.len() && dur.len() == slack.len());
+        let (units, edges) = (&self.units[..], &self.edges[..]);
+        assert!(to < units.len() && time.len() >= 2 * to && units[units.len() - 1].first as usize == edges.len());
         for p in from..to {
-            // SAFETY: `off` is non-decreasing and ends at `src.len() == lag.len()` (built so), p + 1 <
-            // off.len() and p < slack.len() == dur.len() (asserted above), and every `src[e]` of unit p
-            // is below 2p (asserted when the graph was built), so below time.len().
+            // SAFETY: `first` is non-decreasing and the sentinel unit's is `edges.len()` (asserted
+            // above), p + 1 < units.len(), each unit p >= 1 has two edges or more and every edge's
+            // source slot is below 2p (both asserted when the graph was built), so below
+            // time.len() >= 2 * to.
             unsafe {
-                let (a, b) = (*off.get_unchecked(p) as usize, *off.get_unchecked(p + 1) as usize);
-                let mut t = *time.get_unchecked(*src.get_unchecked(a) as usize) + *lag.get_unchecked(a);
-                for e in a + 1..b {
-                    let v = *time.get_unchecked(*src.get_unchecked(e) as usize) + *lag.get_unchecked(e);
+                let u = *units.get_unchecked(p);
+                let (a, b) = (u.first as usize, units.get_unchecked(p + 1).first as usize);
+                let (e0, e1) = (*edges.get_unchecked(a), *edges.get_unchecked(a + 1));
+                let v0 = *time.get_unchecked(e0.src as usize) + self.edge_lag(e0, a);
+                let v1 = *time.get_unchecked(e1.src as usize) + self.edge_lag(e1, a + 1);
+                let mut t = if v1 > v0 { v1 } else { v0 };
+                for e in a + 2..b {
+                    let edge = *edges.get_unchecked(e);
+                    let v = *time.get_unchecked(edge.src as usize) + self.edge_lag(edge, e);
                     t = if v > t { v } else { t };
                 }
                 if !ZERO_ALL {
-                    t += *slack.get_unchecked(p);
+                    t += if u.slack != WIDE { u.slack as i64 } else { self.slack(p) };
                 }
                 *time.get_unchecked_mut(2 * p) = t;
-                *time.get_unchecked_mut(2 * p + 1) = t + *dur.get_unchecked(p);
+                *time.get_unchecked_mut(2 * p + 1) = t + if u.dur != WIDE { u.dur as i64 } else { self.dur(p) };
             }
+        }
+    }
+
+    #[inline(always)]
+    fn edge_lag(&self, edge: Edge, e: usize) -> i64 {
+        if edge.lag != WIDE {
+            edge.lag as i64
+        } else {
+            self.lag(e)
         }
     }
 

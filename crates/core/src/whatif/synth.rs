@@ -135,7 +135,7 @@ impl Spec {
         Spec {
             ranks: 8,
             steps: 20,
-            ops_per_step: 5_600,
+            ops_per_step: 6_240,
             collective_every: 560,
             p2p_every: 0,
             fsdp_every: 4,

@@ -15,8 +15,9 @@ use std::collections::BinaryHeap;
 /// `key[u]` is unit u's measured time; ties go by unit index.
 pub(crate) fn order(key: &[i64], src: &[u32], dst: &[u32]) -> (Vec<u32>, Vec<bool>) {
     let n = key.len();
-    let mut by_time: Vec<u32> = (0..n as u32).collect();
-    by_time.sort_unstable_by_key(|&u| (key[u as usize], u));
+    let mut keyed: Vec<(i64, u32)> = key.iter().enumerate().map(|(u, &k)| (k, u as u32)).collect();
+    keyed.sort_unstable();
+    let by_time: Vec<u32> = keyed.into_iter().map(|(_, u)| u).collect();
     let mut rank = vec![0u32; n];
     for (p, &u) in by_time.iter().enumerate() {
         rank[u as usize] = p as u32;
