@@ -68,6 +68,9 @@ def test_fidelity_and_the_binding_chain_back_to_the_late_kernel():
     names = [_native.ReplayGraph.NODE_KINDS[k] for k in kinds]
     assert names[:3] == ["op_start", "op_end", "op_start"] and rows[:3].tolist() == [5, 4, 4]
 
+    # Rank 2's N starts 0 ns after K ends, its launch at 6 + 10: nothing unexplained anywhere.
+    assert g.slack(g.nodes("op_start", range(6))).tolist() == [0] * 6
+
     links = g.binding_chain(int(g.nodes("op_start", [5])[0]))
     via = [_native.ReplayGraph.EDGE_KINDS[v] for v in links["via"]]
     assert via[:2] == ["stream", "duration"] and links["lag"][1] == 150

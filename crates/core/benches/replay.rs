@@ -60,7 +60,7 @@ fn replay(c: &mut Criterion) {
     );
 
     let mut group = c.benchmark_group("replay, 8 ranks, ~1M ops");
-    group.sample_size(10);
+    group.sample_size(10).measurement_time(std::time::Duration::from_secs(20));
     group.bench_function("build", |b| b.iter(|| Graph::build(&job, &Options::default()).unwrap().n_nodes()));
     let opts = ReplayOptions::default();
     let mut ws = g.workspace();
@@ -72,12 +72,12 @@ fn replay(c: &mut Criterion) {
         ("replay: one kernel shortened, 1 thread", Change { op_durations: vec![(kernel_at(ops / 3), 0)], ..Change::default() }),
         ("replay: every slack zeroed, 1 thread", Change { zero_all_slack: true, ..Change::default() }),
     ];
-    group.sample_size(30);
+    group.sample_size(30).measurement_time(std::time::Duration::from_secs(8));
     for (name, change) in &changes {
         group.bench_function(*name, |b| b.iter(|| g.replay(change, &mut ws, &opts).unwrap().total_wait));
     }
     let many: Vec<Change> = (0..16).map(|k| Change { op_durations: vec![(kernel_at(k * ops / 16), 0)], ..Change::default() }).collect();
-    group.sample_size(10);
+    group.sample_size(10).measurement_time(std::time::Duration::from_secs(10));
     let n = many.len();
     group.bench_function(format!("replay_many: {n} changes, 2 threads"), |b| b.iter(|| g.replay_many(&many, &opts, Some(2)).unwrap().len()));
     group.finish();

@@ -338,8 +338,8 @@ fn node_kind(name: &str) -> PyResult<NodeKind> {
 /// chain_nodes[chain_offsets[c]:chain_offsets[c + 1]]). With times=True: op_start, op_end,
 /// call_start, call_end per row.
 ///
-/// Node ids: nodes(kind, rows) and describe(nodes); kinds are NODE_KINDS (codes are indices),
-/// edge kinds EDGE_KINDS. Build and replays run without the GIL; replay_many runs in parallel.
+/// Node ids: nodes(kind, rows), describe(nodes), slack(nodes); kinds are NODE_KINDS (codes are
+/// indices), edge kinds EDGE_KINDS. Build and replays run without the GIL; replay_many runs in parallel.
 #[pyclass(frozen, module = "nsys_collective._native")]
 struct ReplayGraph {
     graph: Graph,
@@ -602,6 +602,22 @@ impl ReplayGraph {
             })
             .collect::<PyResult<Vec<i64>>>()?;
         Ok(ids.into_pyarray(py))
+    }
+
+    /// The slack of each node (ns): the part of its measured time its dependencies do not explain
+    /// (0 for an end, which is its start plus its duration). `slack(nodes("op_start", rows))` is the
+    /// per-op unexplained delay: candidates for "idle" causes (zero_slack).
+    fn slack<'py>(&self, py: Python<'py>, nodes: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyArray1<i64>>> {
+        let slack = ints(nodes, "nodes")?
+            .into_iter()
+            .map(|node| {
+                u32::try_from(node)
+                    .ok()
+                    .and_then(|n| self.graph.slack_of(n))
+                    .ok_or_else(|| bad_input(format!("node {node} out of range (the graph has {} nodes)", self.graph.n_nodes())))
+            })
+            .collect::<PyResult<Vec<i64>>>()?;
+        Ok(slack.into_pyarray(py))
     }
 
     /// What nodes stand for: (kind codes into NODE_KINDS, rows), two int64 arrays.
