@@ -1,9 +1,11 @@
 //! Building the dependency graph of a job: which event waits for which, with what lag.
 //!
 //! # Layout
-//! The graph is a list of *units* in topological order, each with incoming edges in CSR form
-//! (`off`, then `src`/`lag`/`edge_kind` per edge). Unit `p` owns two time *slots*, `2p` and `2p + 1`:
-//! a replay sets `t[2p] = max over edges (t[src] + lag) + slack[p]` and `t[2p + 1] = t[2p] + dur[p]`.
+//! The graph is a list of *units* in topological order, each with its incoming edges in CSR form
+//! (a unit holds its first edge, its duration and its slack in 12 bytes; an edge its source slot and
+//! lag in 8; the rare values beyond i32 sit in sorted side tables). Unit `p` owns two time *slots*,
+//! `2p` and `2p + 1`: a replay sets `t[2p] = max over edges (t[src] + lag) + slack[p]` and
+//! `t[2p + 1] = t[2p] + dur[p]`.
 //! A non-blocking call and an op outside any collective are one unit each (start in slot `2p`, end
 //! in `2p + 1`: an end needs no edge list of its own); a blocking call's end, a member op's end and
 //! a collective's transfer start are units of their own (their odd slot unused). Node ids, as used
