@@ -13,6 +13,7 @@ mod scan;
 pub mod schema;
 pub mod strings;
 pub mod tables;
+pub mod whatif;
 
 pub use error::ReadError;
 pub use export::{read_export, read_exports, Export, Session};

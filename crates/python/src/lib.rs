@@ -4,13 +4,18 @@
 use collectivetrace_core::error::ReadError;
 use collectivetrace_core::export::{self, Export};
 use collectivetrace_core::lateness::{self, RankOps, Target};
+use collectivetrace_core::whatif::{
+    self, Calls, Change, EdgeKind, EventRecords, Graph, Job, Members, NodeKind, NodeRef, Ops, Outcome, ReplayOptions,
+    SyncRecords, WhatIfError, Workspace,
+};
 use collectivetrace_core::{intervals, kineto, tables};
-use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1, PyReadonlyArray2};
+use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyTuple};
 use std::path::PathBuf;
+use std::sync::Mutex;
 
 // Defined under their public module path, so that they pickle (Dask sends them between processes)
 // and print as `nsys_collective.errors.InputError`.
@@ -22,11 +27,37 @@ create_exception!(
     "Unusable input: missing, empty, not an export, truncated. The CLI exits with status 2."
 );
 
-fn to_py_err(err: ReadError) -> PyErr {
-    match err {
-        ReadError::Threads(_) => CollectiveTraceError::new_err(err.to_string()),
-        _ => InputError::new_err(err.to_string()),
+/// Every error of the core, for the one mapping below.
+enum CoreError {
+    Read(ReadError),
+    WhatIf(WhatIfError),
+}
+
+impl From<ReadError> for CoreError {
+    fn from(err: ReadError) -> Self {
+        CoreError::Read(err)
     }
+}
+
+impl From<WhatIfError> for CoreError {
+    fn from(err: WhatIfError) -> Self {
+        CoreError::WhatIf(err)
+    }
+}
+
+fn to_py_err(err: impl Into<CoreError>) -> PyErr {
+    match err.into() {
+        CoreError::Read(err @ ReadError::Threads(_)) => CollectiveTraceError::new_err(err.to_string()),
+        CoreError::Read(err) => InputError::new_err(err.to_string()),
+        CoreError::WhatIf(err @ WhatIfError::Threads(_)) => CollectiveTraceError::new_err(err.to_string()),
+        CoreError::WhatIf(err @ WhatIfError::Input(_)) => InputError::new_err(err.to_string()),
+    }
+}
+
+/// An unusable argument of the what-if binding (a missing column, a wrong dtype), as the core's
+/// input error so it maps like the core's own.
+fn bad_input(message: String) -> PyErr {
+    to_py_err(WhatIfError::Input(message))
 }
 
 /// Reads Nsight Systems SQLite exports in parallel, without the GIL. Returns one dict per path,
@@ -158,6 +189,452 @@ fn export_to_dict(py: Python<'_>, export: Export) -> PyResult<Bound<'_, PyDict>>
     Ok(out)
 }
 
+/// A table of int64 columns from a dict: `required` must be there, `optional` may be; any other
+/// key is refused (a misspelt optional column would otherwise be silently ignored).
+struct Columns<'py> {
+    table: &'static str,
+    arrays: Vec<(&'static str, PyReadonlyArray1<'py, i64>)>,
+}
+
+impl<'py> Columns<'py> {
+    fn new(
+        table: &'static str,
+        dict: Option<&Bound<'py, PyDict>>,
+        required: &[&'static str],
+        optional: &[&'static str],
+    ) -> PyResult<Columns<'py>> {
+        let mut arrays = Vec::new();
+        let Some(dict) = dict else { return Ok(Columns { table, arrays }) };
+        for key in dict.keys() {
+            let key: String = key.extract()?;
+            if !required.contains(&key.as_str()) && !optional.contains(&key.as_str()) {
+                return Err(bad_input(format!(
+                    "{table}: unknown column {key:?} (columns: {}; optional: {})",
+                    required.join(", "),
+                    optional.join(", ")
+                )));
+            }
+        }
+        for &name in required.iter().chain(optional) {
+            match dict.get_item(name)? {
+                Some(value) => {
+                    let array = value.extract::<PyReadonlyArray1<'py, i64>>().map_err(|_| {
+                        bad_input(format!("{table}[{name:?}]: a 1-D numpy int64 array is needed (np.asarray(x, dtype=np.int64))"))
+                    })?;
+                    arrays.push((name, array));
+                }
+                None if required.contains(&name) => {
+                    return Err(bad_input(format!("{table}: column {name:?} missing (columns: {})", required.join(", "))));
+                }
+                None => {}
+            }
+        }
+        Ok(Columns { table, arrays })
+    }
+
+    /// The column, or an empty slice when absent (optional columns: the default).
+    fn get(&self, name: &str) -> PyResult<&[i64]> {
+        match self.arrays.iter().find(|(n, _)| *n == name) {
+            None => Ok(&[]),
+            Some((_, a)) => a.as_slice().map_err(|_| bad_input(format!("{}[{name:?}]: the array must be contiguous", self.table))),
+        }
+    }
+}
+
+/// Integers from a numpy int64 array or any sequence of ints.
+fn ints(value: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<i64>> {
+    if let Ok(a) = value.extract::<PyReadonlyArray1<'_, i64>>() {
+        return Ok(a.as_array().to_vec());
+    }
+    value.extract::<Vec<i64>>().map_err(|_| bad_input(format!("change[{what:?}]: a sequence of integers is needed")))
+}
+
+const CHANGE_KEYS: [&str; 10] =
+    ["op", "op_ns", "call", "call_ns", "segment", "segment_ns", "member", "member_ns", "zero_slack", "zero_all_slack"];
+
+/// A change from its dict (see ReplayGraph's docstring).
+fn to_change(change: Option<&Bound<'_, PyDict>>) -> PyResult<Change> {
+    let mut out = Change::default();
+    let Some(change) = change else { return Ok(out) };
+    for key in change.keys() {
+        let key: String = key.extract()?;
+        if !CHANGE_KEYS.contains(&key.as_str()) {
+            return Err(bad_input(format!("change: unknown key {key:?} (keys: {})", CHANGE_KEYS.join(", "))));
+        }
+    }
+    let pairs = |rows: &str, values: &str| -> PyResult<Vec<(i64, i64)>> {
+        let get = |k: &str| change.get_item(k)?.map(|v| ints(&v, k)).transpose();
+        match (get(rows)?, get(values)?) {
+            (None, None) => Ok(Vec::new()),
+            (Some(r), Some(v)) if r.len() == v.len() => Ok(r.into_iter().zip(v).collect()),
+            (Some(r), Some(v)) => Err(bad_input(format!("change: {rows:?} has {} entries, {values:?} {}", r.len(), v.len()))),
+            _ => Err(bad_input(format!("change: {rows:?} and {values:?} go together"))),
+        }
+    };
+    let rows = |v: Vec<(i64, i64)>, what: &str| -> PyResult<Vec<(usize, i64)>> {
+        v.into_iter()
+            .map(|(r, x)| usize::try_from(r).map(|r| (r, x)).map_err(|_| bad_input(format!("change: {what} row {r} is negative"))))
+            .collect()
+    };
+    out.op_durations = rows(pairs("op", "op_ns")?, "op")?;
+    out.call_durations = rows(pairs("call", "call_ns")?, "call")?;
+    out.gaps = pairs("segment", "segment_ns")?;
+    out.transfers = rows(pairs("member", "member_ns")?, "member")?;
+    if let Some(nodes) = change.get_item("zero_slack")? {
+        out.zero_slack = ints(&nodes, "zero_slack")?
+            .into_iter()
+            .map(|n| u32::try_from(n).map_err(|_| bad_input(format!("change: node {n} out of range"))))
+            .collect::<PyResult<_>>()?;
+    }
+    if let Some(all) = change.get_item("zero_all_slack")? {
+        out.zero_all_slack = all.is_truthy()?;
+    }
+    Ok(out)
+}
+
+fn node_kind(name: &str) -> PyResult<NodeKind> {
+    NodeKind::ALL.into_iter().find(|k| k.name() == name).ok_or_else(|| {
+        bad_input(format!("unknown node kind {name:?} (kinds: {})", NodeKind::ALL.map(|k| k.name()).join(", ")))
+    })
+}
+
+/// The what-if dependency graph of a whole job (method.md section 4; Rust: `whatif::Graph`), built
+/// once, replayed under many changes. Every time is int64 ns on the aligned job-wide clock (apply
+/// the clock alignment first); rows are referred to by their index in their table.
+///
+/// ReplayGraph(calls, ops, members, syncs=None, events=None, *, tolerance_ns=5000,
+///             launch_latency_ns=None, latency_percentile=0.05)
+///
+/// Each table is a dict of 1-D int64 numpy arrays of equal length, rows in any order:
+/// - calls (CUDA API calls): rank, thread, start, end, correlation; optional blocking (1: waits
+///   for the GPU: synchronize calls, synchronous memcpy; default 0) and segment (the host-work
+///   segment of the gap before the call on its thread, e.g. an NVTX range id; default -1).
+/// - ops (kernels, memcpys, memsets): rank, stream, start, end, correlation (the launching call's;
+///   many ops may share one: a CUDA graph); optional step (dense 0..n_steps, default -1).
+/// - members (collective instances): instance (dense 0..n_instances, each with a member), op (the
+///   member's op row: its NCCL kernel or the first op of its copy-engine chain). A point-to-point
+///   pair is an instance of two members; a rank absent from an instance has no row in it.
+/// - syncs (CUPTI SYNCHRONIZATION, Kineto cuda_sync): rank, kind (1 event sync, 2 stream wait
+///   event, 3 stream sync, 4 device sync), stream, event, correlation (the synchronizing call's);
+///   optional record_correlation (the matching cudaEventRecord's, when known; default -1).
+/// - events (CUDA_EVENT, one per cudaEventRecord): rank, stream, event, correlation.
+/// Ranks are dense 0..n_ranks; a negative correlation is unknown.
+///
+/// A change (replay, replay_many) is a dict, every key optional, values int sequences or arrays:
+/// - "op", "op_ns": op rows and their new durations (0 removes an op's time; a member op is
+///   refused: change its transfer);
+/// - "call", "call_ns": call rows and their new durations (a blocking call: its minimum duration);
+/// - "segment", "segment_ns": segment ids and the new total of each segment's host gaps (scaled
+///   proportionally, no gap growing when the total shrinks);
+/// - "member", "member_ns": member rows and their new transfer time x (the op ends x after T);
+/// - "zero_slack": node ids whose slack becomes 0; "zero_all_slack": bool.
+/// Unknown keys, rows, segments or nodes, negative values and unequal lengths raise InputError.
+///
+/// An outcome (replay) is a dict: arrival (per member row: its op's start), transfer_start (per
+/// instance: T, the last arrival), wait (per instance: sum of T - arrival), total_wait (int),
+/// step_end (per step: the latest end of its ops), step_rank_end (n_steps x n_ranks), rank_end (per
+/// rank: its latest op or call end); int64.min marks a step or rank with nothing. With
+/// chain_steps > 0: chain_offsets, chain_nodes (instance c's binding chain from its last arrival:
+/// chain_nodes[chain_offsets[c]:chain_offsets[c + 1]]). With times=True: op_start, op_end,
+/// call_start, call_end per row.
+///
+/// Node ids: nodes(kind, rows), describe(nodes), slack(nodes); kinds are NODE_KINDS (codes are
+/// indices), edge kinds EDGE_KINDS. Build and replays run without the GIL; replay_many runs in parallel.
+#[pyclass(frozen, module = "nsys_collective._native")]
+struct ReplayGraph {
+    graph: Graph,
+    /// Workspaces (the time buffer of a replay) kept between calls.
+    spare: Mutex<Vec<Workspace>>,
+}
+
+impl ReplayGraph {
+    fn with_workspace<T>(&self, f: impl FnOnce(&mut Workspace) -> T) -> T {
+        let ws = self.spare.lock().unwrap().pop();
+        let mut ws = ws.unwrap_or_else(|| self.graph.workspace());
+        let out = f(&mut ws);
+        self.spare.lock().unwrap().push(ws);
+        out
+    }
+
+    fn outcome_dict<'py>(&self, py: Python<'py>, o: Outcome, times: Option<EntityTimes>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("arrival", o.arrival.into_pyarray(py))?;
+        d.set_item("transfer_start", o.transfer_start.into_pyarray(py))?;
+        d.set_item("wait", o.wait.into_pyarray(py))?;
+        d.set_item("total_wait", o.total_wait)?;
+        d.set_item("step_end", o.step_end.into_pyarray(py))?;
+        let (steps, ranks) = (self.graph.n_steps(), self.graph.n_ranks());
+        d.set_item("step_rank_end", o.step_rank_end.into_pyarray(py).reshape([steps, ranks])?)?;
+        d.set_item("rank_end", o.rank_end.into_pyarray(py))?;
+        if !o.chain_offsets.is_empty() {
+            d.set_item("chain_offsets", o.chain_offsets.into_iter().map(i64::from).collect::<Vec<_>>().into_pyarray(py))?;
+            d.set_item("chain_nodes", o.chain_nodes.into_iter().map(i64::from).collect::<Vec<_>>().into_pyarray(py))?;
+        }
+        if let Some((op_start, op_end, call_start, call_end)) = times {
+            d.set_item("op_start", op_start.into_pyarray(py))?;
+            d.set_item("op_end", op_end.into_pyarray(py))?;
+            d.set_item("call_start", call_start.into_pyarray(py))?;
+            d.set_item("call_end", call_end.into_pyarray(py))?;
+        }
+        Ok(d)
+    }
+}
+
+type EntityTimes = (Vec<i64>, Vec<i64>, Vec<i64>, Vec<i64>);
+
+#[pymethods]
+impl ReplayGraph {
+    #[new]
+    #[pyo3(signature = (calls, ops, members, syncs = None, events = None, *, tolerance_ns = 5000, launch_latency_ns = None, latency_percentile = 0.05))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        calls: &Bound<'_, PyDict>,
+        ops: &Bound<'_, PyDict>,
+        members: &Bound<'_, PyDict>,
+        syncs: Option<&Bound<'_, PyDict>>,
+        events: Option<&Bound<'_, PyDict>>,
+        tolerance_ns: i64,
+        launch_latency_ns: Option<i64>,
+        latency_percentile: f64,
+    ) -> PyResult<ReplayGraph> {
+        let c = Columns::new("calls", Some(calls), &["rank", "thread", "start", "end", "correlation"], &["blocking", "segment"])?;
+        let o = Columns::new("ops", Some(ops), &["rank", "stream", "start", "end", "correlation"], &["step"])?;
+        let m = Columns::new("members", Some(members), &["instance", "op"], &[])?;
+        let s = Columns::new("syncs", syncs, &["rank", "kind", "stream", "event", "correlation"], &["record_correlation"])?;
+        let e = Columns::new("events", events, &["rank", "stream", "event", "correlation"], &[])?;
+        let job = Job {
+            calls: Calls {
+                rank: c.get("rank")?,
+                thread: c.get("thread")?,
+                start: c.get("start")?,
+                end: c.get("end")?,
+                correlation: c.get("correlation")?,
+                blocking: c.get("blocking")?,
+                segment: c.get("segment")?,
+            },
+            ops: Ops {
+                rank: o.get("rank")?,
+                stream: o.get("stream")?,
+                start: o.get("start")?,
+                end: o.get("end")?,
+                correlation: o.get("correlation")?,
+                step: o.get("step")?,
+            },
+            syncs: SyncRecords {
+                rank: s.get("rank")?,
+                kind: s.get("kind")?,
+                stream: s.get("stream")?,
+                event: s.get("event")?,
+                correlation: s.get("correlation")?,
+                record_correlation: s.get("record_correlation")?,
+            },
+            events: EventRecords {
+                rank: e.get("rank")?,
+                stream: e.get("stream")?,
+                event: e.get("event")?,
+                correlation: e.get("correlation")?,
+            },
+            members: Members { instance: m.get("instance")?, op: m.get("op")? },
+        };
+        let options = whatif::Options { tolerance_ns, launch_latency_ns, latency_percentile };
+        let graph = py.detach(|| Graph::build(&job, &options)).map_err(to_py_err)?;
+        Ok(ReplayGraph { graph, spare: Mutex::new(Vec::new()) })
+    }
+
+    #[classattr]
+    #[allow(non_snake_case)]
+    fn NODE_KINDS() -> Vec<&'static str> {
+        NodeKind::ALL.map(|k| k.name()).to_vec()
+    }
+
+    #[classattr]
+    #[allow(non_snake_case)]
+    fn EDGE_KINDS() -> Vec<&'static str> {
+        EdgeKind::ALL.map(|k| k.name()).to_vec()
+    }
+
+    #[getter]
+    fn n_ops(&self) -> usize {
+        self.graph.n_ops()
+    }
+
+    #[getter]
+    fn n_calls(&self) -> usize {
+        self.graph.n_calls()
+    }
+
+    #[getter]
+    fn n_instances(&self) -> usize {
+        self.graph.n_instances()
+    }
+
+    #[getter]
+    fn n_members(&self) -> usize {
+        self.graph.n_members()
+    }
+
+    #[getter]
+    fn n_ranks(&self) -> usize {
+        self.graph.n_ranks()
+    }
+
+    #[getter]
+    fn n_steps(&self) -> usize {
+        self.graph.n_steps()
+    }
+
+    #[getter]
+    fn n_nodes(&self) -> usize {
+        self.graph.n_nodes()
+    }
+
+    /// Bytes the graph holds.
+    fn heap_bytes(&self) -> usize {
+        self.graph.heap_bytes()
+    }
+
+    /// How far the graph explains the trace: the `whatif.fidelity` block of the output contract
+    /// (ops, explained_start_share, start_error_ns {p50, p99, max}, slack_ns,
+    /// recorded_dependencies, inferred_dependencies) and the counts and nominal lags behind it.
+    fn fidelity<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let f = self.graph.fidelity();
+        let d = PyDict::new(py);
+        d.set_item("ops", f.ops)?;
+        d.set_item("calls", f.calls)?;
+        d.set_item("nodes", f.nodes)?;
+        d.set_item("edges", f.edges)?;
+        d.set_item("tolerance_ns", f.tolerance_ns)?;
+        d.set_item("explained_op_starts", f.explained_op_starts)?;
+        d.set_item("explained_start_share", f.explained_start_share)?;
+        d.set_item("anchored_op_starts", f.anchored_op_starts)?;
+        let error = PyDict::new(py);
+        error.set_item("p50", f.start_error_p50)?;
+        error.set_item("p99", f.start_error_p99)?;
+        error.set_item("max", f.start_error_max)?;
+        d.set_item("start_error_ns", error)?;
+        d.set_item("op_start_slack_ns", f.op_start_slack_ns)?;
+        d.set_item("slack_ns", f.slack_ns)?;
+        d.set_item("recorded_dependencies", f.recorded_dependencies)?;
+        d.set_item("inferred_dependencies", f.inferred_dependencies)?;
+        d.set_item("recorded_stream_waits", f.recorded_stream_waits)?;
+        d.set_item("inferred_stream_waits", f.inferred_stream_waits)?;
+        d.set_item("recorded_syncs", f.recorded_syncs)?;
+        d.set_item("inferred_syncs", f.inferred_syncs)?;
+        d.set_item("unresolved_syncs", f.unresolved_syncs)?;
+        d.set_item("dropped_dependencies", f.dropped_dependencies)?;
+        d.set_item("transfer_violations", f.transfer_violations)?;
+        d.set_item("launch_latency_ns", f.launch_latency_ns.clone().into_pyarray(py))?;
+        d.set_item("return_latency_ns", f.return_latency_ns.clone().into_pyarray(py))?;
+        d.set_item("blocking_min_duration_ns", f.blocking_min_duration_ns.clone().into_pyarray(py))?;
+        Ok(d)
+    }
+
+    /// Replays one change (None: the trace itself) without the GIL; returns the outcome dict.
+    #[pyo3(signature = (change = None, *, chain_steps = 0, times = false))]
+    fn replay<'py>(
+        &self,
+        py: Python<'py>,
+        change: Option<&Bound<'py, PyDict>>,
+        chain_steps: usize,
+        times: bool,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let change = to_change(change)?;
+        let options = ReplayOptions { chain_steps };
+        let (outcome, times) = py
+            .detach(|| {
+                self.with_workspace(|ws| {
+                    let outcome = self.graph.replay(&change, ws, &options)?;
+                    Ok::<_, WhatIfError>((outcome, times.then(|| self.graph.entity_times(ws.times()))))
+                })
+            })
+            .map_err(to_py_err)?;
+        self.outcome_dict(py, outcome, times)
+    }
+
+    /// Replays many changes in parallel without the GIL (`threads`: a pool of that size, else
+    /// rayon's global one); one outcome dict per change, in order. One bad change fails the batch.
+    #[pyo3(signature = (changes, *, chain_steps = 0, threads = None))]
+    fn replay_many<'py>(
+        &self,
+        py: Python<'py>,
+        changes: Vec<Bound<'py, PyDict>>,
+        chain_steps: usize,
+        threads: Option<usize>,
+    ) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        let changes: Vec<Change> = changes.iter().map(|c| to_change(Some(c))).collect::<PyResult<_>>()?;
+        let options = ReplayOptions { chain_steps };
+        let outcomes = py.detach(|| self.graph.replay_many(&changes, &options, threads)).map_err(to_py_err)?;
+        outcomes.into_iter().map(|o| self.outcome_dict(py, o, None)).collect()
+    }
+
+    /// The binding chain back from `node` on the measured times, that node first: dict of arrays
+    /// node, kind (NODE_KINDS codes), row, time, slack (the node's own), via (EDGE_KINDS code of the
+    /// edge that set its time; "anchor" ends the chain), lag (that edge's).
+    #[pyo3(signature = (node, max_steps = 1000))]
+    fn binding_chain<'py>(&self, py: Python<'py>, node: i64, max_steps: usize) -> PyResult<Bound<'py, PyDict>> {
+        let node = u32::try_from(node).map_err(|_| bad_input(format!("node {node} out of range")))?;
+        let links = py.detach(|| self.graph.binding_chain(node, max_steps)).map_err(to_py_err)?;
+        let refs: Vec<NodeRef> = links.iter().map(|l| self.graph.describe(l.node).expect("a chain's nodes exist")).collect();
+        let d = PyDict::new(py);
+        d.set_item("node", links.iter().map(|l| l.node as i64).collect::<Vec<_>>().into_pyarray(py))?;
+        d.set_item("kind", refs.iter().map(|r| r.kind as i64).collect::<Vec<_>>().into_pyarray(py))?;
+        d.set_item("row", refs.iter().map(|r| r.row as i64).collect::<Vec<_>>().into_pyarray(py))?;
+        d.set_item("time", links.iter().map(|l| l.time).collect::<Vec<_>>().into_pyarray(py))?;
+        d.set_item("slack", links.iter().map(|l| l.slack).collect::<Vec<_>>().into_pyarray(py))?;
+        d.set_item("via", links.iter().map(|l| l.via as i64).collect::<Vec<_>>().into_pyarray(py))?;
+        d.set_item("lag", links.iter().map(|l| l.lag).collect::<Vec<_>>().into_pyarray(py))?;
+        Ok(d)
+    }
+
+    /// Node ids of rows of one kind ("op_start", "op_end", "call_start", "call_end", "transfer":
+    /// instance ids, "origin": row 0).
+    fn nodes<'py>(&self, py: Python<'py>, kind: &str, rows: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyArray1<i64>>> {
+        let kind = node_kind(kind)?;
+        let ids = ints(rows, "rows")?
+            .into_iter()
+            .map(|row| {
+                usize::try_from(row)
+                    .ok()
+                    .and_then(|row| self.graph.node(NodeRef { kind, row }))
+                    .map(i64::from)
+                    .ok_or_else(|| bad_input(format!("{} row {row} out of range", kind.name())))
+            })
+            .collect::<PyResult<Vec<i64>>>()?;
+        Ok(ids.into_pyarray(py))
+    }
+
+    /// The slack of each node (ns): the part of its measured time its dependencies do not explain
+    /// (0 for an end, which is its start plus its duration). `slack(nodes("op_start", rows))` is the
+    /// per-op unexplained delay: candidates for "idle" causes (zero_slack).
+    fn slack<'py>(&self, py: Python<'py>, nodes: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyArray1<i64>>> {
+        let slack = ints(nodes, "nodes")?
+            .into_iter()
+            .map(|node| {
+                u32::try_from(node)
+                    .ok()
+                    .and_then(|n| self.graph.slack_of(n))
+                    .ok_or_else(|| bad_input(format!("node {node} out of range (the graph has {} nodes)", self.graph.n_nodes())))
+            })
+            .collect::<PyResult<Vec<i64>>>()?;
+        Ok(slack.into_pyarray(py))
+    }
+
+    /// What nodes stand for: (kind codes into NODE_KINDS, rows), two int64 arrays.
+    fn describe<'py>(&self, py: Python<'py>, nodes: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
+        let (mut kinds, mut rows) = (Vec::new(), Vec::new());
+        for node in ints(nodes, "nodes")? {
+            let r = u32::try_from(node)
+                .ok()
+                .and_then(|n| self.graph.describe(n))
+                .ok_or_else(|| bad_input(format!("node {node} out of range (the graph has {} nodes)", self.graph.n_nodes())))?;
+            kinds.push(r.kind as i64);
+            rows.push(r.row as i64);
+        }
+        PyTuple::new(py, [kinds.into_pyarray(py), rows.into_pyarray(py)])
+    }
+}
+
 #[pymodule]
 #[pyo3(name = "_native")]
 fn native_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -166,6 +643,7 @@ fn native_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(table_specs, m)?)?;
     m.add_function(wrap_pyfunction!(overlaps, m)?)?;
     m.add_function(wrap_pyfunction!(explain_lateness, m)?)?;
+    m.add_class::<ReplayGraph>()?;
     m.add("CollectiveTraceError", m.py().get_type::<CollectiveTraceError>())?;
     m.add("InputError", m.py().get_type::<InputError>())?;
     m.add("KNOWN_SCHEMA_MAJOR", export::KNOWN_SCHEMA_MAJOR)?;

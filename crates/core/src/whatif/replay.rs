@@ -1,0 +1,449 @@
+//! Replaying the graph under a change: one forward max-plus pass over the units in topological
+//! order, then the outcome (arrivals, waits, step and rank ends) gathered from the times.
+//!
+//! A change never copies the graph: it becomes a short list of *patches* (a unit's duration or
+//! slack, an edge's lag) sorted by unit position; the pass runs the plain loop between patched
+//! units and a slower one at each. The time buffer lives in a [`Workspace`], reused across replays
+//! (one per thread in [`Graph::replay_many`]).
+
+use super::graph::{Edge, EdgeKind, Graph, NONE, NULL_SLOT, NULL_TIME, WIDE};
+use super::{input_error, WhatIfError};
+use rayon::prelude::*;
+use std::sync::Mutex;
+
+/// A cause to replay: changes of durations, host gaps, transfer times and slacks. All rows are
+/// those of the job's tables; every value is in ns and must be >= 0. Empty: replay the trace.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Change {
+    /// (op row, new duration). 0 removes the op's time (it still waits for its inputs). A
+    /// collective member's op is refused: its end is its transfer's (change `transfers`).
+    pub op_durations: Vec<(usize, i64)>,
+    /// (call row, new duration). For a blocking call: its minimum duration (the time it takes when
+    /// the GPU work it waits for is already done).
+    pub call_durations: Vec<(usize, i64)>,
+    /// (segment id, new total). The host gaps of the segment (see [`super::Calls::segment`]) are
+    /// scaled together to sum to the new total, each `g * new / old` rounded down, the remaining ns
+    /// going one each to the largest fractions (so with a smaller total no gap grows). Gaps below 0
+    /// (overlapping calls) are left alone; a segment whose gaps sum to 0 puts the total on its last.
+    pub gaps: Vec<(i64, i64)>,
+    /// (member row, new transfer time `x`): the member's op ends `x` after the transfer starts.
+    pub transfers: Vec<(usize, i64)>,
+    /// Nodes whose slack becomes 0 (a node id stands for its unit: see [`Graph::describe`]).
+    pub zero_slack: Vec<u32>,
+    /// Every slack becomes 0: the replay of what the graph explains.
+    pub zero_all_slack: bool,
+}
+
+/// What a replay returns besides the outcome.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReplayOptions {
+    /// For each instance, follow the binding chain back from its last arrival up to this many
+    /// nodes ([`Outcome::chain_offsets`]); 0: none.
+    pub chain_steps: usize,
+}
+
+/// The result of one replay. Times are ns on the aligned clock; `i64::MIN` marks a step or rank
+/// with no events.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Outcome {
+    /// Per member row: its arrival (its op's start).
+    pub arrival: Vec<i64>,
+    /// Per instance: the transfer start `T` (the last arrival).
+    pub transfer_start: Vec<i64>,
+    /// Per instance: the wait `W = sum over members (T - arrival)` (GPU time).
+    pub wait: Vec<i64>,
+    /// Sum of `wait`.
+    pub total_wait: i64,
+    /// Per step: the latest end of its ops over all ranks.
+    pub step_end: Vec<i64>,
+    /// Per (step, rank), row-major (`step * n_ranks + rank`): the latest end of the step's ops on
+    /// that rank.
+    pub step_rank_end: Vec<i64>,
+    /// Per rank: its latest op or call end.
+    pub rank_end: Vec<i64>,
+    /// With `chain_steps > 0`: per instance `c`, `chain_nodes[chain_offsets[c]..chain_offsets[c+1]]`
+    /// is the binding chain of its last arrival (the member op start that set `T`), that node first.
+    pub chain_offsets: Vec<u32>,
+    pub chain_nodes: Vec<u32>,
+}
+
+/// Reusable buffers of a replay: the time of every node (indexed by node id) after the last replay.
+pub struct Workspace {
+    pub(crate) time: Vec<i64>,
+    patches: Vec<Patch>,
+}
+
+impl Workspace {
+    /// Every node's time after the last replay, by node id.
+    pub fn times(&self) -> &[i64] {
+        &self.time
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum What {
+    Dur(i64),
+    Slack(i64),
+    /// (edge index, lag)
+    Lag(u32, i64),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Patch {
+    pub(crate) pos: u32,
+    pub(crate) what: What,
+}
+
+/// Effective parameters of the units a change touches: the patches, sorted by unit position.
+pub(crate) struct Patched<'a> {
+    pub(crate) patches: &'a [Patch],
+    pub(crate) zero_all: bool,
+}
+
+impl Patched<'_> {
+    fn at(&self, p: usize) -> &[Patch] {
+        let a = self.patches.partition_point(|x| (x.pos as usize) < p);
+        let b = a + self.patches[a..].partition_point(|x| x.pos as usize == p);
+        &self.patches[a..b]
+    }
+
+    /// The lag of edge e into unit p (the last patch for it wins).
+    pub(crate) fn lag(&self, g: &Graph, p: usize, e: usize) -> i64 {
+        let mut lag = g.lag(e);
+        for x in self.at(p) {
+            if let What::Lag(k, l) = x.what {
+                if k as usize == e {
+                    lag = l;
+                }
+            }
+        }
+        lag
+    }
+
+    pub(crate) fn slack(&self, g: &Graph, p: usize) -> i64 {
+        if self.zero_all {
+            return 0;
+        }
+        let mut slack = g.slack(p);
+        for x in self.at(p) {
+            if let What::Slack(s) = x.what {
+                slack = s;
+            }
+        }
+        slack
+    }
+
+    pub(crate) fn dur(&self, g: &Graph, p: usize) -> i64 {
+        let mut dur = g.dur(p);
+        for x in self.at(p) {
+            if let What::Dur(d) = x.what {
+                dur = d;
+            }
+        }
+        dur
+    }
+}
+
+fn checked(what: &str, row: usize, value: i64) -> Result<i64, WhatIfError> {
+    if !(0..=1 << 50).contains(&value) {
+        return Err(input_error(format!("{what} {row}: new value {value} ns out of range (0 to 2^50)")));
+    }
+    Ok(value)
+}
+
+impl Graph {
+    /// A workspace sized for this graph.
+    pub fn workspace(&self) -> Workspace {
+        Workspace { time: vec![0; self.n_nodes()], patches: Vec::new() }
+    }
+
+    /// The patches of a change, sorted by unit position; fails on unknown rows or ids.
+    pub(crate) fn patches_of(&self, change: &Change, out: &mut Vec<Patch>) -> Result<(), WhatIfError> {
+        out.clear();
+        let pos = |slot: u32| slot / 2;
+        for &(op, d) in &change.op_durations {
+            if op >= self.n_ops() {
+                return Err(input_error(format!("change: op row {op} out of range (the job has {} ops)", self.n_ops())));
+            }
+            if self.op_member[op] != NONE {
+                return Err(input_error(format!(
+                    "change: op row {op} is a collective's member (member row {}): change its transfer, not its duration",
+                    self.op_member[op]
+                )));
+            }
+            out.push(Patch { pos: pos(self.op_start[op]), what: What::Dur(checked("op row", op, d)?) });
+        }
+        for &(call, d) in &change.call_durations {
+            if call >= self.n_calls() {
+                return Err(input_error(format!("change: call row {call} out of range (the job has {} calls)", self.n_calls())));
+            }
+            let d = checked("call row", call, d)?;
+            let (start, end) = (self.call_start[call], self.call_end[call]);
+            if end == start + 1 {
+                out.push(Patch { pos: pos(start), what: What::Dur(d) });
+            } else {
+                let p = pos(end) as usize;
+                let e = self.edge_range(p).find(|&e| self.edge_kind[e] == EdgeKind::Duration);
+                out.push(Patch { pos: p as u32, what: What::Lag(e.expect("a blocking call's end has a duration edge") as u32, d) });
+            }
+        }
+        for &(segment, total) in &change.gaps {
+            let total = checked("segment", segment as usize, total)?;
+            let a = self.seg_edges.partition_point(|&(s, _)| s < segment);
+            let b = self.seg_edges.partition_point(|&(s, _)| s <= segment);
+            if a == b {
+                return Err(input_error(format!("change: segment {segment} names no host gap")));
+            }
+            let edges: Vec<u32> = self.seg_edges[a..b].iter().map(|&(_, e)| e).filter(|&e| self.lag(e as usize) >= 0).collect();
+            let gaps: Vec<i64> = edges.iter().map(|&e| self.lag(e as usize)).collect();
+            for (&e, lag) in edges.iter().zip(scale_gaps(&gaps, total)) {
+                out.push(Patch { pos: self.edge_unit(e), what: What::Lag(e, lag) });
+            }
+        }
+        for &(member, x) in &change.transfers {
+            if member >= self.n_members() {
+                return Err(input_error(format!("change: member row {member} out of range (the job has {} members)", self.n_members())));
+            }
+            let e = self.member_x_edge[member];
+            out.push(Patch { pos: self.edge_unit(e), what: What::Lag(e, checked("member row", member, x)?) });
+        }
+        for &node in &change.zero_slack {
+            if node as usize >= self.n_nodes() || node < 2 {
+                return Err(input_error(format!("change: node {node} out of range (nodes 2..{})", self.n_nodes())));
+            }
+            out.push(Patch { pos: pos(node), what: What::Slack(0) });
+        }
+        // Stable: a later entry for the same unit and edge wins.
+        out.sort_by_key(|x| x.pos);
+        Ok(())
+    }
+
+    /// The unit position an edge leads into.
+    fn edge_unit(&self, e: u32) -> u32 {
+        (self.units.partition_point(|u| u.first <= e) - 1) as u32
+    }
+
+    /// Replays one change into `ws` and returns its outcome. Fails with [`WhatIfError::Input`] on
+    /// an unknown row, segment or node, or a value out of range.
+    pub fn replay(&self, change: &Change, ws: &mut Workspace, options: &ReplayOptions) -> Result<Outcome, WhatIfError> {
+        let mut patches = std::mem::take(&mut ws.patches);
+        let result = self.patches_of(change, &mut patches).map(|()| {
+            let view = Patched { patches: &patches, zero_all: change.zero_all_slack };
+            if change.zero_all_slack {
+                self.pass::<true>(&mut ws.time, &view);
+            } else {
+                self.pass::<false>(&mut ws.time, &view);
+            }
+            self.outcome(&ws.time, &view, options)
+        });
+        ws.patches = patches;
+        result
+    }
+
+    /// Replays many changes in parallel (rayon; `threads`: a pool of that size, else the global
+    /// one), the graph shared read-only; outcomes in the order of `changes`. Every change is
+    /// checked first: one bad change fails the batch.
+    pub fn replay_many(&self, changes: &[Change], options: &ReplayOptions, threads: Option<usize>) -> Result<Vec<Outcome>, WhatIfError> {
+        let mut scratch = Vec::new();
+        for change in changes {
+            self.patches_of(change, &mut scratch)?;
+        }
+        // One workspace per thread at most: taken from and returned to a pool.
+        let pool: Mutex<Vec<Workspace>> = Mutex::new(Vec::new());
+        let run = || -> Result<Vec<Outcome>, WhatIfError> {
+            changes
+                .par_iter()
+                .map(|change| {
+                    let ws = pool.lock().unwrap().pop();
+                    let mut ws = ws.unwrap_or_else(|| self.workspace());
+                    let outcome = self.replay(change, &mut ws, options);
+                    pool.lock().unwrap().push(ws);
+                    outcome
+                })
+                .collect()
+        };
+        match threads {
+            None => run(),
+            Some(n) => rayon::ThreadPoolBuilder::new()
+                .num_threads(n)
+                .build()
+                .map_err(|e| WhatIfError::Threads(e.to_string()))?
+                .install(run),
+        }
+    }
+
+    /// The forward pass: plain between patched units, through [`Patched`] at each.
+    fn pass<const ZERO_ALL: bool>(&self, time: &mut [i64], view: &Patched) {
+        assert_eq!(time.len(), self.n_nodes());
+        time[0] = 0;
+        time[NULL_SLOT as usize] = NULL_TIME;
+        let mut p = 1;
+        let patches = view.patches;
+        let mut k = 0;
+        while k < patches.len() {
+            let q = patches[k].pos as usize;
+            self.plain::<ZERO_ALL>(time, p, q);
+            let mut t = i64::MIN;
+            for e in self.edge_range(q) {
+                t = t.max(time[self.edges[e].src as usize] + view.lag(self, q, e));
+            }
+            t += view.slack(self, q);
+            time[2 * q] = t;
+            time[2 * q + 1] = t + view.dur(self, q);
+            while k < patches.len() && patches[k].pos as usize == q {
+                k += 1;
+            }
+            p = q + 1;
+        }
+        self.plain::<ZERO_ALL>(time, p, self.n_units());
+    }
+
+    /// Units `from..to` with the graph's own lags, slacks and durations: the hot loop.
+    #[inline]
+    fn plain<const ZERO_ALL: bool>(&self, time: &mut [i64], from: usize, to: usize) {
+        let (units, edges) = (&self.units[..], &self.edges[..]);
+        assert!(to < units.len() && time.len() >= 2 * to && units[units.len() - 1].first as usize == edges.len());
+        for p in from..to {
+            // SAFETY: `first` is non-decreasing and the sentinel unit's is `edges.len()` (asserted
+            // above), p + 1 < units.len(), each unit p >= 1 has two edges or more and every edge's
+            // source slot is below 2p (both asserted when the graph was built), so below
+            // time.len() >= 2 * to.
+            unsafe {
+                let u = *units.get_unchecked(p);
+                let (a, b) = (u.first as usize, units.get_unchecked(p + 1).first as usize);
+                let (e0, e1) = (*edges.get_unchecked(a), *edges.get_unchecked(a + 1));
+                let v0 = *time.get_unchecked(e0.src as usize) + self.edge_lag(e0, a);
+                let v1 = *time.get_unchecked(e1.src as usize) + self.edge_lag(e1, a + 1);
+                let mut t = if v1 > v0 { v1 } else { v0 };
+                for e in a + 2..b {
+                    let edge = *edges.get_unchecked(e);
+                    let v = *time.get_unchecked(edge.src as usize) + self.edge_lag(edge, e);
+                    t = if v > t { v } else { t };
+                }
+                if !ZERO_ALL {
+                    t += if u.slack != WIDE { u.slack as i64 } else { self.slack(p) };
+                }
+                *time.get_unchecked_mut(2 * p) = t;
+                *time.get_unchecked_mut(2 * p + 1) = t + if u.dur != WIDE { u.dur as i64 } else { self.dur(p) };
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn edge_lag(&self, edge: Edge, e: usize) -> i64 {
+        if edge.lag != WIDE {
+            edge.lag as i64
+        } else {
+            self.lag(e)
+        }
+    }
+
+    fn outcome(&self, time: &[i64], view: &Patched, options: &ReplayOptions) -> Outcome {
+        let n_inst = self.n_instances();
+        let arrival: Vec<i64> = self.member_op.iter().map(|&op| time[self.op_start[op as usize] as usize]).collect();
+        let transfer_start: Vec<i64> = self.transfer.iter().map(|&s| time[s as usize]).collect();
+        let wait: Vec<i64> = (0..n_inst)
+            .map(|c| {
+                let t = transfer_start[c];
+                self.inst_members(c).iter().map(|&m| t - arrival[m as usize]).sum()
+            })
+            .collect();
+        let latest = |slots: &[u32]| slots.iter().map(|&s| time[s as usize]).max().unwrap_or(i64::MIN);
+        let step_rank_end: Vec<i64> = (0..self.n_steps * self.n_ranks)
+            .map(|k| latest(&self.step_slot[self.step_off[k] as usize..self.step_off[k + 1] as usize]))
+            .collect();
+        let step_end = (0..self.n_steps)
+            .map(|s| step_rank_end[s * self.n_ranks..(s + 1) * self.n_ranks].iter().copied().max().unwrap_or(i64::MIN))
+            .collect();
+        let rank_end =
+            (0..self.n_ranks).map(|r| latest(&self.rank_slot[self.rank_off[r] as usize..self.rank_off[r + 1] as usize])).collect();
+        let (mut chain_offsets, mut chain_nodes) = (Vec::new(), Vec::new());
+        if options.chain_steps > 0 {
+            chain_offsets.push(0);
+            for (c, &t) in transfer_start.iter().enumerate() {
+                let members = self.inst_members(c);
+                let last = members.iter().copied().find(|&m| arrival[m as usize] == t).unwrap_or(members[0]);
+                let start = self.op_start[self.member_op[last as usize] as usize];
+                chain_nodes.extend(self.chain_with(time, view, start, options.chain_steps).iter().map(|l| l.node));
+                chain_offsets.push(chain_nodes.len() as u32);
+            }
+        }
+        Outcome {
+            total_wait: wait.iter().sum(),
+            arrival,
+            transfer_start,
+            wait,
+            step_end,
+            step_rank_end,
+            rank_end,
+            chain_offsets,
+            chain_nodes,
+        }
+    }
+
+    /// The member rows of instance c.
+    pub fn inst_members(&self, c: usize) -> &[u32] {
+        &self.inst_member[self.inst_off[c] as usize..self.inst_off[c + 1] as usize]
+    }
+
+    /// The measured time of every node (the replay of no change, computed once and kept).
+    pub fn measured_times(&self) -> &[i64] {
+        self.measured.get_or_init(|| {
+            let mut ws = self.workspace();
+            self.pass::<false>(&mut ws.time, &Patched { patches: &[], zero_all: false });
+            ws.time
+        })
+    }
+
+    /// Per op row and call row, the start and end in `times` (a workspace's, or the measured ones):
+    /// (op start, op end, call start, call end).
+    pub fn entity_times(&self, times: &[i64]) -> (Vec<i64>, Vec<i64>, Vec<i64>, Vec<i64>) {
+        let get = |slots: &[u32]| slots.iter().map(|&s| times[s as usize]).collect::<Vec<i64>>();
+        (get(&self.op_start), get(&self.op_end), get(&self.call_start), get(&self.call_end))
+    }
+}
+
+/// Gaps `g` (all >= 0) scaled to sum to `total`: floor of the proportional share, the remainder
+/// one ns each to the largest fractions (ties: earliest). Sum 0: the total goes to the last gap.
+pub(crate) fn scale_gaps(g: &[i64], total: i64) -> Vec<i64> {
+    let old: i128 = g.iter().map(|&x| x as i128).sum();
+    if old == 0 {
+        let mut out = vec![0; g.len()];
+        if let Some(last) = out.last_mut() {
+            *last = total;
+        }
+        return out;
+    }
+    let mut out: Vec<i64> = g.iter().map(|&x| (x as i128 * total as i128 / old) as i64).collect();
+    let mut rest = total - out.iter().sum::<i64>();
+    let mut by_fraction: Vec<(std::cmp::Reverse<i128>, usize)> =
+        g.iter().enumerate().map(|(i, &x)| (std::cmp::Reverse(x as i128 * total as i128 % old), i)).collect();
+    by_fraction.sort_unstable();
+    for &(_, i) in &by_fraction {
+        if rest == 0 {
+            break;
+        }
+        out[i] += 1;
+        rest -= 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scaled_gaps_sum_to_the_total_and_none_grows_when_shrinking() {
+        assert_eq!(scale_gaps(&[10, 30], 20), [5, 15]);
+        assert_eq!(scale_gaps(&[1, 1, 1], 2), [1, 1, 0]);
+        assert_eq!(scale_gaps(&[0, 0], 7), [0, 7]);
+        assert_eq!(scale_gaps(&[10, 30], 80), [20, 60]);
+        for total in 0..=9 {
+            let g = [3, 1, 5];
+            let s = scale_gaps(&g, total);
+            assert_eq!(s.iter().sum::<i64>(), total);
+            assert!(s.iter().zip(&g).all(|(a, b)| a <= b));
+        }
+    }
+}
