@@ -11,18 +11,23 @@
   queue, then ~2 ms of host work). Removed: the stall (and the range's calls) is not there.
 * ``host_group``: the data-loader stall on every rank of one host, drawn per rank (a node whose
   ranks are all late together). Removed: no rank of the node stalls.
-* ``contention``: in odd steps, a GEMM on the side stream 21 of one rank (``--contention-ranks
-  all``: every rank) starts with each of the style's main collectives (it waits for the same ready
-  event, and for the NCCL stream's previous collective) and runs through its transfer: transfers
-  progress 1.6x slower while it overlaps them, and a ring runs at its slowest member's pace.
-  Removed: transfers run at their un-contended speed; the GEMM still runs.
+* ``contention``: in odd steps, a GEMM on a side stream of one rank (``--contention-ranks all``:
+  every rank) starts with each of the style's main collectives (it waits for the same ready event,
+  and for the NCCL stream's previous collective) and runs through its transfer: transfers progress
+  1.6x slower while it overlaps them, and a ring runs at its slowest member's pace. The GEMMs of
+  one step take side streams 21, 25, 29, ... in turn (PyTorch hands out pooled streams), so one
+  does not queue behind another. Removed: transfers run at their un-contended speed; the GEMM
+  still runs.
 * ``slow_network``: in odd steps, the collectives with traffic leaving or entering one host (members
   on it and off it) transfer 1.8x slower. Removed: normal speed.
 * ``balanced``: nothing planted (control). ``mixed``: slow_kernel on one rank in even steps and a
   data-loader host_stall on another in odd steps (the demo).
 
-The rank(s) and host are drawn from the seed (distinct per cause) and recorded in truth.json. Every
-number a cause draws comes from its own random stream, so the base program is unchanged.
+The rank(s) and host are drawn from the seed and recorded in truth.json: a permutation of the ranks
+(of the hosts) by the seed, and a fixed slot in it per cause type, so a cause acts on the same rank
+whichever other causes are planted (and different cause types on different ranks, given four
+ranks or more). Every number a cause draws comes from its own random stream, so the base program is
+unchanged.
 """
 
 from __future__ import annotations
@@ -44,7 +49,8 @@ SLOW_FACTOR = 1.35
 CONTENTION_FACTOR = 1.6
 NETWORK_FACTOR = 1.8
 CONTENDER_SLACK = 300 * US  # the contending GEMM outlasts the slowed transfer by about this much
-RANK_CAUSES = ("slow_kernel", "extra_kernel", "host_stall")
+SIDE_STREAMS = 8  # contending GEMMs rotate over side streams 21, 25, ... (8 of them)
+RANK_SLOTS = {"slow_kernel": 0, "host_stall": 1, "extra_kernel": 2, "contention": 3}
 HOST_CAUSES = ("host_group", "slow_network")
 
 
@@ -111,17 +117,18 @@ def plan(scenario, lay, steps, seed, contention_ranks="one", stall="dataloader")
         else:
             st = all_steps.copy()
         c = Cause(len(causes), typ, st)
-        if typ in RANK_CAUSES or (typ == "contention" and contention_ranks == "one"):
-            used = {x.rank for x in causes if x.rank is not None}
-            c.rank = next(r for r in rank_order if r not in used)
+        # Each cause type has its own slot in the seed's rank (host) order, so a cause lands on the
+        # same rank whichever other causes are planted: a scenario minus one cause is the scenario
+        # of the others. Distinct types get distinct ranks while there are enough ranks.
+        if typ in RANK_SLOTS and (typ != "contention" or contention_ranks == "one"):
+            c.rank = rank_order[RANK_SLOTS[typ] % lay.ranks]
             c.ranks = [c.rank]
         elif typ == "contention":
             c.ranks = list(range(lay.ranks))
         if typ in HOST_CAUSES:
             if lay.hosts < 2:
                 raise ValueError(f"{typ} needs at least 2 hosts")
-            used = {x.host for x in causes if x.host is not None}
-            c.host = next(h for h in host_order if h not in used)
+            c.host = host_order[HOST_CAUSES.index(typ) % lay.hosts]
             c.ranks = [r for r in range(lay.ranks) if lay.host_of[r] == c.host]
         if typ in ("host_stall", "host_group"):
             c.kind = stall if typ == "host_stall" else "dataloader"
@@ -214,17 +221,18 @@ def plant(causes, lay, rank, template, cols, events, seed, steps, transfer_of):
         elif c.type == "contention":
             targets = primary_collectives(lay.style, anchors)
             for s in st.tolist():
-                for a in targets:
+                for j, a in enumerate(targets):
+                    side = STREAM_SIDE + 4 * (j % SIDE_STREAMS)
                     key = (a["comm"], int(cols["seq"][s * t + a["row"]]))
                     x0 = transfer_of(key)
                     dur = int(round((c.factor * x0 + CONTENDER_SLACK) * rng.uniform(1.0, 1.1)))
 
-                    def build(b, a=a, dur=dur, key=key):
-                        b.wait(STREAM_SIDE, a["ready"], klass="hook")
+                    def build(b, a=a, dur=dur, key=key, side=side):
+                        b.wait(side, a["ready"], klass="hook")
                         if a["prev_end"]:
-                            b.wait(STREAM_SIDE, a["prev_end"], klass="hook")
+                            b.wait(side, a["prev_end"], klass="hook")
                         with b.cpu_op(cat.ATEN_OP[cat.SPEC[cat.CONTEND]]):
-                            i = b.launch(cat.CONTEND, stream=STREAM_SIDE)
+                            i = b.launch(cat.CONTEND, stream=side)
                         p.gpu_durations.append((i, dur))
                         p.contenders.append((c.index, key, i, c.factor))
                     p.rows_for(c, s, (a["last"], a["depth"]), build)
