@@ -155,10 +155,9 @@ def primary_collectives(style, anchors):
 class Planter:
     """Builds one rank's cause rows: per row its (step, anchor slot) and an order key."""
 
-    def __init__(self, rank, events, seed, base, template):
+    def __init__(self, rank, events):
         self.b = Builder(rank, events)
         self.meta = []  # (step, anchor slot, cause index, depth offset)
-        self.rank, self.seed, self.base, self.t = rank, seed, base, template
         self.extra_host, self.extra_gpu = [], []  # (cause, base rows, extra ns)
         self.host_durations = []  # (cause row, ns): HOST rows' stall durations
         self.gpu_durations = []  # (cause row, ns)
@@ -172,12 +171,11 @@ class Planter:
             self.meta.append((step, slot, cause.index, depth))
         for rg in self.b.ranges[r0:]:
             rg.owner, rg.step = cause.index, step
-        return n0
 
 
-def plant(causes, lay, rank, template, cols, events, seed, steps, transfer_of):
+def plant(causes, lay, rank, template, cols, events, seed, transfer_of):
     """The rows and extra durations the causes add to rank's program (before merging)."""
-    p = Planter(rank, events, seed, cols, template)
+    p = Planter(rank, events)
     anchors = template.anchors
     t = len(template.rows)
     for c in causes:

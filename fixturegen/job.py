@@ -85,7 +85,7 @@ def build(style, ranks, hosts, steps, kernels_per_step, buckets, microbatches, s
     member_row = {}
     contenders = []
     for r, (b, cols, op_name, size) in enumerate(bases):
-        p = plant(causes, lay, r, b, cols, b.events, seed, steps, x0.__getitem__)
+        p = plant(causes, lay, r, b, cols, b.events, seed, x0.__getitem__)
         prog, inv = merge(r, b, cols, op_name, p, causes, seed, steps)
         progs.append(prog)
         for key, info in keys.items():

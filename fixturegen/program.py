@@ -73,6 +73,7 @@ CLASSES = {
 }
 CLASS_ID = {k: i for i, k in enumerate(CLASSES)}
 DATALOADER_NS, DATALOADER_CV = 350 * US, 0.05
+STALL_NS = 2 * MS  # host_stall / host_group: the extra host time per planted step (x U(0.85, 1.15))
 SYNC_RETURN = (2 * US, 6 * US)  # a blocking call returns this long after the GPU work it waits for
 LAUNCH_LATENCY = (1 * US, 3 * US)  # GPU work can start this long after its call returned
 MIN_KERNEL_NS = 2 * US
@@ -617,13 +618,11 @@ def gpu_durations(cols, z):
 
 
 def base_program(lay, rank, steps, k, buckets, microbatches, seed):
-    """Rank's base program (no cause): template, tiled, drawn. Returns (columns, ranges, anchors,
-    events, op names, template length, step size figure)."""
+    """Rank's base program (no cause): the step template (Builder: rows, ranges, anchors, events),
+    its rows tiled over the steps and drawn (columns), the NCCL op names, the step's size figure."""
     b, size = step_template(lay, rank, k, buckets, microbatches)
     cols, op_name = tile(b, steps)
     gap, dur, lat, gdur = draw(cols, _rng(seed, 1, rank))
     cols.update(gap=gap, dur=dur, lat=lat, gdur=gdur)
     return b, cols, op_name, size
 
-
-STALL_NS = 2 * MS  # host_stall / host_group: the extra host time per planted step (x U(0.85, 1.15))

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .program import A_DEVICE_SYNC, A_EVENT_RECORD, A_EVENT_SYNC, A_MEMCPY, A_STREAM_SYNC, A_STREAM_WAIT, G_NCCL, G_WAIT
+from .program import A_DEVICE_SYNC, A_EVENT_RECORD, A_EVENT_SYNC, A_MEMCPY, A_STREAM_SYNC, A_STREAM_WAIT, G_NCCL
 
 NEG = -(1 << 62)
 SYNC_MEMCPY_LAUNCH = 1_000  # a synchronous copy starts this long after its call's own part
@@ -197,8 +197,8 @@ class Run:
     gs: list
     ge: list
     act: list
-    start: np.ndarray  # instance x member-slot arrays are ragged: lists per instance
-    end: list
+    start: list  # per instance: its members' arrivals
+    end: list  # per instance: its members' ends
     last: np.ndarray
     x: np.ndarray
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import catalog as cat
+from .causes import STALL_RANGES
 from .job import run
 from .program import G_KERNEL, G_MEMSET, A_HOST, STALL_NS
 
@@ -74,7 +75,7 @@ def whatif(job, t0):
     return runs, out
 
 
-def collectives(job, r, m_all, m_none, t0, saved):
+def collectives(job, r, m_none, t0, saved):
     """The truth's collective instances of the run with every cause."""
     out = []
     x_none = m_none["x"]
@@ -114,7 +115,6 @@ def cause_entries(job, runs, m, colls):
             if c.factor:
                 d["factor"] = c.factor
         elif c.type in ("host_stall", "host_group"):
-            from .causes import STALL_RANGES
             d.update({"kind": c.kind, "nvtx": STALL_RANGES[c.kind], "stall_ns": STALL_NS})
         elif c.type == "contention":
             d.update({"kernel": cat.CONTEND.short, "kernel_demangled": cat.CONTEND.demangled, "stream": 21,
@@ -153,7 +153,7 @@ def build_truth(job, t0):
     r = runs["all"]
     m["none"]["x"] = runs["none"].x
     saved = {c.index: m["all"]["waits"] - m[("without", c.index)]["waits"] for c in job.causes}
-    colls = collectives(job, r, m["all"], m["none"], t0, saved)
+    colls = collectives(job, r, m["none"], t0, saved)
     causes = cause_entries(job, runs, m, colls)
     a, none = m["all"], m["none"]
     block = {

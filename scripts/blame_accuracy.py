@@ -6,8 +6,13 @@ exports, Kineto traces), generate the job (fixturegen), run ``collectivetrace-ns
 (the installed command), match the analysis's top cause to the planted one (same rank, kernel name
 / NVTX range name) and print a markdown table:
 
-    style | cause | format | planted cause found first | blamed ns | truth wait_saved_ns | ratio |
-    straggler right | ...
+    style | cause | format | planted cause found first | blamed ns | truth wait_saved_ns |
+    truth extra transfer | ratio | truth step_time_saved | straggler right | idle on planted rank(s)
+
+"ratio" is blamed / truth wait_saved_ns; for the transfer causes (contention, slow_network), whose
+blame today is extra transfer time (``contention_ns``), blamed / the planted extra transfer time
+summed over the ranks (truth ``contention_ns_total``). "idle" is today's ``summary.idle_wait_ns`` on
+the planted rank(s): wait the analysis put down to an idle straggler.
 
 Only documented JSON contract fields are read (../shared/docs/output-contract.md): with a
 ``whatif`` block (schema_version 2), ``whatif.causes[]`` and their ``wait_saved_ns`` /
@@ -70,7 +75,7 @@ def judge(doc, truth):
     row = {"straggler": s.get("top_straggler_rank"), "wait_ns": s.get("wait_ns")}
     if not truth["causes"]:
         return {**row, "found": "-", "blamed": None, "truth": None, "ratio": None, "straggler_right": "-",
-                "idle": None}
+                "idle": None, "truth_wait_total": truth["whatif"]["actual"]["wait_ns"]}
     cause = truth["causes"][0]
     row["truth"] = cause["wait_saved_ns"]
     row["truth_step"] = cause["step_time_saved_ns"]
@@ -95,9 +100,12 @@ def judge(doc, truth):
         hits = [e for e, key in entries if matches(e, cause, key)]
         row["found"] = "yes" if entries and matches(entries[0][0], cause, entries[0][1]) else "no"
         row["blamed"] = sum(e.get("inflicted_wait_ns") or 0 for e in hits)
-    row["straggler_right"] = ("yes" if row["straggler"] in cause["ranks"] else "no") if cause["type"] not in (
-        "contention", "slow_network") else "-"
-    row["ratio"] = (row["blamed"] / row["truth"]) if row["truth"] else None
+    transfer = cause["type"] in ("contention", "slow_network")
+    row["straggler_right"] = "-" if transfer else ("yes" if row["straggler"] in cause["ranks"] else "no")
+    # a transfer cause's blame (contention_ns) is extra transfer time: compare it with the planted one
+    row["truth_transfer"] = cause.get("contention_ns_total") if transfer else None
+    ref = row["truth_transfer"] if transfer else row["truth"]
+    row["ratio"] = (row["blamed"] / ref) if ref else None
     return row
 
 
@@ -117,9 +125,9 @@ def main(argv=None):
     a = ap.parse_args(argv)
     root = a.dir or Path(tempfile.mkdtemp(prefix="blame-accuracy-"))
     rows = []
-    print("| style | cause | format | planted cause found first | blamed | truth wait_saved | ratio | "
-          "truth step_time_saved | straggler right | idle on planted rank(s) |")
-    print("|---|---|---|---|---:|---:|---:|---:|---|---:|")
+    print("| style | cause | format | planted cause found first | blamed | truth wait_saved | truth extra transfer | "
+          "ratio | truth step_time_saved | straggler right | idle on planted rank(s) |")
+    print("|---|---|---|---|---:|---:|---:|---:|---:|---|---:|")
     for style in a.styles.split(","):
         for case in a.causes.split(","):
             for fmt in a.formats.split(","):
@@ -128,18 +136,19 @@ def main(argv=None):
                     truth = gen.generate(folder, style=style, scenario=case, seed=SEED, format=fmt, force=True,
                                          kernels_per_step=KERNELS[style], **JOB)
                 except ValueError as e:
-                    print(f"| {style} | {case} | {fmt} | n/a: {e} | | | | | | |")
+                    print(f"| {style} | {case} | {fmt} | n/a: {e} | | | | | | | |")
                     continue
                 try:
                     r = judge(analyze(folder, a.analyze), truth)
                 except RuntimeError as e:
-                    print(f"| {style} | {case} | {fmt} | analyze failed: {e} | | | | | | |")
+                    print(f"| {style} | {case} | {fmt} | analyze failed: {e} | | | | | | | |")
                     continue
                 r.update(style=style, cause=case, format=fmt)
                 rows.append(r)
                 ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
-                print(f"| {style} | {case} | {fmt} | {r['found']} | {ms(r['blamed'])} | {ms(r['truth'])} | {ratio} | "
-                      f"{ms(r.get('truth_step'))} | {r['straggler_right']} | {ms(r['idle'])} |", flush=True)
+                print(f"| {style} | {case} | {fmt} | {r['found']} | {ms(r['blamed'])} | {ms(r['truth'])} | "
+                      f"{ms(r.get('truth_transfer'))} | {ratio} | {ms(r.get('truth_step'))} | {r['straggler_right']} | "
+                      f"{ms(r['idle'])} |", flush=True)
     if a.json:
         a.json.write_text(json.dumps(rows, indent=1) + "\n")
     if not a.dir:
