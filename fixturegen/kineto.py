@@ -37,11 +37,17 @@ ChromeTraceBaseTime does). Events, on the same true times as the nsys twin's row
   ``Stream Sync``, ``Context Sync``), args as CudaSyncActivity::metadataJson writes them
   (libkineto/src/CuptiActivity.cpp): External id, ``cuda_sync_kind``, then for event syncs and
   stream waits ``wait_on_stream`` (the stream the event was recorded on),
-  ``wait_on_cuda_event_record_corr_id`` (the correlation id of that cudaEventRecord, which Kineto
-  learns from CUPTI's CUDA_EVENT records) and ``wait_on_cuda_event_id``, then stream, correlation,
-  device, context; each followed by its flow end. HTA (HolisticTraceAnalysis) pairs a "Stream Wait
-  Event" with its cudaEventRecord through ``wait_on_cuda_event_record_corr_id``. CUDA_EVENT records
-  themselves are not written (Kineto only logs them from CUDA 12.8, as ``cuda_event``).
+  ``wait_on_cuda_event_record_corr_id`` (the correlation id of that cudaEventRecord) and
+  ``wait_on_cuda_event_id``, then stream, correlation, device, context; each followed by its flow
+  end. Kineto fills the wait_on_* fields from CUPTI's CUDA_EVENT records, the latest record of the
+  (context, event) pair (CuptiActivityProfiler::handleCudaEventActivity / handleCudaSyncActivity,
+  libkineto/src/CuptiActivityProfiler.cpp), and logs a stream wait only on a stream that ran GPU
+  work (logDeferredEvents): every waiting stream here does. HTA (HolisticTraceAnalysis) pairs a
+  "Stream Wait Event" with its cudaEventRecord through ``wait_on_cuda_event_record_corr_id``. The
+  CUDA_EVENT records themselves are not written (Kineto logs them, as ``cuda_event``, only from
+  CUDA 12.8 on). ``cudaEventRecord`` calls are kept: Kineto's runtime blocklist
+  (isBlockListedRuntimeCbid) dropped them once (the real DLRM traces have none) and keeps them since
+  it learned cuda_sync ("Support cudaEventRecord and cudaEventSynchronize").
 * The profiler span, process and thread names (``M``), the ``Record Window End`` instant.
 """
 
