@@ -119,8 +119,10 @@ def main(argv=None):
     ap.add_argument("--styles", default=",".join(gen.STYLES))
     ap.add_argument("--causes", default=",".join(CASES))
     ap.add_argument("--formats", default="nsys,kineto")
-    ap.add_argument("--analyze", default=shutil.which("collectivetrace-nsys") or "collectivetrace-nsys",
-                    help="the analyze command (default: the installed collectivetrace-nsys)")
+    ap.add_argument("--analyze", default=shutil.which("collectivetrace-nsys", path=str(Path(sys.executable).parent))
+                    or shutil.which("collectivetrace-nsys") or "collectivetrace-nsys",
+                    help="the analyze command (default: the collectivetrace-nsys installed beside this Python, "
+                         "else the one on PATH)")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON")
     a = ap.parse_args(argv)
     root = a.dir or Path(tempfile.mkdtemp(prefix="blame-accuracy-"))
