@@ -96,6 +96,19 @@ class Strings:
         return [(i, s) for s, i in self.ids.items()]
 
 
+# Rows bound from Python cost per value: the writer binds a row's start, its correlation id and one
+# integer packing its duration (bits 14-53), stream (6-13), kernel spec or API (1-5) and an NCCL
+# flag (0), and unpacks them in SQL.
+_DUR, _STREAM, _SPEC, _FLAG, _CORR = "(k.p >> 14)", "((k.p >> 6) & 255)", "((k.p >> 1) & 31)", "(k.p & 1)", "k.corr"
+
+
+def _pack(dur, stream, spec, flag):
+    dur, stream, spec = (np.asarray(x, np.int64) for x in (dur, stream, spec))
+    assert dur.min(initial=0) >= 0 and dur.max(initial=0) < 2**40
+    assert stream.min(initial=0) >= 0 and stream.max(initial=0) < 256 and spec.max(initial=0) < 32
+    return (dur << 14) | (stream << 6) | (spec << 1) | np.asarray(flag, np.int64)
+
+
 def _insert(db, table, cols, rows):
     db.executemany(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})", rows)
 
@@ -156,11 +169,11 @@ def write_rank(path, rec, info, args, generated_by, shuffle_rng):
     is_nccl = gk[ko] == G_NCCL
     n_k = len(ko)
     ids = strings.ids
-    db.execute("CREATE TEMP TABLE k (start INTEGER, end INTEGER, stream INTEGER, corr INTEGER, spec INTEGER, "
-               "nccl INTEGER)")
-    _insert(db, "temp.k", ["start", "end", "stream", "corr", "spec", "nccl"],
-            zip(stored(rec.gs[ko]).tolist(), stored(rec.ge[ko]).tolist(), prog.stream[ko].tolist(), corr[ko].tolist(),
-                prog.spec[ko].tolist(), is_nccl.astype(np.int64).tolist()))
+    # three values per row: the start, the correlation id, and the rest packed into one integer
+    ks = stored(rec.gs[ko])
+    packed = _pack(stored(rec.ge[ko]) - ks, prog.stream[ko], prog.spec[ko], is_nccl)
+    db.execute("CREATE TEMP TABLE k (start INTEGER, p INTEGER, corr INTEGER)")
+    _insert(db, "temp.k", ["start", "p", "corr"], zip(ks.tolist(), packed.tolist(), corr[ko].tolist()))
     db.execute("CREATE TEMP TABLE spec (id INTEGER PRIMARY KEY, demangled INTEGER, short INTEGER, mangled INTEGER, "
                "regs INTEGER, gx INTEGER, gy INTEGER, gz INTEGER, bx INTEGER, by INTEGER, bz INTEGER, ssm INTEGER, "
                "dsm INTEGER, smexec INTEGER, cx INTEGER, cy INTEGER, cz INTEGER, mpcs INTEGER, mac INTEGER)")
@@ -174,16 +187,16 @@ def write_rank(path, rec, info, args, generated_by, shuffle_rng):
              "registersPerThread", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ",
              "staticSharedMemory", "dynamicSharedMemory", "localMemoryPerThread", "localMemoryTotal",
              "gridId", "sharedMemoryExecuted", "graphNodeId", "sharedMemoryLimitConfig"]
-    ksel = ("k.start, k.end, :dev, :ctx, 0, k.stream, k.corr, :gpid, s.demangled, s.short, s.mangled, 1, 1, s.regs, "
-            "CASE WHEN k.nccl THEN :channels ELSE s.gx END, s.gy, s.gz, s.bx, s.by, s.bz, s.ssm, s.dsm, 0, 250871808, "
-            "k.corr - 3000, s.smexec, NULL, 1")
+    ksel = (f"k.start, k.start + {_DUR}, :dev, :ctx, 0, {_STREAM}, {_CORR}, :gpid, s.demangled, s.short, s.mangled, 1, "
+            f"1, s.regs, CASE WHEN {_FLAG} THEN :channels ELSE s.gx END, s.gy, s.gz, s.bx, s.by, s.bz, s.ssm, s.dsm, 0, "
+            f"250871808, {_CORR} - 3000, s.smexec, NULL, 1")
     if ver == "2026.2":
         kcols += ["qmdBulkReleaseDone", "qmdPreexitDone", "qmdLastCtaDone", "graphId", "clusterX",
                   "clusterY", "clusterZ", "clusterSchedulingPolicy", "maxPotentialClusterSize",
                   "maxActiveClusters", "sharedMemoryRequestedPercentage", "tensorSizeMinusOneElements"]
         ksel += ", NULL, NULL, NULL, NULL, s.cx, s.cy, s.cz, 1, s.mpcs, s.mac, NULL, '[]'"
     db.execute(f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL ({', '.join(kcols)}) SELECT {ksel} "
-               "FROM temp.k k JOIN temp.spec s ON s.id = k.spec ORDER BY k.rowid",
+               f"FROM temp.k k JOIN temp.spec s ON s.id = {_SPEC} ORDER BY k.rowid",
                {"dev": dev, "ctx": CONTEXT_ID, "gpid": gpid, "channels": info["nccl_channels"]})
     db.execute("DROP TABLE temp.k")
     db.execute("DROP TABLE temp.spec")
@@ -218,15 +231,17 @@ def write_rank(path, rec, info, args, generated_by, shuffle_rng):
     calls = rec.calls
     ro = calls[order(rec.hs[calls])]
     n_r = len(ro)
-    db.execute("CREATE TEMP TABLE r (start INTEGER, end INTEGER, corr INTEGER, api INTEGER)")
-    _insert(db, "temp.r", ["start", "end", "corr", "api"],
-            zip(stored(rec.hs[ro]).tolist(), stored(rec.he[ro]).tolist(), corr[ro].tolist(), prog.api[ro].tolist()))
+    rs = stored(rec.hs[ro])
+    packed = _pack(stored(rec.he[ro]) - rs, np.zeros(n_r, np.int64), prog.api[ro], np.zeros(n_r, bool))
+    db.execute("CREATE TEMP TABLE r (start INTEGER, p INTEGER, corr INTEGER)")
+    _insert(db, "temp.r", ["start", "p", "corr"], zip(rs.tolist(), packed.tolist(), corr[ro].tolist()))
     db.execute("CREATE TEMP TABLE api (id INTEGER PRIMARY KEY, name INTEGER, class INTEGER)")
     _insert(db, "temp.api", ["id", "name", "class"],
             [(a, ids[nm], 1 if a == A_LAUNCH_EX else 0) for a, nm in RUNTIME_NAMES.items()])  # driver API: eventClass 1
     db.execute("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, eventClass, globalTid, correlationId, nameId, "
-               "returnValue) SELECT r.start, r.end, a.class, :gtid, r.corr, a.name, 0 FROM temp.r r "
-               "JOIN temp.api a ON a.id = r.api ORDER BY r.rowid", {"gtid": gtid})
+               f"returnValue) SELECT r.start, r.start + {_DUR.replace('k.', 'r.')}, a.class, :gtid, "
+               f"{_CORR.replace('k.', 'r.')}, a.name, 0 FROM temp.r r JOIN temp.api a ON a.id = {_SPEC.replace('k.', 'r.')} "
+               "ORDER BY r.rowid", {"gtid": gtid})
     db.execute("DROP TABLE temp.r")
     db.execute("DROP TABLE temp.api")
 
