@@ -29,17 +29,18 @@ STEPS, KERNELS_PER_STEP, BUCKETS, RANKS_PER_HOST = 4, 28, 2, 8
 
 
 def _generator():
-    spec = importlib.util.spec_from_file_location("generate_fixture", ROOT / "scripts" / "generate_fixture.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["generate_fixture"] = module  # its dataclasses look the module up
-    spec.loader.exec_module(module)
-    return module
+    """fixturegen (the generator behind scripts/generate_fixture.py), from the checkout."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    return importlib.import_module("fixturegen")
 
 
 def job_root(data: Path, ranks: int) -> Path:
-    """bench-data/batch/r512/job: generated once, reused while its truth.json is there."""
+    """bench-data/batch/r512/job: generated once, reused while its truth.json is there (and made by
+    the current generator: sets of the first, barrier-model one are remade)."""
     root = data / f"r{ranks}"
-    if not (root / "job" / "truth.json").is_file():
+    truth = root / "job" / "truth.json"
+    if not truth.is_file() or '"format_version": 2' not in truth.read_text()[:300]:
         _generator().generate(root / "job", ranks=ranks, hosts=max(1, ranks // RANKS_PER_HOST), steps=STEPS,
                               kernels_per_step=KERNELS_PER_STEP, buckets=BUCKETS, scenario="mixed", seed=0, force=True)
     return root

@@ -29,10 +29,20 @@ DEFAULT_SET = ROOT / "bench-data" / "reader-8rank-1m"
 SET_ARGS = dict(ranks=8, hosts=2, steps=400, kernels_per_step=320, seed=1)
 
 
+def current(directory: Path) -> bool:
+    """A set made by the current generator (sets of the first, barrier-model generator are remade)."""
+    truth = directory / "truth.json"
+    if not truth.is_file():
+        return False
+    with truth.open() as f:
+        head = f.read(300)
+    return '"format_version": 2' in head
+
+
 def generated_set(directory: Path) -> list[Path]:
-    if not (directory / "truth.json").is_file():
-        sys.path.insert(0, str(ROOT / "scripts"))
-        import generate_fixture as gen
+    if not current(directory):
+        sys.path.insert(0, str(ROOT))
+        import fixturegen as gen
         print(f"generating {directory} ({SET_ARGS}) ...", file=sys.stderr)
         gen.generate(directory, force=True, **SET_ARGS)
     return sorted(directory.glob("*.sqlite"))

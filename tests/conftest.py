@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -17,17 +16,10 @@ FIXTURES = ROOT / "fixtures"
 NO_REAL_DATA = f"real exports not found at {REAL} (they live beside the project checkout, not in it)"
 
 
-def _load_generator():
-    """scripts/generate_fixture.py as a module (registered first: dataclasses look it up)."""
-    if "generate_fixture" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("generate_fixture", ROOT / "scripts" / "generate_fixture.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["generate_fixture"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["generate_fixture"]
-
-
-gen = _load_generator()
+# The fixture generator (fixturegen/, a test tool, not part of the installed package) from the checkout.
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+import fixturegen as gen  # noqa: E402
 
 
 def numbered_ranks(paths):

@@ -1,4 +1,13 @@
-"""Blocking and contention attribution against planted truth, one scenario at a time."""
+"""Blocking and contention attribution against planted truth, one scenario at a time.
+
+The truth is the generator's what-if (fixturegen/truth.py): ``wait_saved_ns`` is how much less the
+ranks wait when the job is rerun without the cause. On the realistic model (DDP buckets queue on
+the NCCL stream while backward goes on) a rank late early stays late for every later bucket, so
+the wait a cause inflicts lies in collectives far from it. Today's analysis names the right rank
+and kernel or range; the amounts it blames fall short of the what-if where the wait travels through
+the queue: those checks are strict xfails with the measured numbers, for the what-if blame
+(issue 12).
+"""
 
 from __future__ import annotations
 
@@ -11,13 +20,18 @@ from conftest import gen
 from nsys_collective.cli import app
 
 SET = dict(ranks=4, hosts=2, steps=6, kernels_per_step=40, buckets=3)
+_cache = {}
 
 
 def analyze(tmp_path, scenario, seed, **extra):
-    truth = gen.generate(tmp_path, scenario=scenario, seed=seed, **{**SET, **extra})
-    result = CliRunner().invoke(app, ["analyze", str(tmp_path), "--json"])
-    assert result.exit_code == 0, result.stderr
-    return json.loads(result.stdout), truth
+    """analyze --json of the generated job (cached: the naming and the amount tests share a job)."""
+    key = (scenario, seed, tuple(sorted(extra.items())))
+    if key not in _cache:
+        truth = gen.generate(tmp_path, scenario=scenario, seed=seed, **{**SET, **extra})
+        result = CliRunner().invoke(app, ["analyze", str(tmp_path), "--json"])
+        assert result.exit_code == 0, result.stderr
+        _cache[key] = (json.loads(result.stdout), truth)
+    return _cache[key]
 
 
 def confident(doc):
@@ -28,17 +42,28 @@ def assert_within(got, planted, tolerance):
     assert abs(got - planted) <= tolerance * planted, f"{got} vs planted {planted} (±{tolerance:.0%})"
 
 
+def issue12(measured):
+    return pytest.mark.xfail(strict=True, reason=f"what-if blame: issue 12: {measured}")
+
+
 @pytest.mark.parametrize("seed", [21, 22])
 def test_slower_kernel_on_one_rank(tmp_path, seed):
     doc, truth = analyze(tmp_path, "slow_kernel", seed)
     (cause,) = truth["causes"]
     top = doc["blocking_kernels"][0]
     assert (top["kernel"], top["rank"], top["confidence"]) == (cause["kernel"], cause["rank"], "high")
-    assert_within(top["inflicted_wait_ns"], cause["expected"]["inflicted_wait_ns"], 0.10)
     assert top["slowdown"] == pytest.approx(0.35, abs=0.05)
     assert doc["summary"]["top_blocking_kernel"] == cause["kernel"] and doc["summary"]["top_straggler_rank"] == cause["rank"]
     assert [e["kernel"] for e in confident(doc)] == [cause["kernel"]], "nothing else named with confidence"
     assert any(f"rank {cause['rank']}: {cause['kernel']} ran 3" in f for f in doc["findings"])
+
+
+@pytest.mark.parametrize("seed", [21, pytest.param(22, marks=issue12(
+    "blames 11.37 ms on the slowed GEMM, removing the slowdown saves 12.86 ms (-11.6%)"))])
+def test_slower_kernel_blame_is_what_removing_it_saves(tmp_path, seed):
+    doc, truth = analyze(tmp_path, "slow_kernel", seed)
+    (cause,) = truth["causes"]
+    assert_within(doc["blocking_kernels"][0]["inflicted_wait_ns"], cause["wait_saved_ns"], 0.10)
 
 
 def test_extra_kernel_on_one_rank(tmp_path):
@@ -47,29 +72,51 @@ def test_extra_kernel_on_one_rank(tmp_path):
     top = doc["blocking_kernels"][0]
     assert (top["kernel"], top["rank"], top["confidence"]) == (cause["kernel"], cause["rank"], "high")
     assert top["runs"] == SET["steps"] and top["reference_runs"] == 0
-    assert_within(top["inflicted_wait_ns"], cause["expected"]["inflicted_wait_ns"], 0.10)
-    assert top["collectives"] == cause["expected"]["collectives_delayed"]
 
 
-def test_late_host_launch_inside_an_nvtx_range(tmp_path):
-    doc, truth = analyze(tmp_path, "late_launch", 24)
+@issue12("blames 11.10 ms on index_put_kernel over 11 collectives; removing it saves 17.68 ms over all 18 "
+         "(-37%): the extra kernel in the forward pass makes every bucket of the step late")
+def test_extra_kernel_blame_is_what_removing_it_saves(tmp_path):
+    doc, truth = analyze(tmp_path, "extra_kernel", 23)
+    (cause,) = truth["causes"]
+    top = doc["blocking_kernels"][0]
+    assert_within(top["inflicted_wait_ns"], cause["wait_saved_ns"], 0.10)
+    assert top["collectives"] == len(cause["collectives"])
+
+
+def test_host_stall_inside_an_nvtx_range(tmp_path):
+    doc, truth = analyze(tmp_path, "host_stall", 24)
     (cause,) = truth["causes"]
     (top,) = confident(doc)
     assert (top["nvtx"], top["rank"]) == (cause["nvtx"], cause["rank"])
-    assert_within(top["inflicted_wait_ns"], cause["expected"]["inflicted_wait_ns"], 0.10)
     assert_within(top["blame_ns"], cause["extra_ns_total"], 0.10)
+    # the first bucket after a stall waits for the late launch (step 0 has no earlier point to compare with)
+    first = [c for c in doc["collectives"] if c["id"] % 3 == 0 and c["id"] > 0]
+    assert all(c["blame"][0]["cause"] == "host_launch" for c in first)
+
+
+@issue12("blames 39.29 ms on DataLoader.__next__, removing the stall saves 54.21 ms (-28%); of the later buckets "
+         "of each step, which wait for the stall too, some are blamed 'idle' or a 'window' of kernels")
+def test_host_stall_blame_is_what_removing_it_saves(tmp_path):
+    doc, truth = analyze(tmp_path, "host_stall", 24)
+    (cause,) = truth["causes"]
+    (top,) = confident(doc)
+    assert_within(top["inflicted_wait_ns"], cause["wait_saved_ns"], 0.10)
     late = [c for c in doc["collectives"] if c["id"] in cause["collectives"]]
     assert all(c["blame"][0]["cause"] == "host_launch" for c in late)
 
 
 def test_contention_slows_transfers_1_6x(tmp_path):
-    doc, truth = analyze(tmp_path, "contention", 25)
+    """One bucket per step: the all-reduce runs after backward, alone but for the planted GEMM, so
+    the clean steps give the baseline. (With several buckets every bucket but the last overlaps
+    backward compute: see test_kineto_twins' what-if test for that case.)"""
+    doc, truth = analyze(tmp_path, "contention", 25, buckets=1)
     (cause,) = truth["causes"]
     top = doc["contention"][0]
-    assert top["kernel"] == cause["kernel"] and top["collectives"] == len(cause["collectives"])
+    assert top["kernel"] == cause["kernel"] and top["collectives"] == len(cause["collectives_slowed"])
     assert_within(top["contention_ns"], cause["contention_ns_total"], 0.20)
     slowed = {c["id"]: c for c in doc["collectives"] if c["compute_overlap_ns"] > 0}
-    assert set(slowed) == set(cause["collectives"])
+    assert set(slowed) == set(cause["collectives_slowed"])
     for c in slowed.values():  # 1.6x the baseline of the same collective in clean steps
         assert c["transfer_ns"] / c["baseline_transfer_ns"] == pytest.approx(1.6, abs=0.05)
     assert any(cause["kernel"] in f and "slowed them" in f for f in doc["findings"])
@@ -80,9 +127,18 @@ def test_two_causes_on_two_ranks(tmp_path):
     named = {(e.get("kernel") if e.get("cause") == "kernel" else e.get("nvtx"), e["rank"]): e for e in confident(doc)}
     assert len(named) == 2
     for cause in truth["causes"]:
-        key = (cause["nvtx"], cause["rank"]) if cause["type"] == "late_launch" else (cause["kernel"], cause["rank"])
+        key = (cause["nvtx"], cause["rank"]) if cause["type"] == "host_stall" else (cause["kernel"], cause["rank"])
         assert key in named, f"planted {key} not named; named {list(named)}"
-        assert_within(named[key]["inflicted_wait_ns"], cause["expected"]["inflicted_wait_ns"], 0.10)
+
+
+@issue12("the data-loader stall: 24.35 ms blamed, 25.82 ms saved (-6%); the slowed GEMM: 3.94 ms blamed, "
+         "7.37 ms saved (-47%)")
+def test_two_causes_blame_what_removing_each_saves(tmp_path):
+    doc, truth = analyze(tmp_path, "mixed", 26)
+    named = {(e.get("kernel") if e.get("cause") == "kernel" else e.get("nvtx"), e["rank"]): e for e in confident(doc)}
+    for cause in truth["causes"]:
+        key = (cause["nvtx"], cause["rank"]) if cause["type"] == "host_stall" else (cause["kernel"], cause["rank"])
+        assert_within(named[key]["inflicted_wait_ns"], cause["wait_saved_ns"], 0.10)
 
 
 def test_balanced_control_names_nothing_with_confidence(tmp_path):
@@ -130,16 +186,23 @@ def test_overlap_of_a_contended_job_equals_an_independent_sweep(tmp_path):
 
 
 def test_slower_kernel_over_many_seeds(tmp_path):
-    """Not one lucky seed: over 16 seeds the planted kernel and rank are always named, and the wait
-    it inflicted is within 15% of the generator's figure (which credits every ns of the stragglers'
-    wait to the planted kernel, jitter included), 10% on average. Measured: -3% to -13%, mean -7.7%:
-    the parts of the lateness that jitter in other kernels explains go to those kernels."""
-    errors = []
+    """Not one lucky seed: over 16 seeds the planted kernel and rank are always named, with confidence."""
     for seed in range(20, 36):
         doc, truth = analyze(tmp_path / str(seed), "slow_kernel", seed)
         (cause,) = truth["causes"]
         top = doc["blocking_kernels"][0]
         assert (top["kernel"], top["rank"], top["confidence"]) == (cause["kernel"], cause["rank"], "high"), seed
-        errors.append(top["inflicted_wait_ns"] / cause["expected"]["inflicted_wait_ns"] - 1)
+
+
+@issue12("over seeds 20-35 the wait blamed on the slowed GEMM is -32% to +9% of what removing the slowdown "
+         "saves, -14% on average (the same analysis was within 15% of the first generator's barrier jobs)")
+def test_slower_kernel_blame_over_many_seeds(tmp_path):
+    """Over 16 seeds the wait blamed on the planted kernel is within 15% of what removing it saves, 10%
+    on average."""
+    errors = []
+    for seed in range(20, 36):
+        doc, truth = analyze(tmp_path / str(seed), "slow_kernel", seed)
+        (cause,) = truth["causes"]
+        errors.append(doc["blocking_kernels"][0]["inflicted_wait_ns"] / cause["wait_saved_ns"] - 1)
     assert max(abs(e) for e in errors) <= 0.15, errors
     assert abs(sum(errors) / len(errors)) <= 0.10, errors

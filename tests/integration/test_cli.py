@@ -7,6 +7,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -83,7 +84,9 @@ def test_one_bad_file_among_good_ones_fails_the_run(tmp_path, real_dir):
 
 def test_entry_point_prints_no_traceback(tmp_path):
     """The installed command, as a user runs it: one line, exit 2, no traceback."""
-    exe = shutil.which("collectivetrace-nsys") or pytest.skip("collectivetrace-nsys is not installed on PATH")
+    # the entry point of the install under test (beside this interpreter), else the one on PATH
+    exe = (shutil.which("collectivetrace-nsys", path=str(Path(sys.executable).parent))
+           or shutil.which("collectivetrace-nsys") or pytest.skip("collectivetrace-nsys is not installed on PATH"))
     broken = tmp_path / "broken.sqlite"
     broken.write_bytes(b"SQLite format 3\x00" + b"\x00" * 40)
     proc = subprocess.run([exe, "analyze", str(broken)], capture_output=True, text=True)

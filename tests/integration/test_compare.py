@@ -40,19 +40,26 @@ def runs(tmp_path_factory):
     pytest.fail("no seed put the slow kernel on another rank")
 
 
-def _planted(truth) -> tuple[str, int, int]:
+def _planted(truth) -> tuple[str, int]:
     cause = truth["causes"][0]
-    return cause["kernel"], cause["rank"], cause["expected"]["inflicted_wait_ns"]
+    return cause["kernel"], cause["rank"]
 
 
-def _assert_moved(cmp: dict, truth_a: dict, truth_b: dict) -> None:
-    kernel, rank_a, wait_a = _planted(truth_a)
-    _, rank_b, wait_b = _planted(truth_b)
+def _blamed(path, kernel, rank) -> int:
+    """What `analyze` of one run blames on the kernel on that rank (the comparison carries it as is;
+    how close it comes to the planted truth is test_attribution's business)."""
+    return next(e["inflicted_wait_ns"] for e in load(path).doc["blocking_kernels"]
+                if e["kernel"] == kernel and e["rank"] == rank)
+
+
+def _assert_moved(cmp: dict, truth_a: dict, truth_b: dict, a, b) -> None:
+    kernel, rank_a = _planted(truth_a)
+    _, rank_b = _planted(truth_b)
     [group] = [g for g in cmp["blocking_by_cause"] if g["kernel"] == kernel]
     assert group["moved"] and group["top_rank"] == {"a": rank_a, "b": rank_b}
     rows = {r["rank"]: r["inflicted_wait_ns"] for r in cmp["blocking"] if r["kernel"] == kernel}
-    assert rows[rank_a]["a"] == pytest.approx(wait_a, rel=0.10)
-    assert rows[rank_b]["b"] == pytest.approx(wait_b, rel=0.10)
+    assert rows[rank_a]["a"] == _blamed(a, kernel, rank_a)
+    assert rows[rank_b]["b"] == _blamed(b, kernel, rank_b)
     assert rows[rank_a]["b"] == 0 and rows[rank_b]["a"] == 0  # each run blames only its own slow rank
     assert cmp["summary"]["top_straggler_rank"] == {"a": rank_a, "b": rank_b, "changed": True}
     last = {r["rank"]: r["last"] for r in cmp["stragglers"]}
@@ -79,7 +86,7 @@ def test_cli_reports_the_kernel_that_moved(runs, tmp_path):
     cmp = json.loads(result.stdout)
     assert cmp["schema_version"] == 1
     assert cmp["a"]["source"] == str(a) and cmp["b"]["source"] == str(b) and len(cmp["a"]["inputs"]) == 4
-    _assert_moved(cmp, truth_a, truth_b)
+    _assert_moved(cmp, truth_a, truth_b, a, b)
     [op] = cmp["operations"]
     assert op["op"] == "AllReduce" and op["count"] == {"a": 18, "b": 18, "delta": 0}
     assert cmp["alignment"]["violations_after"]["delta"] == 0
@@ -107,7 +114,7 @@ def test_python_api(runs, tmp_path, capsys):
     assert isinstance(run_a.tables["collectives"], pa.Table) and run_a.tables["collectives"].num_rows == 18
     diff = run_a.compare(run_b)
     assert isinstance(diff, Comparison) and diff.findings == diff.doc["findings"]
-    _assert_moved(diff.doc, truth_a, truth_b)
+    _assert_moved(diff.doc, truth_a, truth_b, a, b)
     _assert_chart(diff.chart(tmp_path / "diff.png")[0])
     diff.render()
     assert " moved: " in capsys.readouterr().out
@@ -124,12 +131,12 @@ def test_python_api_filters(runs):
 
 
 def _deltas(node):
-    """Every delta in a comparison document."""
+    """Every {a, b, delta} node in a comparison document."""
     if isinstance(node, dict):
+        if "delta" in node:
+            yield node
         for key, value in node.items():
-            if key == "delta":
-                yield value
-            else:
+            if key != "delta":
                 yield from _deltas(value)
     elif isinstance(node, list):
         for value in node:
@@ -141,7 +148,9 @@ def test_a_run_against_itself_changes_nothing(runs):
     doc = load(a).doc
     cmp = compare_documents(doc, doc)
     deltas = list(_deltas(cmp))
-    assert deltas and all(d == 0 for d in deltas)
+    # unchanged where known; unknown (null, e.g. a contention figure without a clean baseline) stays null
+    assert deltas and all(d["delta"] == 0 if d["a"] is not None else d["delta"] is None for d in deltas)
+    assert any(d["delta"] == 0 for d in deltas)
     assert not any(g["moved"] for g in cmp["blocking_by_cause"])
     assert not cmp["summary"]["top_straggler_rank"]["changed"]
     assert cmp["findings"] == [f"Total collective wait is unchanged ({cmp['summary']['wait_ns']['a'] / 1e6:,.1f} ms)."]
@@ -173,11 +182,11 @@ def test_run_ids_resolve_in_the_store(runs, store):
     cmp = json.loads(result.stdout)
     assert cmp["a"]["source"] == "run 1" and cmp["b"]["source"] == "run 2"
     assert store.calls == [("sqlite:///runs.db", 1), ("sqlite:///runs.db", 2)]
-    _assert_moved(cmp, truth_a, truth_b)
+    _assert_moved(cmp, truth_a, truth_b, a, b)
     # A stored run against a path, and the API's default database.
     stored = load(1)
     assert stored.timeline is None and store.calls[-1] == ("sqlite:///collectivetrace.db", 1)
-    _assert_moved(stored.compare(load(b)).doc, truth_a, truth_b)
+    _assert_moved(stored.compare(load(b)).doc, truth_a, truth_b, a, b)
 
 
 def _one_error_line(result, *words) -> None:
@@ -206,6 +215,7 @@ def test_committed_fixtures_as_in_the_docs():
     diff = demo.compare(load(FIXTURES / "slow-kernel-8rank-3host"))
     findings = diff.findings
     assert any(f.startswith("Late launches in 'DataLoader.__next__' no longer block in B: they made rank 0 late") for f in findings)
-    assert any(" moved: it made rank 3 late in A" in f and "rank 2 late in B" in f for f in findings)
+    # in A the slowed GEMM (rank 3, even steps) is named with low confidence: "new in B" rather than "moved"
+    assert any(" is new in B: it made rank 2 late" in f and "in A)" in f for f in findings)
     biggest = next(g for g in diff.doc["blocking_by_cause"] if g["moved"])
     assert biggest["kernel"].startswith("sm90_xmma_gemm") and biggest["top_rank"] == {"a": 3, "b": 2}
