@@ -32,9 +32,49 @@ pub fn overlaps(q_start: &[i64], q_end: &[i64], i_start: &[i64], i_end: &[i64]) 
     (qs, is, ns)
 }
 
+/// For every point, the innermost interval `[start, end]` that covers it (ends inclusive), as an
+/// index into the intervals, -1 where none does. Intervals nest (push/pop ranges of one thread);
+/// where two only overlap, the later-starting one counts as inner. A sweep in time order with a
+/// stack of the open intervals: O((n + m) log(n + m)) for the sorts, then linear.
+pub fn innermost_covering(start: &[i64], end: &[i64], points: &[i64]) -> Vec<i64> {
+    let mut by_start: Vec<usize> = (0..start.len()).collect();
+    // Outer first on a tie: the longer interval opens before the one nested in it.
+    by_start.sort_by_key(|&i| (start[i], std::cmp::Reverse(end[i])));
+    let mut by_time: Vec<usize> = (0..points.len()).collect();
+    by_time.sort_by_key(|&p| points[p]);
+    let mut out = vec![-1; points.len()];
+    let mut open: Vec<usize> = Vec::new();
+    let mut next = 0;
+    for p in by_time {
+        let t = points[p];
+        while next < by_start.len() && start[by_start[next]] <= t {
+            open.push(by_start[next]);
+            next += 1;
+        }
+        // Intervals that ended before t stay closed for every later point too; one still open
+        // below a closed one is found once the closed ones above it are gone.
+        while let Some(&top) = open.last() {
+            if end[top] >= t {
+                break;
+            }
+            open.pop();
+        }
+        out[p] = open.last().map_or(-1, |&i| i as i64);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_innermost_covering_interval_of_each_point() {
+        // step [0,100] > loader [10,30] > read [12,14]; optimizer [60,90]; an open gap at 200.
+        let (s, e) = ([0, 10, 12, 60], [100, 30, 14, 90]);
+        let points = [13, 5, 20, 200, 75, 95, 30, 100];
+        assert_eq!(innermost_covering(&s, &e, &points), [2, 0, 1, -1, 3, 0, 1, 0]);
+    }
 
     #[test]
     fn overlaps_found_with_their_lengths() {

@@ -114,6 +114,22 @@ fn overlaps<'py>(
     Ok((q.into_pyarray(py), i.into_pyarray(py), ns.into_pyarray(py)))
 }
 
+/// For every point, the index of the innermost interval covering it, -1 where none does.
+#[pyfunction]
+fn innermost_covering<'py>(
+    py: Python<'py>,
+    start: PyReadonlyArray1<'py, i64>,
+    end: PyReadonlyArray1<'py, i64>,
+    points: PyReadonlyArray1<'py, i64>,
+) -> PyResult<Column<'py>> {
+    let (s, e, p) = (start.as_slice()?, end.as_slice()?, points.as_slice()?);
+    if s.len() != e.len() {
+        return Err(pyo3::exceptions::PyValueError::new_err("start and end differ in length"));
+    }
+    let out = py.detach(|| intervals::innermost_covering(s, e, p));
+    Ok(out.into_pyarray(py))
+}
+
 /// Lateness accounting of straggler s against reference q for many collectives (see lateness.rs).
 /// `windows_s`/`windows_q`: per target, window start indices, smallest window first, -1 = none.
 /// Returns (explanations, blames) as dicts of columns.
@@ -642,6 +658,7 @@ fn native_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_kineto_traces, m)?)?;
     m.add_function(wrap_pyfunction!(table_specs, m)?)?;
     m.add_function(wrap_pyfunction!(overlaps, m)?)?;
+    m.add_function(wrap_pyfunction!(innermost_covering, m)?)?;
     m.add_function(wrap_pyfunction!(explain_lateness, m)?)?;
     m.add_class::<ReplayGraph>()?;
     m.add("CollectiveTraceError", m.py().get_type::<CollectiveTraceError>())?;

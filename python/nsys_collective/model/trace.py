@@ -5,7 +5,8 @@ this travels between workers).
 `trace_export(export, index, report)` returns the input's facts and one `RankTrace` per rank the
 export holds: its identity, its GPU work counted, its NCCL operations, its GPU work as columns
 (UTC, sorted by start), its host ranges (NVTX push/pop and start/end ranges, Kineto annotations),
-its GPU's SM count and its GPU metric samples. Names are ids into a string table shared by the
+its CUDA API calls (which block, which host range each gap before a call fell in), its GPU's SM
+count and its GPU metric samples. Names are ids into a string table shared by the
 export's ranks, holding only the names they use.
 """
 
@@ -13,8 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import re
+
 import numpy as np
 
+from nsys_collective import _native
 from nsys_collective.ingest.capture import NVTX_PUSH_POP_RANGE, NVTX_START_END_RANGE, Export, Session
 from nsys_collective.ingest.identity import Candidate, rank_from_environment, rank_from_file_name
 from nsys_collective.model.intervals import covered_ns, overlap_ns
@@ -28,8 +32,6 @@ KNOWN_SM_COUNTS = {
     "RTX 4090": 128, "RTX 3090": 82, "RTX 4060 Ti": 34, "RTX 3060 Laptop": 30,
 }
 # GPU metric fields, matched by pattern (names carry units and vary by GPU).
-import re  # noqa: E402
-
 METRIC_FIELDS = {
     "sm_active": re.compile(r"SMs? Active", re.I),
     "nvlink": re.compile(r"NVLink", re.I),
@@ -61,6 +63,32 @@ class GpuItems:
     is_kernel: np.ndarray
     ctas: np.ndarray  # thread blocks (grid x*y*z) of kernels, 0 for copies
     stream: np.ndarray
+    correlation: np.ndarray  # of the launching call (several ops share one under a CUDA graph)
+
+
+@dataclass(frozen=True)
+class HostCalls:
+    """The process's CUDA API calls (runtime and driver), sorted by start, on its own clock."""
+
+    start: np.ndarray
+    end: np.ndarray
+    tid: np.ndarray
+    correlation: np.ndarray
+    name: np.ndarray  # string id
+    blocking: np.ndarray  # bool: the call returns only once GPU work it waits for has ended
+    # Where the host work before the call began: the previous call's end on its thread, for a
+    # thread's first call the start of the outermost host range around it (else its own start).
+    gap_start: np.ndarray
+    # The innermost host range (index into the rank's HostRanges) on the call's thread that covers
+    # the middle of the gap before the call: what the host was doing meanwhile; -1 where none.
+    gap_range: np.ndarray
+
+
+# CUDA API calls that return only once GPU work has ended (nsys names carry a _v<N> suffix).
+# cudaStreamWaitEvent makes a stream wait, not the host; cudaMemcpy*Async does not block.
+BLOCKING_CALL = re.compile(
+    r"^(cuda(Stream|Device|Event|Thread)Synchronize|cu(Stream|Ctx|Event)Synchronize"
+    r"|cudaMemcpy(2D|3D)?(To|From)?(Symbol|Array)?(Peer)?|cuMemcpy(DtoH|HtoD|DtoD|Peer)?(_v2)?)(_v\d+)?$")
 
 
 @dataclass(frozen=True)
@@ -87,10 +115,16 @@ class RankTrace:
     ops: NcclOps | None
     gpu: GpuItems | None
     ranges: HostRanges | None
+    calls: HostCalls | None
     sm_count: int | None
     # Per metric field: (sample times, values) on the rank's clock; None when none were captured.
     metrics: dict[str, tuple[np.ndarray, np.ndarray]] | None = None
     metrics_shared: bool = False  # the export sampled several GPUs: which is this rank's is unknown
+    # The rank's recorded synchronizations and event records, as the replay takes them (columns:
+    # kind, stream, event, correlation, record_correlation / stream, event, correlation); None
+    # where the capture recorded none.
+    syncs: dict | None = None
+    events: dict | None = None
     key: int = field(default=0, compare=False)  # identifies the export's string table (Names caches by it)
 
     def name(self, string_id: int) -> str | None:
@@ -155,7 +189,8 @@ def _gpu_items(export: Export, pid: int, device: int, is_nccl: np.ndarray) -> tu
         parts.append((table, rows, label_id, label_id, np.zeros(len(rows), bool), np.zeros(len(rows), np.int64)))
     start = np.concatenate([t["start"][r] for t, r, *_ in parts])
     end = np.concatenate([t["end"][r] for t, r, *_ in parts])
-    tid, launch = launches(export, pid, np.concatenate([t["correlation"][r] for t, r, *_ in parts]))
+    correlation = np.concatenate([t["correlation"][r] for t, r, *_ in parts])
+    tid, launch = launches(export, pid, correlation)
     is_kernel = np.concatenate([np.full(len(r), i == 0) for i, (_, r, *_) in enumerate(parts)])
     order = np.argsort(start, kind="stable")
     name = np.concatenate([p[2] for p in parts])[order]
@@ -166,6 +201,7 @@ def _gpu_items(export: Export, pid: int, device: int, is_nccl: np.ndarray) -> tu
         is_nccl=np.concatenate([p[4] for p in parts])[order], is_kernel=is_kernel[order],
         ctas=np.concatenate([p[5] for p in parts]).astype(np.int64)[order],
         stream=np.concatenate([t["stream"][r] for t, r, *_ in parts])[order],
+        correlation=correlation[order],
     ), [name, short]
 
 
@@ -173,6 +209,32 @@ def _host_ranges(export: Export, pid: int) -> HostRanges:
     nvtx = export.nvtx
     rows = np.flatnonzero(np.isin(nvtx["type"], [NVTX_PUSH_POP_RANGE, NVTX_START_END_RANGE]) & (nvtx["pid"] == pid))
     return HostRanges(start=nvtx["start"][rows], end=nvtx["end"][rows], tid=nvtx["tid"][rows], name=nvtx["name"][rows])
+
+
+def _host_calls(export: Export, pid: int, ranges: HostRanges) -> HostCalls:
+    rt = export.runtime
+    rows = np.flatnonzero(rt["pid"] == pid)
+    rows = rows[np.argsort(rt["start"][rows], kind="stable")]
+    start, end, tid = rt["start"][rows], rt["end"][rows], rt["tid"][rows]
+    names = export.names(rt["name"][rows])
+    blocking_name = {n: bool(n and BLOCKING_CALL.match(n)) for n in set(names.tolist())}
+    gap_range = np.full(len(rows), -1, dtype=np.int64)
+    gap_start = start.copy()
+    for t in np.unique(tid).tolist():
+        mine = np.flatnonzero(tid == t)
+        own = np.flatnonzero(ranges.tid == t)
+        # A thread's work before its first call (a data loader in the first step) counts too: from
+        # the start of the outermost range around that call (the step).
+        around = own[(ranges.start[own] <= start[mine[0]]) & (ranges.end[own] >= start[mine[0]])]
+        first = int(ranges.start[around].min()) if len(around) else int(start[mine[0]])
+        gap_start[mine] = np.r_[first, end[mine[:-1]]]
+        if len(own):
+            middle = gap_start[mine] + (start[mine] - gap_start[mine]) // 2
+            found = _native.innermost_covering(ranges.start[own], ranges.end[own], middle)
+            gap_range[mine] = np.where(found >= 0, own[np.maximum(found, 0)], -1)
+    return HostCalls(start=start, end=end, tid=tid, correlation=rt["correlation"][rows], name=rt["name"][rows],
+                     blocking=np.array([blocking_name[n] for n in names.tolist()], dtype=bool), gap_start=gap_start,
+                     gap_range=gap_range)
 
 
 def _metric_samples(export: Export) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -208,13 +270,14 @@ def trace_export(export: Export, index: int, report: str, key: int | None = None
 
     per_rank, used = [], []
     for pid, device in keys:
-        gpu = ranges = ops = None
+        gpu = ranges = ops = calls = None
         if pid is not None:
             gpu, ids = _gpu_items(export, pid, device, is_nccl)
             ranges = _host_ranges(export, pid)
+            calls = _host_calls(export, pid, ranges)
             ops = nccl_ops(export, pid, device)
-            used += ids + [ranges.name]
-        per_rank.append((pid, device, gpu, ranges, ops))
+            used += ids + [ranges.name, calls.name]
+        per_rank.append((pid, device, gpu, ranges, ops, calls))
 
     # One string table for the export's ranks, holding only the names they use, in export order.
     extended = export.strings + ["[CUDA memcpy]", "[CUDA memset]"]
@@ -229,13 +292,14 @@ def trace_export(export: Export, index: int, report: str, key: int | None = None
 
     traces = []
     key = id(export) if key is None else key
-    for pid, device, gpu, ranges, ops in per_rank:
+    for pid, device, gpu, ranges, ops, calls in per_rank:
         if gpu is not None:
             gpu = GpuItems(**{**gpu.__dict__, "name": local(gpu.name), "short_name": local(gpu.short_name)})
             ranges = HostRanges(start=ranges.start, end=ranges.end, tid=ranges.tid, name=local(ranges.name))
+            calls = HostCalls(**{**calls.__dict__, "name": local(calls.name)})
         traces.append(RankTrace(
             index=index, report=report, host=export.session.hostname, pid=pid, device=device, env_rank=env, file_rank=file,
-            counts=_counts(export, pid, device, is_nccl), strings=strings, ops=ops, gpu=gpu, ranges=ranges,
+            counts=_counts(export, pid, device, is_nccl), strings=strings, ops=ops, gpu=gpu, ranges=ranges, calls=calls,
             sm_count=sm_count(export, device) if pid is not None else None,
             metrics=metrics, metrics_shared=len(devices) > 1, key=key))
     facts = InputFacts(report=report, export=str(export.path), session=export.session, warnings=tuple(warnings))

@@ -1,0 +1,613 @@
+"""What-if blame (method.md section 4): what fixing each cause would save, measured by replaying the
+job's dependency graph with that cause removed.
+
+1. The graph: every rank's CUDA API calls and GPU ops on the aligned clock, with the recorded
+   synchronization and event records, and the collectives' members, go to the native
+   `ReplayGraph` (crates/core/src/whatif; docs/whatif-replay.md), which infers what is not recorded
+   and replays the whole job in one forward pass.
+2. Candidates, picked cheaply from excess over a reference:
+   * `kernel`: a compute kernel that ran longer on a rank than the same kernel (same step, same
+     occurrence) on the ranks running the same program (`peers`), or, where no other rank runs it
+     (pipeline stages), than on the same rank in other steps (`self`). Fixed: it runs as long as
+     its reference.
+   * `extra_kernel`: kernels a rank ran more often in a step than its peers. Fixed: not run.
+   * `host`: host time inside an NVTX range or CPU operator (its gaps between CUDA calls) longer on
+     a rank than the same range's occurrence on the peers. Fixed: as long as on the peers.
+   * `host_group`: the same late range on every rank of one host. Fixed on all of them, against
+     the ranks of the other hosts.
+   * `transfer`: transfers slower than the clean baseline of their kind (contention, network).
+     Fixed: at the baseline.
+   * `idle`: a rank's GPU ops starting later than anything recorded or inferred explains (slack).
+     Fixed: the slack goes.
+   A collective's own kernel is never a cause: wait that travels through an earlier collective is
+   charged to what made that one late.
+3. Each candidate is replayed alone, and all of them at once (the ideal), in parallel. A cause's
+   `wait_saved_ns` is the drop of the summed wait of all ranks over all collectives (GPU time),
+   `step_time_saved_ns` the mean over steps of how much shorter each step gets (a step ends at the
+   latest end of its ops on any rank), and per collective the wait it saved.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from nsys_collective import _native
+from nsys_collective.attribution.blocking import nvtx_family
+from nsys_collective.model.job import Job
+
+STEP_PATTERN = "ProfilerStep#*"
+# A kernel is a candidate when it ran at least this much longer than its reference, summed over its
+# runs (run-to-run jitter averages out in the sum: a real slowdown does not), and a host range when
+# it took this much longer.
+MIN_SLOWDOWN = 0.05
+MIN_HOST_EXCESS = 0.25
+# ... and when its excess is at least this many tolerances (a few us of jitter is no cause).
+MIN_EXCESS_TOLERANCES = 4
+# A cause is named with confidence when it is systematic (a kernel 10%+ slower or run more often,
+# a host range 50%+ longer, on every or most occurrences) and saves at least this share of the wait.
+CONFIDENT_SHARE = 0.10
+CONFIDENT_SLOWDOWN = 0.10
+# Ranks run the same program when their compute kernel names overlap this much (Jaccard).
+SAME_PROGRAM = 0.5
+# Candidates replayed at most (the largest excess first): each replay is one pass over the job.
+MAX_CANDIDATES = 24
+_I64_MIN = np.iinfo(np.int64).min
+
+
+@dataclass
+class Candidate:
+    cause: str  # kernel | extra_kernel | host | host_group | transfer | idle
+    rank: int | None  # rank number; None for host_group and transfer
+    host: str | None
+    name: str | None  # kernel short name, host range family, or what transferred
+    name_full: str | None
+    reference: str | None  # peers | self
+    excess_ns: int  # the cause's own extra time, what fixing it removes
+    systematic: bool
+    change: dict  # a ReplayGraph change
+    slowdown: float | None = None
+    runs: int | None = None
+    reference_runs: int | None = None
+
+
+@dataclass
+class WhatIf:
+    fidelity: dict
+    ideal: dict  # wait_saved_ns, step_time_saved_ns
+    causes: list[dict]  # the contract's whatif.causes entries, by wait_saved_ns
+    saved: list[np.ndarray]  # per cause (in `causes` order): wait saved per collective
+    ideal_saved: np.ndarray  # per collective: wait the ideal replay saves
+    steps: int
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Graph:
+    """The job's graph and the rows it was built from."""
+
+    graph: object  # _native.ReplayGraph
+    ranks: list[int]  # rank number of each dense rank
+    op_offset: dict[int, int]  # rank number -> its first op row (ops in timeline order)
+    call_offset: dict[int, int]
+    segment_offset: dict[int, int]  # rank number -> its first segment id (segments: host ranges)
+    op_step: np.ndarray  # per op row, dense step, -1 outside the steps
+    member_rows: np.ndarray  # per observation of job.collectives, its member row
+    step_names: list[str]
+    has_steps: bool  # the ranks mark steps (else the capture is one step)
+
+
+def _first_of_thread(tid: np.ndarray) -> np.ndarray:
+    """Whether each call (sorted by start) is its thread's first."""
+    _, first = np.unique(tid, return_index=True)
+    out = np.zeros(len(tid), dtype=bool)
+    out[first] = True
+    return out
+
+
+def _steps_of(job: Job, rank: int, points: np.ndarray, step_index: dict[str, int]) -> np.ndarray:
+    """The step (dense, -1 none) each point (UTC on the rank's clock) falls in."""
+    trace = job.traces[rank]
+    out = np.full(len(points), -1, dtype=np.int64)
+    ranges = trace.ranges
+    if ranges is None or not step_index:
+        return out
+    names = trace.names(ranges.name)
+    rows = np.flatnonzero([bool(n) and n in step_index for n in names.tolist()])
+    if not len(rows):
+        return out
+    found = _native.innermost_covering(ranges.start[rows], ranges.end[rows], points)
+    hit = found >= 0
+    codes = np.array([step_index[n] for n in names[rows].tolist()], dtype=np.int64)
+    out[hit] = codes[found[hit]]
+    return out
+
+
+def _step_names(job: Job, pattern: str) -> list[str]:
+    """The training steps every rank marks (ProfilerStep#N, or --steps), in time order."""
+    first: dict[str, int] = {}
+    for trace in job.traces.values():
+        if trace.ranges is None:
+            continue
+        for name, start in zip(trace.names(trace.ranges.name).tolist(), trace.ranges.start.tolist()):
+            if name and fnmatch.fnmatchcase(name, pattern):
+                first[name] = min(first.get(name, start), start)
+    return sorted(first, key=first.get)
+
+
+def build_graph(job: Job, tolerance_ns: int, step_pattern: str | None = None) -> _Graph | None:
+    """The job's ReplayGraph (None when there is nothing to replay: no collective, no GPU work)."""
+    ranks = [r.rank for r in job.ranks if job.traces[r.rank].gpu is not None]
+    if not ranks or not len(job.collectives):
+        return None
+    step_names = _step_names(job, step_pattern or STEP_PATTERN)
+    step_index = {n: i for i, n in enumerate(step_names)}
+    calls, ops, syncs, events = [], [], [], []
+    op_offset, call_offset, segment_offset = {}, {}, {}
+    n_ops = n_calls = n_segments = 0
+    correct = job.alignment.correct_rank
+    for dense, rank in enumerate(ranks):
+        trace, work = job.traces[rank], job.timeline[rank]
+        c = trace.calls
+        op_offset[rank], call_offset[rank], segment_offset[rank] = n_ops, n_calls, n_segments
+        launch_utc = trace.gpu.launch
+        op_step = _steps_of(job, rank, np.where(launch_utc >= 0, launch_utc, trace.gpu.start), step_index)
+        if not step_names:
+            op_step[:] = 0  # no steps marked: the capture is one step
+        ops.append({"rank": np.full(len(work), dense), "stream": work.stream, "start": work.start, "end": work.end,
+                    "correlation": trace.gpu.correlation, "step": op_step})
+        # Each thread starts at its first call, or at the host work before it (a data loader, say):
+        # a zero-length call there anchors the thread, so that the work before its first call can
+        # be shortened too.
+        first = np.flatnonzero(_first_of_thread(c.tid))
+        early = first[c.gap_start[first] < c.start[first]]
+        calls.append({"rank": np.full(len(c.start), dense), "thread": c.tid, "start": correct(rank, c.start),
+                      "end": correct(rank, c.end), "correlation": c.correlation, "blocking": c.blocking.astype(np.int64),
+                      "segment": np.where(c.gap_range >= 0, c.gap_range + n_segments, -1)})
+        origin = correct(rank, c.gap_start[early])
+        calls.append({"rank": np.full(len(early), dense), "thread": c.tid[early], "start": origin, "end": origin,
+                      "correlation": np.full(len(early), -1), "blocking": np.zeros(len(early), np.int64),
+                      "segment": np.full(len(early), -1)})
+        for table, rows in ((syncs, trace.syncs), (events, trace.events)):
+            if rows is not None and len(rows["correlation"]):
+                table.append({"rank": np.full(len(rows["correlation"]), dense), **rows})
+        n_ops += len(work)
+        n_calls += len(c.start) + len(early)
+        n_segments += len(trace.ranges.start)
+    col = job.collectives
+    member_rows = np.full(len(col.obs_rank), -1, dtype=np.int64)
+    for rank in ranks:
+        rows = np.flatnonzero(col.obs_rank == rank)
+        found = job.timeline[rank].index_of(job.aligned_start[rows], job.aligned_end[rows])
+        member_rows[rows] = np.where(found >= 0, op_offset[rank] + found, -1)
+    if (member_rows < 0).any():  # every observation came from a rank's GPU work: cannot happen
+        raise RuntimeError(f"{int((member_rows < 0).sum())} collective members not found in their rank's GPU work")
+    members = {"instance": col.obs_instance, "op": member_rows}
+
+    def joined(parts):
+        return {k: np.concatenate([p[k] for p in parts]).astype(np.int64) for k in parts[0]} if parts else None
+
+    graph = _native.ReplayGraph(joined(calls), joined(ops), members, syncs=joined(syncs), events=joined(events),
+                                tolerance_ns=int(tolerance_ns))
+    op_step = np.concatenate([o["step"] for o in ops])
+    return _Graph(graph=graph, ranks=ranks, op_offset=op_offset, call_offset=call_offset, segment_offset=segment_offset,
+                  op_step=op_step, member_rows=member_rows, step_names=step_names or ["(the whole capture)"],
+                  has_steps=bool(step_names))
+
+
+# Candidates -------------------------------------------------------------------------------------
+
+def _groups(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows sorted by the keys (last key first, as np.lexsort), each row's group number in that
+    order, and each group's first position."""
+    order = np.lexsort(keys[::-1])
+    if not len(order):
+        return order, order, order
+    sorted_keys = [k[order] for k in keys]
+    new = np.ones(len(order), dtype=bool)
+    new[1:] = np.any([k[1:] != k[:-1] for k in sorted_keys], axis=0)
+    return order, np.cumsum(new) - 1, np.flatnonzero(new)
+
+
+def _reference(value: np.ndarray, *keys: np.ndarray) -> np.ndarray:
+    """Per row, the median of the other rows with the same keys (ranks running the same thing);
+    NaN where no other row has them. With three or more rows the median of all of them serves
+    (a single outlier never is the median)."""
+    out = np.full(len(value), np.nan)
+    order, group, first = _groups(*keys)
+    if not len(order):
+        return out
+    counts = np.diff(np.r_[first, len(order)])
+    v = value[order].astype(np.float64)
+    # Sort values within each group, then take the middle.
+    within = np.lexsort((v, group))
+    v_sorted = v[within]
+    lo = first + (counts - 1) // 2
+    hi = first + counts // 2
+    median = (v_sorted[lo] + v_sorted[hi]) / 2
+    size = counts[group]
+    ref = median[group]
+    # Two rows: each one's reference is the other.
+    pair = size == 2
+    other = np.where(np.r_[False, group[1:] == group[:-1]], np.r_[0, v[:-1]], np.r_[v[1:], 0])
+    ref = np.where(pair, other, ref)
+    ref[size == 1] = np.nan
+    out[order] = ref
+    return out
+
+
+def _occurrence(*keys: np.ndarray) -> np.ndarray:
+    """Each row's position among the rows with the same keys, in row order."""
+    order = np.lexsort((np.arange(len(keys[0])),) + keys[::-1])
+    occ = np.empty(len(order), dtype=np.int64)
+    if not len(order):
+        return occ
+    sorted_keys = [k[order] for k in keys]
+    new = np.ones(len(order), dtype=bool)
+    new[1:] = np.any([k[1:] != k[:-1] for k in sorted_keys], axis=0)
+    starts = np.flatnonzero(new)
+    pos = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
+    occ[order] = pos
+    return occ
+
+
+def _programs(job: Job, ranks: list[int]) -> dict[int, int]:
+    """Ranks that run the same program (their compute kernel names overlap) share a number."""
+    names = {}
+    for rank in ranks:
+        w = job.timeline[rank]
+        names[rank] = set(np.unique(w.name[w.is_kernel & ~w.is_nccl]).tolist())
+    program, representatives = {}, []
+    for rank in ranks:
+        for k, rep in enumerate(representatives):
+            union = len(names[rank] | names[rep])
+            if union == 0 or len(names[rank] & names[rep]) / union >= SAME_PROGRAM:
+                program[rank] = k
+                break
+        else:
+            program[rank] = len(representatives)
+            representatives.append(rank)
+    return program
+
+
+@dataclass
+class _Kernels:
+    """Every compute kernel run of the job, one row each."""
+
+    rank: np.ndarray
+    program: np.ndarray
+    step: np.ndarray
+    name: np.ndarray
+    duration: np.ndarray
+    op: np.ndarray  # op row in the graph
+    occurrence: np.ndarray  # among the same kernel's runs in the same step on the same rank
+
+
+def _kernel_runs(job: Job, g: _Graph, program: dict[int, int]) -> _Kernels:
+    parts = []
+    for rank in g.ranks:
+        w = job.timeline[rank]
+        rows = np.flatnonzero(w.is_kernel & ~w.is_nccl)
+        op = g.op_offset[rank] + rows
+        parts.append((np.full(len(rows), rank), np.full(len(rows), program[rank]), g.op_step[op], w.name[rows],
+                      (w.end - w.start)[rows], op))
+    cols = [np.concatenate(c).astype(np.int64) for c in zip(*parts)]
+    k = _Kernels(*cols, occurrence=np.zeros(0, np.int64))
+    k.occurrence = _occurrence(k.rank, k.step, k.name)
+    return k
+
+
+def _kernel_candidates(job: Job, k: _Kernels, min_excess: int) -> list[Candidate]:
+    """Kernels that ran longer than their reference: the same run on the peers, else on the same
+    rank in other steps."""
+    peers = _reference(k.duration, k.program, k.step, k.name, k.occurrence)
+    selfs = _reference(k.duration, k.rank, k.name, k.occurrence)
+    use_peers = ~np.isnan(peers)
+    ref = np.where(use_peers, peers, selfs)
+    known = ~np.isnan(ref)
+    out = []
+    for reference, pick in (("peers", known & use_peers), ("self", known & ~use_peers)):
+        rows = np.flatnonzero(pick)
+        if not len(rows):
+            continue
+        order, group, first = _groups(k.rank[rows], k.name[rows])
+        rows = rows[order]
+        total = np.add.reduceat(k.duration[rows].astype(np.float64), first)
+        total_ref = np.add.reduceat(ref[rows], first)
+        over = np.maximum(0, k.duration[rows] - ref[rows])
+        excess = np.add.reduceat(over, first)
+        slowdown = total / np.maximum(total_ref, 1) - 1
+        for g_ in np.flatnonzero((slowdown >= MIN_SLOWDOWN) & (excess >= min_excess)).tolist():
+            members = rows[group == g_]
+            slow = members[k.duration[members] > ref[members]]
+            rank, name = int(k.rank[members[0]]), int(k.name[members[0]])
+            out.append(Candidate(
+                cause="kernel", rank=rank, host=job.by_number[rank].host, name=_short(job, name),
+                name_full=job.timeline.names.values[name], reference=reference, excess_ns=int(excess[g_]),
+                systematic=bool(slowdown[g_] >= CONFIDENT_SLOWDOWN), slowdown=float(slowdown[g_]),
+                runs=len(members), reference_runs=len(members),
+                change={"op": k.op[slow], "op_ns": np.round(ref[slow]).astype(np.int64)}))
+    return out
+
+
+def _short(job: Job, name: int) -> str:
+    """The short name of a kernel's full name id."""
+    for rank in job.traces:
+        short = job.timeline[rank].short_of.get(name)
+        if short is not None:
+            return job.timeline.names.values[short]
+    return job.timeline.names.values[name]
+
+
+def _extra_candidates(job: Job, k: _Kernels, program: dict[int, int], min_excess: int) -> list[Candidate]:
+    """Kernels a rank ran more often in a step than the other ranks of its program did."""
+    out = []
+    ranks_of = {}
+    for rank, p in program.items():
+        ranks_of.setdefault(p, []).append(rank)
+    for p, members in ranks_of.items():
+        if len(members) < 2:
+            continue
+        mine = np.flatnonzero(k.program == p)
+        # Runs per (step, name, rank), zeros included, as a dense table.
+        keys, key_of = np.unique(np.stack([k.step[mine], k.name[mine]]), axis=1, return_inverse=True)
+        col = {r: i for i, r in enumerate(members)}
+        counts = np.zeros((keys.shape[1], len(members)), dtype=np.int64)
+        np.add.at(counts, (key_of.ravel(), [col[int(r)] for r in k.rank[mine]]), 1)
+        peer = np.median(counts, axis=1)
+        for j, rank in enumerate(members):
+            extra_keys = np.flatnonzero(counts[:, j] > peer)
+            if not len(extra_keys):
+                continue
+            rows = mine[(k.rank[mine] == rank) & np.isin(key_of.ravel(), extra_keys)]
+            # The runs beyond the peers' count in each step are the extra ones.
+            allowed = np.floor(peer[key_of.ravel()[np.searchsorted(mine, rows)]]).astype(np.int64)
+            extra = rows[k.occurrence[rows] >= allowed]
+            for name in np.unique(k.name[extra]).tolist():
+                removed = extra[k.name[extra] == name]
+                excess = int(k.duration[removed].sum())
+                if excess < min_excess:
+                    continue
+                per_rank = counts[np.flatnonzero(keys[1] == name)].sum(axis=0)
+                runs, reference_runs = int(per_rank[j]), int(round(np.median(np.delete(per_rank, j))))
+                out.append(Candidate(
+                    cause="extra_kernel", rank=rank, host=job.by_number[rank].host, name=_short(job, name),
+                    name_full=job.timeline.names.values[name], reference="peers", excess_ns=excess,
+                    systematic=runs > reference_runs, runs=runs, reference_runs=reference_runs,
+                    change={"op": k.op[removed], "op_ns": np.zeros(len(removed), np.int64)}))
+    return out
+
+
+@dataclass
+class _HostTime:
+    """Host time inside every range occurrence of the job (the gaps between CUDA calls whose
+    middle fell in it), one row per occurrence."""
+
+    rank: np.ndarray
+    program: np.ndarray
+    step: np.ndarray
+    family: np.ndarray  # id into `families`
+    occurrence: np.ndarray
+    total: np.ndarray
+    segment: np.ndarray  # graph segment id
+    families: list[str]
+
+
+def _host_time(job: Job, g: _Graph, program: dict[int, int], step_pattern: str) -> _HostTime:
+    family_id: dict[str, int] = {}
+    parts = []
+    step_index = {n: i for i, n in enumerate(g.step_names)}
+    for rank in g.ranks:
+        trace = job.traces[rank]
+        ranges, calls = trace.ranges, trace.calls
+        inside = calls.gap_range >= 0
+        gaps = np.maximum(0, calls.start - calls.gap_start)  # overlapping calls leave no host time
+        total = np.bincount(calls.gap_range[inside], weights=gaps[inside], minlength=len(ranges.start)).astype(np.int64)
+        used = np.flatnonzero(total > 0)
+        names = trace.names(ranges.name[used])
+        fam = np.array([family_id.setdefault(nvtx_family(n) or "", len(family_id)) if n and not
+                        fnmatch.fnmatchcase(n, step_pattern) else -1 for n in names.tolist()], dtype=np.int64)
+        used, fam = used[fam >= 0], fam[fam >= 0]
+        step = _steps_of(job, rank, ranges.start[used], step_index) if g.has_steps else np.zeros(len(used), np.int64)
+        parts.append((np.full(len(used), rank), np.full(len(used), program[rank]), step, fam, total[used],
+                      g.segment_offset[rank] + used))
+    cols = [np.concatenate(c).astype(np.int64) for c in zip(*parts)]
+    rank, prog, step, fam, total, segment = cols
+    return _HostTime(rank, prog, step, fam, _occurrence(rank, step, fam), total, segment,
+                     families=sorted(family_id, key=family_id.get))
+
+
+def _host_candidates(job: Job, h: _HostTime, min_excess: int) -> list[Candidate]:
+    """Host ranges that took longer on a rank than on the other ranks of its program, and the same
+    range late on every rank of one host."""
+    out = []
+    ref = _reference(h.total, h.program, h.step, h.family, h.occurrence)
+    by_rank_family = {}
+    rows = np.flatnonzero(~np.isnan(ref))
+    if len(rows):
+        order, group, first = _groups(h.rank[rows], h.family[rows])
+        rows = rows[order]
+        total = np.add.reduceat(h.total[rows].astype(np.float64), first)
+        excess = np.add.reduceat(np.maximum(0, h.total[rows] - ref[rows]), first)
+        longer = total / np.maximum(np.add.reduceat(ref[rows], first), 1) - 1
+        for g_ in np.flatnonzero((longer >= MIN_HOST_EXCESS) & (excess >= min_excess)).tolist():
+            members = rows[group == g_]
+            late = members[h.total[members] > ref[members]]
+            rank, family = int(h.rank[members[0]]), int(h.family[members[0]])
+            by_rank_family[(rank, family)] = late
+            out.append(Candidate(
+                cause="host", rank=rank, host=job.by_number[rank].host, name=h.families[family] or None,
+                name_full=h.families[family] or None, reference="peers", excess_ns=int(excess[g_]),
+                systematic=bool(longer[g_] >= 2 * MIN_HOST_EXCESS), slowdown=float(longer[g_]),
+                change={"segment": h.segment[late], "segment_ns": np.round(ref[late]).astype(np.int64)}))
+    # A host-wide cause: the same range late on every rank of a host, against the other hosts.
+    host_of = {r.rank: r.host for r in job.ranks}
+    for host in sorted({host_of[r] for r, _ in by_rank_family}, key=str):
+        on_host = sorted(r for r in job.traces if host_of.get(r) == host and job.traces[r].gpu is not None)
+        if len(on_host) < 2:
+            continue
+        for family in sorted({f for r, f in by_rank_family if r in on_host}):
+            if not all((r, family) in by_rank_family for r in on_host):
+                continue
+            off = ~np.isin(h.rank, on_host)
+            # References from the other hosts only: the host's own ranks are all late.
+            ref_off = _reference_from(h, off, family)
+            late = np.flatnonzero(np.isin(h.rank, on_host) & (h.family == family))
+            known = late[~np.isnan(ref_off[late])]
+            fixed = known[h.total[known] > ref_off[known]]
+            excess = int(np.maximum(0, h.total[fixed] - ref_off[fixed]).sum())
+            if excess < min_excess:
+                continue
+            out.append(Candidate(
+                cause="host_group", rank=None, host=host, name=h.families[family] or None, name_full=h.families[family] or None,
+                reference="peers", excess_ns=excess, systematic=True,
+                change={"segment": h.segment[fixed], "segment_ns": np.round(ref_off[fixed]).astype(np.int64)}))
+    return out
+
+
+def _reference_from(h: _HostTime, source: np.ndarray, family: int) -> np.ndarray:
+    """Per row of `family`, the median total of the same (program, step, occurrence) over the
+    `source` rows (NaN where none)."""
+    out = np.full(len(h.total), np.nan)
+    src = np.flatnonzero(source & (h.family == family))
+    if not len(src):
+        return out
+    table: dict[tuple, list[int]] = {}
+    for i in src.tolist():
+        table.setdefault((int(h.program[i]), int(h.step[i]), int(h.occurrence[i])), []).append(int(h.total[i]))
+    for i in np.flatnonzero(h.family == family).tolist():
+        values = table.get((int(h.program[i]), int(h.step[i]), int(h.occurrence[i])))
+        if values:
+            out[i] = float(np.median(values))
+    return out
+
+
+def _transfer_candidates(job: Job, g: _Graph, baseline: np.ndarray, min_excess: int) -> list[Candidate]:
+    """Transfers slower than the clean baseline of their kind, one candidate per communicator."""
+    col, t = job.collectives, job.timing
+    inst = col.obs_instance
+    x = np.maximum(0, job.aligned_end - t.last_arrival[inst])
+    base = baseline[inst]
+    slow = (base >= 0) & (x > base)
+    out = []
+    for comm in sorted(set(col.comm)):
+        rows = np.flatnonzero(slow & np.array([col.comm[i] == comm for i in inst.tolist()], dtype=bool))
+        excess = int((x[rows] - base[rows]).sum())
+        if not len(rows) or excess < min_excess:
+            continue
+        ops = sorted({job.op_name(int(i)) for i in inst[rows].tolist()})
+        out.append(Candidate(
+            cause="transfer", rank=None, host=None, name=f"{'/'.join(ops)} on {comm}", name_full=None, reference="baseline",
+            excess_ns=excess, systematic=excess >= 0.1 * max(1, int(x[np.isin(inst, inst[rows])].sum())),
+            change={"member": rows, "member_ns": base[rows]}))
+    return out
+
+
+def _idle_candidates(job: Job, g: _Graph, tolerance: int, min_excess: int) -> list[Candidate]:
+    """GPU ops that started later than anything recorded or inferred explains, per rank."""
+    out = []
+    graph = g.graph
+    for rank in g.ranks:
+        n = len(job.timeline[rank])
+        if not n:
+            continue
+        rows = np.arange(g.op_offset[rank], g.op_offset[rank] + n)
+        nodes = graph.nodes("op_start", rows)
+        slack = graph.slack(nodes)
+        late = slack > tolerance
+        excess = int(slack[late].sum())
+        if excess < min_excess:
+            continue
+        out.append(Candidate(cause="idle", rank=rank, host=job.by_number[rank].host, name=None, name_full=None,
+                             reference=None, excess_ns=excess, systematic=False, change={"zero_slack": nodes[late]}))
+    return out
+
+
+# Replays ----------------------------------------------------------------------------------------
+
+def _merged(changes: list[dict]) -> dict:
+    """Every change at once: the shortest duration, gap total and transfer any of them gives."""
+    out: dict = {}
+    for key, value in (("op", "op_ns"), ("segment", "segment_ns"), ("member", "member_ns")):
+        ids = [np.asarray(c[key], np.int64) for c in changes if key in c]
+        if not ids:
+            continue
+        ids_all = np.concatenate(ids)
+        values = np.concatenate([np.asarray(c[value], np.int64) for c in changes if key in c])
+        order = np.lexsort((values, ids_all))
+        first = np.r_[True, ids_all[order][1:] != ids_all[order][:-1]]
+        out[key], out[value] = ids_all[order][first], values[order][first]
+    slack = [np.asarray(c["zero_slack"], np.int64) for c in changes if "zero_slack" in c]
+    if slack:
+        out["zero_slack"] = np.unique(np.concatenate(slack))
+    return out
+
+
+def _step_time_saved(base: dict, out: dict, job_start: int) -> int:
+    """Mean over steps of how much shorter each step got (a step's time: its end minus the
+    previous step's end; the first step's: minus the job's start)."""
+    ends_base, ends_out = base["step_end"], out["step_end"]
+    have = ends_base != _I64_MIN
+    if not have.any():
+        return 0
+    b, o = ends_base[have], ends_out[have]
+    saved = np.diff(np.r_[job_start, b]) - np.diff(np.r_[job_start, o])
+    return int(round(float(saved.mean())))
+
+
+def _confidence(c: Candidate, wait_saved: int, total_wait: int) -> str:
+    return "high" if c.systematic and total_wait > 0 and wait_saved >= CONFIDENT_SHARE * total_wait else "low"
+
+
+def analyze(job: Job, baseline: np.ndarray, tolerance_ns: int, step_pattern: str | None = None) -> WhatIf | None:
+    """The what-if of every candidate cause of the job (None when there is nothing to replay).
+    `baseline`: each collective's clean transfer time (contention), -1 where unknown."""
+    g = build_graph(job, tolerance_ns, step_pattern)
+    if g is None:
+        return None
+    pattern = step_pattern or STEP_PATTERN
+    total_wait = int(job.timing.wait_cost.sum())
+    # A cause must be worth a few tolerances, and at least a small share of the wait it could explain.
+    min_excess = max(MIN_EXCESS_TOLERANCES * tolerance_ns, int(0.002 * total_wait))
+    program = _programs(job, g.ranks)
+    kernels = _kernel_runs(job, g, program)
+    candidates = (_kernel_candidates(job, kernels, min_excess) + _extra_candidates(job, kernels, program, min_excess)
+                  + _host_candidates(job, _host_time(job, g, program, pattern), min_excess)
+                  + _transfer_candidates(job, g, baseline, min_excess)
+                  + _idle_candidates(job, g, tolerance_ns, min_excess))
+    candidates.sort(key=lambda c: -c.excess_ns)
+    warnings = []
+    if len(candidates) > MAX_CANDIDATES:
+        warnings.append(f"what-if: {len(candidates)} candidate causes; the {MAX_CANDIDATES} with the most excess were replayed")
+        candidates = candidates[:MAX_CANDIDATES]
+    changes = [c.change for c in candidates] + [_merged([c.change for c in candidates])]
+    base = g.graph.replay()
+    outcomes = g.graph.replay_many(changes, threads=os.cpu_count())
+    ideal_out = outcomes.pop()
+    job_start = int(min(job.alignment.correct_rank(r, job.traces[r].calls.start[:1]).min()
+                        for r in g.ranks if len(job.traces[r].calls.start)))
+    rows = []
+    for c, out in zip(candidates, outcomes):
+        saved_wait = base["wait"] - out["wait"]
+        wait_saved = int(base["total_wait"] - out["total_wait"])
+        rows.append((c, wait_saved, _step_time_saved(base, out, job_start), saved_wait))
+    rows.sort(key=lambda r: (-r[1], -r[2]))
+    causes, saved = [], []
+    for c, wait_saved, step_saved, saved_wait in rows:
+        causes.append({
+            "cause": c.cause, "rank": c.rank, "host": c.host, "name": c.name, "reference": c.reference,
+            "excess_ns": c.excess_ns, "wait_saved_ns": wait_saved, "step_time_saved_ns": step_saved,
+            "collectives": int((saved_wait > 0).sum()), "confidence": _confidence(c, wait_saved, total_wait),
+            "name_full": c.name_full, "slowdown": c.slowdown, "runs": c.runs, "reference_runs": c.reference_runs})
+        saved.append(saved_wait)
+    fidelity = g.graph.fidelity()
+    return WhatIf(
+        fidelity={k: fidelity[k] for k in ("ops", "explained_start_share", "start_error_ns", "slack_ns",
+                                           "inferred_dependencies", "recorded_dependencies")},
+        ideal={"wait_saved_ns": int(base["total_wait"] - ideal_out["total_wait"]),
+               "step_time_saved_ns": _step_time_saved(base, ideal_out, job_start)},
+        causes=causes, saved=saved, ideal_saved=base["wait"] - ideal_out["wait"], steps=len(g.step_names),
+        warnings=warnings)
