@@ -36,6 +36,7 @@ class Contention:
     overlap: np.ndarray  # per instance: compute overlapping its transfers, summed over ranks
     sm_pressure: np.ndarray  # per instance: sum(overlap x SM footprint) / sum of transfer phases
     excess: np.ndarray  # per instance: transfer beyond baseline, summed over ranks; -1 unknown
+    kind: np.ndarray  # per instance: which kind of collective it is (same communicator, operation, ranks, size or place in the step)
     compute_slowdown: list[dict]
     metrics: dict[str, np.ndarray] = field(default_factory=dict)  # per field, per instance (NaN: none)
     warnings: list[str] = field(default_factory=list)
@@ -144,7 +145,9 @@ def attribute(job: Job) -> Contention:
     metrics, metric_warnings = gpu_metrics.during_transfers(job)
     phases = np.bincount(inst, weights=transfer_on_rank, minlength=n)
     sm_pressure = np.divide(weight_sum, phases, out=np.zeros(n), where=phases > 0)
+    kind_of = {kind: k for k, kind in enumerate(by_kind)}
     return Contention(entries=listed, baseline=baseline, overlap=overlap, sm_pressure=sm_pressure, excess=excess,
+                      kind=np.array([kind_of[kind] for kind in kinds], dtype=np.int64),
                       compute_slowdown=_compute_slowdown(job), metrics=metrics, warnings=warnings + metric_warnings)
 
 

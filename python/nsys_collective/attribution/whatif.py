@@ -53,6 +53,14 @@ CONFIDENT_SHARE = 0.10
 CONFIDENT_SLOWDOWN = 0.10
 # Ranks run the same program when their compute kernel names overlap this much (Jaccard).
 SAME_PROGRAM = 0.5
+# Transfers: the baseline of a kind of collective is this percentile of its transfers, from this
+# many of them on; a transfer this many times its baseline is slow.
+TRANSFER_BASELINE_PERCENTILE = 10
+MIN_TRANSFER_SAMPLES = 4
+SLOW_TRANSFER = 1.2
+# A cause must save at least its excess threshold of wait, or this share of a step (a transfer
+# slowed between queued buckets can cost step time while the ranks wait no more).
+MIN_STEP_SHARE = 0.002
 # Candidates replayed at most (the largest excess first): each replay is one pass over the job.
 MAX_CANDIDATES = 24
 _I64_MIN = np.iinfo(np.int64).min
@@ -485,13 +493,21 @@ def _reference_from(h: _HostTime, source: np.ndarray, family: int) -> np.ndarray
     return out
 
 
-def _transfer_candidates(job: Job, g: _Graph, baseline: np.ndarray, min_excess: int) -> list[Candidate]:
-    """Transfers slower than the clean baseline of their kind, one candidate per communicator."""
+def _transfer_candidates(job: Job, g: _Graph, kind: np.ndarray, min_excess: int) -> list[Candidate]:
+    """Transfers clearly slower than the fast ones of their kind (contention, a slow link), one
+    candidate per communicator. The baseline is a low percentile of each kind's transfers on every
+    rank, whether compute overlapped them or not (in DDP every bucket but the last overlaps the
+    backward pass: there is no clean one); a transfer is slow beyond jitter only when it took
+    SLOW_TRANSFER times its baseline."""
     col, t = job.collectives, job.timing
     inst = col.obs_instance
     x = np.maximum(0, job.aligned_end - t.last_arrival[inst])
-    base = baseline[inst]
-    slow = (base >= 0) & (x > base)
+    base = np.full(len(x), -1, dtype=np.int64)
+    for k in np.unique(kind).tolist():
+        rows = np.flatnonzero(kind[inst] == k)
+        if len(rows) >= MIN_TRANSFER_SAMPLES:
+            base[rows] = int(np.percentile(x[rows], TRANSFER_BASELINE_PERCENTILE))
+    slow = (base >= 0) & (x > SLOW_TRANSFER * base)
     out = []
     for comm in sorted(set(col.comm)):
         rows = np.flatnonzero(slow & np.array([col.comm[i] == comm for i in inst.tolist()], dtype=bool))
@@ -562,9 +578,9 @@ def _confidence(c: Candidate, wait_saved: int, total_wait: int) -> str:
     return "high" if c.systematic and total_wait > 0 and wait_saved >= CONFIDENT_SHARE * total_wait else "low"
 
 
-def analyze(job: Job, baseline: np.ndarray, tolerance_ns: int, step_pattern: str | None = None) -> WhatIf | None:
+def analyze(job: Job, kind: np.ndarray, tolerance_ns: int, step_pattern: str | None = None) -> WhatIf | None:
     """The what-if of every candidate cause of the job (None when there is nothing to replay).
-    `baseline`: each collective's clean transfer time (contention), -1 where unknown."""
+    `kind`: each collective's kind (contention.Contention.kind): transfers compare within it."""
     g = build_graph(job, tolerance_ns, step_pattern)
     if g is None:
         return None
@@ -576,7 +592,7 @@ def analyze(job: Job, baseline: np.ndarray, tolerance_ns: int, step_pattern: str
     kernels = _kernel_runs(job, g, program)
     candidates = (_kernel_candidates(job, kernels, min_excess) + _extra_candidates(job, kernels, program, min_excess)
                   + _host_candidates(job, _host_time(job, g, program, pattern), min_excess)
-                  + _transfer_candidates(job, g, baseline, min_excess)
+                  + _transfer_candidates(job, g, kind, min_excess)
                   + _idle_candidates(job, g, tolerance_ns, min_excess))
     candidates.sort(key=lambda c: -c.excess_ns)
     warnings = []
@@ -590,10 +606,16 @@ def analyze(job: Job, baseline: np.ndarray, tolerance_ns: int, step_pattern: str
     job_start = int(min(job.alignment.correct_rank(r, job.traces[r].calls.start[:1]).min()
                         for r in g.ranks if len(job.traces[r].calls.start)))
     rows = []
+    have = base["step_end"] != _I64_MIN
+    mean_step = float(np.diff(np.r_[job_start, base["step_end"][have]]).mean()) if have.any() else 0.0
+    min_step_saved = max(tolerance_ns, MIN_STEP_SHARE * mean_step)
     for c, out in zip(candidates, outcomes):
         saved_wait = base["wait"] - out["wait"]
         wait_saved = int(base["total_wait"] - out["total_wait"])
-        rows.append((c, wait_saved, _step_time_saved(base, out, job_start), saved_wait))
+        step_saved = _step_time_saved(base, out, job_start)
+        # A candidate whose fix changes nothing worth a word is no cause.
+        if wait_saved >= min_excess or step_saved >= min_step_saved:
+            rows.append((c, wait_saved, step_saved, saved_wait))
     rows.sort(key=lambda r: (-r[1], -r[2]))
     causes, saved = [], []
     for c, wait_saved, step_saved, saved_wait in rows:

@@ -3,9 +3,13 @@
 NCCL makes every rank of a communicator issue its operations in the same order, so the k-th
 operation of a communicator on each rank is one collective instance. Without NCCL payloads (not
 in a default export) a communicator is found as a stream per rank whose sequences of operation
-kinds agree: PyTorch uses one NCCL stream per process group and device. Where several candidate
-streams agree, the one whose operations end nearest in time wins (ends of one instance are
-near-simultaneous). What cannot be matched is reported with counts, never dropped silently.
+kinds agree: PyTorch uses one NCCL stream per process group and device. A point-to-point stream
+pairs with the one peer stream whose sends are its receives and back (a pipeline stage talks to
+each neighbour on its own stream). Ends of one instance are near-simultaneous on all its ranks,
+up to each clock's offset and drift: a stream joins a group only where its end times follow the
+group's that way (two groups running the same program, tensor-parallel groups on two hosts, are
+told apart so), and of several such groups the nearest. What cannot be matched is reported with
+counts, never dropped silently.
 """
 
 from __future__ import annotations
@@ -19,6 +23,35 @@ from nsys_collective.model.nccl import OPS, NcclOps
 # Kinds taken from a kernel name alone say little: `SendRecv` and `Generic` kernels carry many
 # collectives. They match any kind; a named kind in another rank's sequence decides.
 WEAK = np.array([op in ("SendRecv", "Generic") for op in OPS])
+# A send pairs with a receive, never with another send.
+P2P = np.array([op in ("Send", "Recv") for op in OPS])
+PAIR = OPS.index("SendRecv")
+# Two streams of one communicator end each instance together, up to their clocks' offsets, which
+# change slowly: from one instance to the next, the difference of their end times changes by
+# jitter only (a few us), while two groups running the same program wander apart by tens of us.
+# The spread of those changes (median absolute deviation) decides, from this many common
+# operations on: a stream joins a group of two or more where its spread against the group is at
+# most RATIO times the group's own (or FLOOR), a lone stream where it is at most LOOSE.
+MIN_TIMED = 4
+SPREAD_FLOOR_NS = 8_000
+SPREAD_RATIO = 4.0
+SPREAD_LOOSE_NS = 50_000
+
+
+def _compatible(a: np.ndarray, b: np.ndarray) -> bool:
+    """Kind by kind: the same kind, a weak kind on either side, or a send against a receive."""
+    pair = P2P[a] & P2P[b]
+    return bool(np.all(np.where(pair, a != b, (a == b) | WEAK[a] | WEAK[b])))
+
+
+def _spread(a: np.ndarray, b: np.ndarray) -> float | None:
+    """How much the difference of end times a and b (a common prefix) changes from one instance to
+    the next, beyond a steady trend (None with too few instances to tell)."""
+    n = min(len(a), len(b))
+    if n < MIN_TIMED:
+        return None
+    step = np.diff((a[:n] - b[:n]).astype(np.float64))
+    return float(np.median(np.abs(step - np.median(step))))
 
 
 @dataclass
@@ -35,23 +68,40 @@ class _Group:
     members: list[_Stream]
     op: np.ndarray  # the strongest kind seen at each position
     end: np.ndarray  # the first member's end times, for nearness
+    internal: float = 0.0  # the largest spread of a member against the first
 
     def accepts(self, s: _Stream) -> bool:
-        if any(m.rank == s.rank for m in self.members):
+        if any(m.rank == s.rank for m in self.members) or (self.pairs and len(self.members) == 2):
             return False
         n = min(len(s.op), len(self.op))
-        a, b = s.op[:n], self.op[:n]
-        return bool(np.all((a == b) | WEAK[a] | WEAK[b]))
+        first = self.members[0].op[:n]  # a pair's aggregated kind is SendRecv: compare with a member
+        if not _compatible(s.op[:n], first if self.pairs else self.op[:n]):
+            return False
+        spread = _spread(s.end, self.end)
+        if spread is None:
+            return True
+        limit = SPREAD_LOOSE_NS if len(self.members) == 1 else max(SPREAD_FLOOR_NS, SPREAD_RATIO * self.internal)
+        return spread <= limit
 
-    def distance(self, s: _Stream) -> float:
+    @property
+    def pairs(self) -> bool:
+        """A point-to-point pair: its kinds are sends and receives."""
+        return bool(P2P[self.members[0].op].any())
+
+    def distance(self, s: _Stream) -> tuple[float, float]:
+        """How far the stream is from the group: the spread of their end times' differences, then
+        the median distance of their ends."""
         n = min(len(s.end), len(self.end))
-        return float(np.median(np.abs(s.end[:n] - self.end[:n]))) if n else 0.0
+        return (_spread(s.end, self.end) or 0.0, float(np.median(np.abs(s.end[:n] - self.end[:n]))) if n else 0.0)
 
     def add(self, s: _Stream) -> None:
+        if self.members:
+            self.internal = max(self.internal, _spread(s.end, self.end) or 0.0)
         self.members.append(s)
         n = min(len(s.op), len(self.op))
         stronger = WEAK[self.op[:n]] & ~WEAK[s.op[:n]]
         self.op[:n][stronger] = s.op[:n][stronger]
+        self.op[:n][P2P[self.op[:n]] & P2P[s.op[:n]]] = PAIR  # a send and its receive: one transfer
 
 
 @dataclass

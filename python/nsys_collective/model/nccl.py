@@ -18,8 +18,9 @@ from nsys_collective.ingest.capture import NVTX_PUSH_POP_RANGE, NVTX_START_END_R
 
 OPS = ("AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce", "AllToAll", "SendRecv", "Send", "Recv", "Generic")
 """Operation kinds; `NcclOps.op` holds indices into this tuple."""
-SYNC_OPS = frozenset({"AllReduce", "AllGather", "ReduceScatter", "AllToAll"})
-"""Operations in which every rank waits for every other: no rank ends before the last one starts."""
+SYNC_OPS = frozenset({"AllReduce", "AllGather", "ReduceScatter", "AllToAll", "SendRecv"})
+"""Operations in which every rank waits for every other: no rank ends before the last one starts
+(a matched send/receive pair, SendRecv, too: its transfer starts once both peers are in)."""
 
 # Longer names first: "ReduceScatter" and "AllReduce" both contain "Reduce".
 _KERNEL_OP = re.compile(r"(ReduceScatter|AllReduce|AllGather|AllToAll|AlltoAll|Broadcast|SendRecv|Reduce|Send|Recv|Generic)", re.I)
