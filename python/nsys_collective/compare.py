@@ -15,7 +15,7 @@ from pathlib import Path
 
 from nsys_collective.units import duration_text as _ms
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 # A cause is worth a sentence when it inflicted at least this share of its run's collective wait.
 SIGNIFICANT_SHARE = 0.10
 # A total "changed" when it moved by at least this fraction; below it, it "barely changed".
@@ -82,14 +82,27 @@ def _summary(a: dict, b: dict) -> dict:
 
 # Blocking causes ----------------------------------------------------------------------------------
 
+HOST_CAUSES = ("host", "host_group", "host_launch")  # host_launch: documents of schema 1
+
+
 def _causes(doc: dict) -> dict[tuple, dict]:
-    """(cause, name, rank) -> the run's blocking entry; kernels keyed by full name (short names of
-    template variants can collide), late launches by their NVTX range."""
+    """(cause, name, rank or host) -> the run's cause: its what-if causes (schema 2) with what fixing
+    each saves (`wait_saved_ns`), or, from a document of schema 1, its blocking entries with the
+    wait they inflicted. Kernels are keyed by full name (short names of template variants can
+    collide), host time by its NVTX range."""
     out = {}
+    if doc.get("whatif"):
+        for e in doc["whatif"]["causes"]:
+            name = e.get("name_full") or e.get("name")
+            entry = {**e, "kernel": e["name"] if e["cause"] in ("kernel", "extra_kernel") else None,
+                     "kernel_full": e.get("name_full"), "nvtx": e["name"] if e["cause"] in HOST_CAUSES else None,
+                     "blame_ns": e["excess_ns"]}
+            out[(e["cause"], name, e["rank"] if e["rank"] is not None else e["host"])] = entry
+        return out
     for e in doc.get("blocking_kernels", []):
-        out[(e["cause"], e.get("kernel_full") or e["kernel"], e["rank"])] = e
+        out[(e["cause"], e.get("kernel_full") or e["kernel"], e["rank"])] = {**e, "wait_saved_ns": e["inflicted_wait_ns"]}
     for e in doc.get("blocking_launches", []):
-        out[("host_launch", e["nvtx"], e["rank"])] = e
+        out[("host_launch", e["nvtx"], e["rank"])] = {**e, "wait_saved_ns": e["inflicted_wait_ns"]}
     return out
 
 
@@ -103,12 +116,13 @@ def _blocking(a: dict, b: dict) -> list[dict]:
             "cause": key[0],
             "kernel": e.get("kernel"), "kernel_full": e.get("kernel_full"), "nvtx": e.get("nvtx"),
             "rank": key[2],
-            "inflicted_wait_ns": _triple(ea.get("inflicted_wait_ns", 0), eb.get("inflicted_wait_ns", 0)),
+            "wait_saved_ns": _triple(ea.get("wait_saved_ns", 0), eb.get("wait_saved_ns", 0)),
+            "step_time_saved_ns": _triple(ea.get("step_time_saved_ns", 0), eb.get("step_time_saved_ns", 0)),
             "blame_ns": _triple(ea.get("blame_ns", 0), eb.get("blame_ns", 0)),
             "collectives": _triple(ea.get("collectives", 0), eb.get("collectives", 0)),
             "confidence": {"a": ea.get("confidence"), "b": eb.get("confidence")},
         })
-    rows.sort(key=lambda r: (-abs(r["inflicted_wait_ns"]["delta"]), -r["inflicted_wait_ns"]["b"]))
+    rows.sort(key=lambda r: (-abs(r["wait_saved_ns"]["delta"]), -r["wait_saved_ns"]["b"]))
     return rows
 
 
@@ -120,7 +134,7 @@ def _by_cause(blocking: list[dict]) -> list[dict]:
         key = (r["cause"], r["kernel_full"] or r["kernel"], r["nvtx"])
         g = groups.setdefault(key, {"cause": r["cause"], "kernel": r["kernel"], "kernel_full": r["kernel_full"],
                                     "nvtx": r["nvtx"], "by_rank": []})
-        g["by_rank"].append({"rank": r["rank"], "a": r["inflicted_wait_ns"]["a"], "b": r["inflicted_wait_ns"]["b"],
+        g["by_rank"].append({"rank": r["rank"], "a": r["wait_saved_ns"]["a"], "b": r["wait_saved_ns"]["b"],
                              "confidence": r["confidence"]})
     out = []
     for g in groups.values():
@@ -131,10 +145,10 @@ def _by_cause(blocking: list[dict]) -> list[dict]:
         # High when the analysis of that run was confident about the cause on any rank.
         confidence = {side: "high" if any(x["confidence"][side] == "high" for x in g["by_rank"])
                       else "low" if any(x[side] for x in g["by_rank"]) else None for side in ("a", "b")}
-        g.update({"inflicted_wait_ns": _triple(total_a, total_b), "top_rank": top, "confidence": confidence,
+        g.update({"wait_saved_ns": _triple(total_a, total_b), "top_rank": top, "confidence": confidence,
                   "moved": top["a"] is not None and top["b"] is not None and top["a"] != top["b"]})
         out.append(g)
-    out.sort(key=lambda g: -max(g["inflicted_wait_ns"]["a"], g["inflicted_wait_ns"]["b"]))
+    out.sort(key=lambda g: -max(g["wait_saved_ns"]["a"], g["wait_saved_ns"]["b"]))
     return out
 
 
@@ -215,8 +229,10 @@ def _short(text: str | None, width: int) -> str:
 
 def _name(g: dict) -> str:
     """A cause as the subject of a sentence."""
-    if g["cause"] == "host_launch":
-        return f"Late launches in '{g['nvtx'] or 'no NVTX range'}'"
+    if g["cause"] in HOST_CAUSES:
+        return f"Host time in '{g['nvtx'] or 'no NVTX range'}'"
+    if g["cause"] in ("transfer", "idle"):
+        return {"transfer": "Slow transfers", "idle": "Unexplained GPU idle"}[g["cause"]]
     return _short(g["kernel"], 64)
 
 
@@ -251,7 +267,7 @@ def _findings(cmp: dict) -> list[str]:
     def significant(g, side):
         """A cause the analysis of that run was confident about, with a large share of its wait."""
         return (g["confidence"][side] == "high" and bool(wait[side])
-                and g["inflicted_wait_ns"][side] >= SIGNIFICANT_SHARE * wait[side])
+                and g["wait_saved_ns"][side] >= SIGNIFICANT_SHARE * wait[side])
 
     def rank_wait(g, side):
         return next(x[side] for x in g["by_rank"] if x["rank"] == g["top_rank"][side])
@@ -262,11 +278,11 @@ def _findings(cmp: dict) -> list[str]:
         sig_a, sig_b = significant(g, "a"), significant(g, "b")
         if not (sig_a or sig_b):
             continue
-        t, name = g["inflicted_wait_ns"], _name(g)
+        t, name = g["wait_saved_ns"], _name(g)
         ra, rb = g["top_rank"]["a"], g["top_rank"]["b"]
         change = _change(t)
         # Late launches are plural ("they"), a kernel is one thing ("it").
-        it, s_, is_ = ("they", "", "are") if g["cause"] == "host_launch" else ("it", "s", "is")
+        it, s_, is_ = ("they", "", "are") if g["cause"] in ("transfer",) else ("it", "s", "is")
         if sig_a and sig_b and g["moved"]:
             out.append(f"{name} moved: {it} made rank {ra} late in A ({_ms(rank_wait(g, 'a'))} of wait) "
                        f"and rank {rb} late in B ({_ms(rank_wait(g, 'b'))}).")
@@ -281,7 +297,7 @@ def _findings(cmp: dict) -> list[str]:
         else:
             side = "b" if sig_b else "a"
             out.append(f"{name} {'grew' if t['delta'] > 0 else 'shrank'} by {abs(change):.0%}: "
-                       f"{_ms(t['a'])} → {_ms(t['b'])} of wait inflicted (mostly through rank {g['top_rank'][side]}).")
+                       f"{_ms(t['a'])} → {_ms(t['b'])} of wait its fix saves (mostly through rank {g['top_rank'][side]}).")
     top = s["top_straggler_rank"]
     if top["changed"] and top["a"] is not None and top["b"] is not None:
         out.append(f"The rank that cost the most wait changed from rank {top['a']} in A to rank {top['b']} in B.")
@@ -334,7 +350,7 @@ def _shown_causes(cmp: dict, limit: int) -> tuple[list[dict], int]:
     """The blocking rows worth a line in a table or a bar in a chart (at least SHOWN_SHARE of the
     larger run's wait), biggest change first; and how many were left out."""
     floor = SHOWN_SHARE * max(cmp["summary"]["wait_ns"]["a"] or 0, cmp["summary"]["wait_ns"]["b"] or 0)
-    rows = [r for r in cmp["blocking"] if max(r["inflicted_wait_ns"]["a"], r["inflicted_wait_ns"]["b"]) > max(floor, 0)]
+    rows = [r for r in cmp["blocking"] if max(r["wait_saved_ns"]["a"], r["wait_saved_ns"]["b"]) > max(floor, 0)]
     return rows[:limit], len(cmp["blocking"]) - len(rows[:limit])
 
 
@@ -384,11 +400,11 @@ def render_comparison(cmp: dict, console=None) -> None:
 
     rows, left_out = _shown_causes(cmp, WORST)
     if rows:
-        t = table("What made the stragglers late, A → B (wait inflicted on the other ranks)",
+        t = table("What fixing each cause saves, A → B (wait, replayed)",
                   ["rank", "cause", "kernel or NVTX range", "A ms", "B ms", "Δ ms", "A blamed ms", "B blamed ms"])
         for r in rows:
-            w, bl = r["inflicted_wait_ns"], r["blame_ns"]
-            t.add_row(str(r["rank"]), r["cause"], _short(r["nvtx"] if r["cause"] == "host_launch" else r["kernel"], 60), _ms_cell(w["a"]), _ms_cell(w["b"]),
+            w, bl = r["wait_saved_ns"], r["blame_ns"]
+            t.add_row(str(r["rank"]), r["cause"], _short(r["nvtx"] if r["cause"] in HOST_CAUSES else r["kernel"] or r["cause"], 60), _ms_cell(w["a"]), _ms_cell(w["b"]),
                       _delta_cell(w["delta"]), _ms_cell(bl["a"]), _ms_cell(bl["b"]))
         if left_out:
             t.caption = f"{left_out} smaller causes in --json"
@@ -438,7 +454,7 @@ def write_compare_chart(cmp: dict, path_png) -> list[Path]:
     stem = Path(path_png).with_suffix("")
     stem.parent.mkdir(parents=True, exist_ok=True)
     rows, _ = _shown_causes(cmp, MAX_CHART_CAUSES)
-    rows.sort(key=lambda r: -max(r["inflicted_wait_ns"]["a"], r["inflicted_wait_ns"]["b"]))
+    rows.sort(key=lambda r: -max(r["wait_saved_ns"]["a"], r["wait_saved_ns"]["b"]))
     ops = cmp["operations"]
     sides = (("a", C_A, -0.2), ("b", C_B, 0.2))
     with matplotlib.rc_context(STYLE):
@@ -448,10 +464,11 @@ def write_compare_chart(cmp: dict, path_png) -> list[Path]:
         ax = top.subplots()
         if rows:
             names = _unique_labels([r["kernel_full"] or r["kernel"] or r["nvtx"] or "no NVTX range" for r in rows], width=46)
-            labels = [f"rank {r['rank']} · {'late launch in ' if r['cause'] == 'host_launch' else ''}{n}" for r, n in zip(rows, names)]
+            labels = [f"{'rank ' + str(r['rank']) if isinstance(r['rank'], int) else r['rank'] or 'all'} · "
+                      f"{'host in ' if r['cause'] in HOST_CAUSES else ''}{n}" for r, n in zip(rows, names)]
             y = np.arange(len(rows))
             for side, colour, shift in sides:
-                values = np.array([r["inflicted_wait_ns"][side] for r in rows], float)
+                values = np.array([r["wait_saved_ns"][side] for r in rows], float)
                 ax.barh(y + shift, values / 1e6, height=0.38, color=colour)
                 for k in np.flatnonzero(values):
                     ax.text(values[k] / 1e6, y[k] + shift, " " + _fmt_ms(values[k]), va="center", fontsize=7.5, color="#444444")
@@ -461,7 +478,7 @@ def write_compare_chart(cmp: dict, path_png) -> list[Path]:
         else:
             ax.text(0.5, 0.5, "no blocking cause in either run", ha="center", va="center", transform=ax.transAxes)
             ax.set_yticks([])
-        ax.set_xlabel("wait inflicted on the other ranks (ms of GPU time)")
+        ax.set_xlabel("wait fixing it saves (ms of GPU time, replayed)")
         ax.grid(axis="x", color="#e5e5e5", linewidth=0.6)
         ax.set_axisbelow(True)
         top.suptitle("What made the collectives wait, per late rank and cause: A against B", x=0.01, ha="left",

@@ -72,14 +72,15 @@ def model(traced: Sequence[Traced], filters: Filters | None = None) -> Job:
     return build_job([t for _, ranks in traced for t in ranks], warnings, filters)
 
 
-def finish(job: Job, traced: Sequence[Traced], source: str = "") -> Result:
+def finish(job: Job, traced: Sequence[Traced], source: str = "", filters: Filters | None = None) -> Result:
     """The result of a modelled job: attributed and assembled."""
-    return build_result(job, attribute(job), [facts for facts, _ in traced], __version__, source)
+    attribution = attribute(job, filters.steps if filters else None)
+    return build_result(job, attribution, [facts for facts, _ in traced], __version__, source)
 
 
 def reduce(traced: Sequence[Traced], filters: Filters | None = None, source: str = "") -> Result:
     """The result of one job from its inputs' traces (in input order)."""
-    return finish(model(traced, filters), traced, source)
+    return finish(model(traced, filters), traced, source, filters)
 
 
 def source_of(paths: Sequence[str | os.PathLike]) -> str:

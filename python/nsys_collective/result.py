@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 # Validation of stored documents: no unknown keys, so that the variants of a union are told apart.
 _STRICT = {"extra": "forbid"}
 
@@ -99,32 +99,64 @@ class AlignmentInfo:
 @dataclass(frozen=True)
 class KernelBlame:
     __pydantic_config__ = _STRICT
-    cause: Literal["kernel", "window"]
+    cause: Literal["kernel", "extra_kernel", "window"]
     kernel: str
     kernel_full: str
     rank: int
-    ns: int
+    host: str | None
+    ns: int  # the wait fixing it saved in this collective (window: its overlap)
+    wait_saved_ns: int | None
+    step_time_saved_ns: int | None
 
 
 @dataclass(frozen=True)
-class LaunchBlame:
+class HostBlame:
     __pydantic_config__ = _STRICT
-    cause: Literal["host_launch"]
+    cause: Literal["host", "host_group"]
     nvtx: str | None
-    kernel: str
-    rank: int
+    rank: int | None
+    host: str | None
     ns: int
+    wait_saved_ns: int | None
+    step_time_saved_ns: int | None
 
 
 @dataclass(frozen=True)
-class RankBlame:
+class TransferBlame:
     __pydantic_config__ = _STRICT
-    cause: Literal["idle", "unexplained"]
+    cause: Literal["transfer"]
+    name: str | None
+    rank: int | None
+    host: str | None
+    ns: int
+    wait_saved_ns: int | None
+    step_time_saved_ns: int | None
+
+
+@dataclass(frozen=True)
+class IdleBlame:
+    __pydantic_config__ = _STRICT
+    cause: Literal["idle"]
+    rank: int | None
+    host: str | None
+    ns: int
+    wait_saved_ns: int | None
+    step_time_saved_ns: int | None
+
+
+@dataclass(frozen=True)
+class UnexplainedBlame:
+    __pydantic_config__ = _STRICT
+    cause: Literal["unexplained"]
     rank: int
     ns: int
+    wait_saved_ns: None
+    step_time_saved_ns: None
 
 
-Blame = KernelBlame | LaunchBlame | RankBlame
+Blame = KernelBlame | HostBlame | TransferBlame | IdleBlame | UnexplainedBlame
+_BLAME = {"kernel": KernelBlame, "extra_kernel": KernelBlame, "window": KernelBlame, "host": HostBlame,
+          "host_group": HostBlame, "transfer": TransferBlame, "idle": IdleBlame, "unexplained": UnexplainedBlame}
 
 
 @dataclass(frozen=True)
@@ -144,8 +176,7 @@ class Collective:
     transfer_ns: int
     transfer_shortest_ns: int
     busbw_gbps: float | None
-    reference_rank: int | None
-    blame_method: str
+    blame_method: Literal["whatif", "window", "none"]
     blame: tuple[Blame, ...]
     compute_overlap_ns: int
     sm_pressure: float
@@ -161,23 +192,30 @@ class BlockingKernel:
     kernel: str
     kernel_full: str
     rank: int
-    cause: Literal["kernel", "window"]
-    blame_ns: int
-    inflicted_wait_ns: int
+    cause: Literal["kernel", "extra_kernel"]
+    reference: Literal["peers", "self"] | None
+    blame_ns: int  # the kernel's own excess over its reference (or the extra runs' time)
+    inflicted_wait_ns: int  # kept for one release: wait_saved_ns, at least 0
+    wait_saved_ns: int
+    step_time_saved_ns: int
     collectives: int
-    slowdown: float | None
-    runs: int
-    reference_runs: int
     confidence: Literal["high", "low"]
+    slowdown: float | None
+    runs: int | None
+    reference_runs: int | None
 
 
 @dataclass(frozen=True)
 class BlockingLaunch:
     __pydantic_config__ = _STRICT
     nvtx: str | None
-    rank: int
-    blame_ns: int
-    inflicted_wait_ns: int
+    rank: int | None
+    host: str | None
+    cause: Literal["host", "host_group"]
+    blame_ns: int  # host time beyond the reference
+    inflicted_wait_ns: int  # kept for one release: wait_saved_ns, at least 0
+    wait_saved_ns: int
+    step_time_saved_ns: int
     collectives: int
     confidence: Literal["high", "low"]
 
@@ -207,6 +245,62 @@ class ComputeSlowdown:
 
 
 @dataclass(frozen=True)
+class StartError:
+    __pydantic_config__ = _STRICT
+    p50: int
+    p99: int
+    max: int
+
+
+@dataclass(frozen=True)
+class Fidelity:
+    """How much of the trace the replayed dependency graph explains (method.md section 4)."""
+
+    __pydantic_config__ = _STRICT
+    ops: int
+    explained_start_share: float
+    start_error_ns: StartError
+    slack_ns: int
+    inferred_dependencies: int
+    recorded_dependencies: int
+
+
+@dataclass(frozen=True)
+class Saving:
+    __pydantic_config__ = _STRICT
+    wait_saved_ns: int
+    step_time_saved_ns: int
+
+
+@dataclass(frozen=True)
+class WhatIfCause:
+    __pydantic_config__ = _STRICT
+    cause: Literal["kernel", "extra_kernel", "host", "host_group", "transfer", "idle"]
+    rank: int | None
+    host: str | None
+    name: str | None
+    reference: Literal["peers", "self", "baseline"] | None
+    excess_ns: int
+    wait_saved_ns: int
+    step_time_saved_ns: int
+    collectives: int
+    confidence: Literal["high", "low"]
+    name_full: str | None
+    slowdown: float | None
+    runs: int | None
+    reference_runs: int | None
+    ranks: tuple[int, ...] | None  # the ranks it acts on; None for transfers (every rank)
+
+
+@dataclass(frozen=True)
+class WhatIfBlock:
+    __pydantic_config__ = _STRICT
+    fidelity: Fidelity
+    ideal: Saving
+    causes: tuple[WhatIfCause, ...]
+
+
+@dataclass(frozen=True)
 class Summary:
     __pydantic_config__ = _STRICT
     ranks: int
@@ -218,6 +312,8 @@ class Summary:
     top_blocking_kernel: str | None
     idle_wait_ns: dict[int, int]
     top_straggler_rank: int | None
+    top_cause: WhatIfCause | None
+    avoidable_wait_ns: int | None
 
 
 @dataclass(frozen=True)
@@ -249,6 +345,7 @@ class Document:
     blocking_launches: tuple[BlockingLaunch, ...]
     contention: tuple[ContentionEntry, ...]
     compute_slowdown: tuple[ComputeSlowdown, ...]
+    whatif: WhatIfBlock | None
     summary: Summary
     steps: tuple[StepRow, ...]
     findings: tuple[str, ...]
@@ -406,11 +503,19 @@ def _int_or_none(value: int) -> int | None:
 
 
 def _blame(entry: dict) -> Blame:
-    if entry["cause"] in ("kernel", "window"):
-        return KernelBlame(**entry)
-    if entry["cause"] == "host_launch":
-        return LaunchBlame(**entry)
-    return RankBlame(**entry)
+    return _BLAME[entry["cause"]](**entry)
+
+
+def _whatif(w) -> WhatIfBlock | None:
+    if w is None:
+        return None
+    f = w.fidelity
+    return WhatIfBlock(
+        fidelity=Fidelity(ops=int(f["ops"]), explained_start_share=float(f["explained_start_share"]),
+                          start_error_ns=StartError(**{k: int(v) for k, v in f["start_error_ns"].items()}),
+                          slack_ns=int(f["slack_ns"]), inferred_dependencies=int(f["inferred_dependencies"]),
+                          recorded_dependencies=int(f["recorded_dependencies"])),
+        ideal=Saving(**w.ideal), causes=tuple(WhatIfCause(**c) for c in w.causes))
 
 
 def build_result(job, attribution, inputs, tool_version: str, source: str = "") -> Result:
@@ -440,7 +545,7 @@ def build_result(job, attribution, inputs, tool_version: str, source: str = "") 
             straggler_rank=int(t.straggler[i]), skew_ns=int(t.skew[i]), wait_cost_ns=int(t.wait_cost[i]),
             transfer_ns=int(t.transfer[i]), transfer_shortest_ns=int(t.shortest_duration[i]),
             busbw_gbps=bus_bandwidth_gbps(op, int(c.bytes[i]), n, int(t.transfer[i])),
-            reference_rank=_int_or_none(b.reference[i]), blame_method=b.method[i],
+            blame_method=b.method[i],
             blame=tuple(_blame(e) for e in b.blame[i]),
             compute_overlap_ns=int(ct.overlap[i]), sm_pressure=round(float(ct.sm_pressure[i]), 4),
             baseline_transfer_ns=_int_or_none(ct.baseline[i]), contention_excess_ns=_int_or_none(ct.excess[i]),
@@ -456,6 +561,7 @@ def build_result(job, attribution, inputs, tool_version: str, source: str = "") 
         host, offset, drift = host_of[members[0]], int(round(a.offset_ns[clock])), float(a.drift_ppm[clock])
         # Ranks that disagreed with their host got a clock of their own.
         hosts.append(HostClock(host, offset, drift) if name == host else RanksClock(host, offset, drift, tuple(members)))
+    whatif = _whatif(b.whatif)
     document = Document(
         schema_version=SCHEMA_VERSION,
         tool_version=tool_version,
@@ -473,13 +579,16 @@ def build_result(job, attribution, inputs, tool_version: str, source: str = "") 
         blocking_launches=tuple(BlockingLaunch(**e) for e in b.launches),
         contention=tuple(ContentionEntry(**e) for e in ct.entries),
         compute_slowdown=tuple(ComputeSlowdown(**e) for e in ct.compute_slowdown),
+        whatif=whatif,
         summary=Summary(
             ranks=len(job.ranks), collectives=len(c), nccl_time_ns=sum(r.nccl_time_ns for r in job.ranks),
             wait_ns=int(t.wait_cost.sum()),
             # GPU-time, like every total over ranks: each instance's transfer on each of its ranks.
             transfer_ns=int((t.transfer * c.nranks).sum()),
             explained_wait_share=b.explained_wait_share, top_blocking_kernel=b.top_blocking_kernel, idle_wait_ns=b.idle,
-            top_straggler_rank=max(inflicted, key=inflicted.get) if inflicted and max(inflicted.values()) > 0 else None),
+            top_straggler_rank=max(inflicted, key=inflicted.get) if inflicted and max(inflicted.values()) > 0 else None,
+            top_cause=whatif.causes[0] if whatif and whatif.causes else None,
+            avoidable_wait_ns=whatif.ideal.wait_saved_ns if whatif else None),
         steps=tuple(StepRow(**s) for s in attribution.steps),
         findings=tuple(attribution.findings),
         warnings=tuple(job.warnings + attribution.warnings),

@@ -332,7 +332,8 @@ fn node_kind(name: &str) -> PyResult<NodeKind> {
 ///   pair is an instance of two members; a rank absent from an instance has no row in it.
 /// - syncs (CUPTI SYNCHRONIZATION, Kineto cuda_sync): rank, kind (1 event sync, 2 stream wait
 ///   event, 3 stream sync, 4 device sync), stream, event, correlation (the synchronizing call's);
-///   optional record_correlation (the matching cudaEventRecord's, when known; default -1).
+///   optional record_correlation (the matching cudaEventRecord's, when known; default -1) and
+///   inferred (1: the caller inferred the row; its dependency counts as inferred; default 0).
 /// - events (CUDA_EVENT, one per cudaEventRecord): rank, stream, event, correlation.
 /// Ranks are dense 0..n_ranks; a negative correlation is unknown.
 ///
@@ -417,7 +418,7 @@ impl ReplayGraph {
         let c = Columns::new("calls", Some(calls), &["rank", "thread", "start", "end", "correlation"], &["blocking", "segment"])?;
         let o = Columns::new("ops", Some(ops), &["rank", "stream", "start", "end", "correlation"], &["step"])?;
         let m = Columns::new("members", Some(members), &["instance", "op"], &[])?;
-        let s = Columns::new("syncs", syncs, &["rank", "kind", "stream", "event", "correlation"], &["record_correlation"])?;
+        let s = Columns::new("syncs", syncs, &["rank", "kind", "stream", "event", "correlation"], &["record_correlation", "inferred"])?;
         let e = Columns::new("events", events, &["rank", "stream", "event", "correlation"], &[])?;
         let job = Job {
             calls: Calls {
@@ -444,6 +445,7 @@ impl ReplayGraph {
                 event: s.get("event")?,
                 correlation: s.get("correlation")?,
                 record_correlation: s.get("record_correlation")?,
+                inferred: s.get("inferred")?,
             },
             events: EventRecords {
                 rank: e.get("rank")?,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nsys_collective.attribution import blocking, contention
+from nsys_collective.attribution import blocking, contention, whatif
 from nsys_collective.attribution.findings import findings
 from nsys_collective.attribution.steps import per_step
 from nsys_collective.model.job import Job
@@ -21,7 +21,10 @@ class Attribution:
     warnings: list[str]
 
 
-def attribute(job: Job) -> Attribution:
-    b = blocking.attribute(job)
+def attribute(job: Job, step_pattern: str | None = None) -> Attribution:
     ct = contention.attribute(job)
-    return Attribution(blocking=b, contention=ct, steps=per_step(job, b), findings=findings(job, b, ct), warnings=ct.warnings)
+    tolerance = blocking.tolerance(job)
+    w = whatif.analyze(job, ct.kind, tolerance, step_pattern)
+    b = blocking.attribute(job, w, tolerance)
+    warnings = ct.warnings + (w.warnings if w else [])
+    return Attribution(blocking=b, contention=ct, steps=per_step(job, b), findings=findings(job, b, ct), warnings=warnings)

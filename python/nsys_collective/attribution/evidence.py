@@ -62,7 +62,7 @@ def _panel(job: Job, blocking, i: int) -> dict:
     ago = None
     # A kernel blamed for the lateness often ran a little before the first arrival: widen the
     # window to its last run on the straggler when that is not far off, else say how far.
-    if blame and blame["cause"] in ("kernel", "window"):
+    if blame and blame["cause"] in ("kernel", "extra_kernel", "window"):
         w = job.timeline[s]
         runs = _named_runs(job, w, blame, w.start < last)
         if len(runs) and w.start[runs[-1]] < lo:
@@ -81,9 +81,9 @@ def _panel(job: Job, blocking, i: int) -> dict:
                "copy": _intervals(w, inside[~w.is_kernel[inside] & ~w.is_nccl[inside]]),
                "other_nccl": _intervals(w, inside[w.is_nccl[inside] & ~this]),
                "blamed": [[], []]}
-        if rank == s and blame and blame["cause"] in ("kernel", "window"):
+        if rank == s and blame and blame["cause"] in ("kernel", "extra_kernel", "window"):
             row["blamed"] = _intervals(w, _named_runs(job, w, blame, (w.start < hi) & (w.end > lo)))
         shown.append(row)
     return {"i": i, "op": job.op_name(i), "seq": int(c.seq[i]), "wait_cost": int(t.wait_cost[i]), "skew": int(t.skew[i]),
             "transfer": int(t.transfer[i]), "straggler": s, "first": first, "last": last, "end": end, "lo": lo, "hi": hi,
-            "blame": blame, "ago": ago, "total_ranks": int(c.nranks[i]), "lateness": int(blocking.lateness[i]), "rows": shown}
+            "blame": blame, "ago": ago, "total_ranks": int(c.nranks[i]), "wait": int(t.wait_cost[i]), "rows": shown}

@@ -54,6 +54,35 @@ def _op_plural(job) -> str:
     return f"{ops.most_common(1)[0][0]}s" if len(ops) == 1 else "collectives"
 
 
+def _per_step(ns: int) -> str:
+    return f" and {_ms(ns)} per step" if ns > 0 else ""
+
+
+def _cause_sentence(cause: dict, total_wait: int) -> str:
+    """What a cause is and what fixing it would save, in one sentence."""
+    saved = cause["wait_saved_ns"]
+    share = f" ({saved / total_wait:.0%} of all collective wait)" if total_wait and saved > 0 else ""
+    gain = f"would save {_ms(max(saved, 0))} of wait{share}{_per_step(cause['step_time_saved_ns'])}"
+    where = f"rank {cause['rank']}" if cause["rank"] is not None else (cause["host"] or "every rank")
+    kind = cause["cause"]
+    if kind == "kernel":
+        than = "than on the other ranks" if cause["reference"] == "peers" else "than in its other steps"
+        return f"{where}: {cause['name']} ran {cause['slowdown']:.0%} longer {than}; fixing it {gain}."
+    if kind == "extra_kernel":
+        return (f"{where}: {cause['name']} ran {cause['runs']} times against {cause['reference_runs']} on the other ranks "
+                f"(more work on this rank); without the extra runs the job {gain}.")
+    if kind == "host":
+        return (f"{where}: the host spent {_ms(cause['excess_ns'])} more than the other ranks in '{cause['name'] or 'no named range'}' "
+                f"while the GPU waited for its launches; fixing it {gain}.")
+    if kind == "host_group":
+        return (f"{where}: every rank of the host spent more time in '{cause['name'] or 'no named range'}' than the other hosts "
+                f"({_ms(cause['excess_ns'])} in all); fixing it on this host {gain}.")
+    if kind == "transfer":
+        return (f"{cause['name']}: transfers took {_ms(cause['excess_ns'])} of GPU time beyond the fast ones of their kind "
+                f"(contention or a slow link); at that pace the job {gain}.")
+    return f"{where}: its GPU sat idle {_ms(cause['excess_ns'])} with no recorded dependency explaining it; without that the job {gain}."
+
+
 def findings(job, b, ct) -> list[str]:
     """Sentences, most important first, from the model (job), its blocking (b) and contention (ct)."""
     t, c = job.timing, job.collectives
@@ -61,39 +90,27 @@ def findings(job, b, ct) -> list[str]:
         return ["No collective was matched across ranks: nothing blocked anything."]
     total_wait = int(t.wait_cost.sum())
     ops = _op_plural(job)
-    others = "the other rank" if len(job.ops) == 2 else f"the other {len(job.ops) - 1} ranks"
-    out = []
-    causes = [(e["inflicted_wait_ns"], "kernel", e) for e in b.kernels if e["confidence"] == "high"]
-    causes += [(e["inflicted_wait_ns"], "launch", e) for e in b.launches if e["confidence"] == "high"]
-    for inflicted, kind, e in sorted(causes, key=lambda x: -x[0])[:MAX_FINDINGS]:
-        share = f"{inflicted / total_wait:.0%} of all collective wait" if total_wait else "no wait"
-        cost = f"{others} waited {_ms(inflicted)} in total ({share})"
-        if kind == "launch":
-            out.append(f"rank {e['rank']}: kernel launches came late while the host was in '{e['nvtx'] or 'no NVTX range'}' "
-                       f"and made {e['collectives']} of {len(c)} {ops} late; {cost}.")
-        elif e["cause"] == "window":
-            out.append(f"rank {e['rank']}: {e['kernel']} was running while the others waited, in {e['collectives']} "
-                       f"{ops} (its ranks run different programs); {cost}.")
-        elif e["runs"] > e["reference_runs"]:
-            out.append(f"rank {e['rank']}: {e['kernel']} ran {e['runs']} times against {e['reference_runs']} on the other ranks "
-                       f"(more work on this rank) and made {e['collectives']} of {len(c)} {ops} late; {cost}.")
-        else:
-            out.append(f"rank {e['rank']}: {e['kernel']} ran {e['slowdown']:.0%} longer than on the other ranks and made "
-                       f"{e['collectives']} of {len(c)} {ops} late; {cost}.")
+    w = b.whatif
+    causes = [e for e in (w.causes if w else []) if e["confidence"] == "high"][:MAX_FINDINGS]
+    out = [_cause_sentence(e, total_wait) for e in causes]
     dominant = dominant_straggler(job)
     if not causes and dominant:
         rank, _, caused = dominant
         if (b.explained_wait_share or 0) < 0.5:
             out.append(f"rank {rank}: its lateness ({_ms(caused)} of wait inflicted) is mostly not explained by the captured "
-                       f"GPU work ({b.explained_wait_share or 0:.0%} explained): look at its host side or outside the capture.")
+                       f"work ({b.explained_wait_share or 0:.0%} of the wait would go with every cause found fixed): look at "
+                       "its host side or outside the capture.")
         else:
             out.append(f"rank {rank}: no single cause of its lateness stands out; its {_ms(caused)} of inflicted wait is "
-                       f"spread over many kernels, launches and gaps (see the table below).")
+                       f"spread over many kernels, host ranges and gaps (see the table below).")
     elif not causes:
         stragglers = Counter(t.straggler.tolist())
         out.append(f"No dominant straggler or cause: the last arrival moves between ranks "
                    f"({', '.join(f'rank {r}: {k}' for r, k in stragglers.most_common(3))} of {len(c)}) "
                    f"and the {_ms(total_wait)} of wait is spread over many kernels.")
+    if w is not None and len(w.causes) > 1 and w.ideal["wait_saved_ns"] > 0 and causes:
+        out.append(f"Fixing every cause found at once would save {_ms(w.ideal['wait_saved_ns'])} of the {_ms(total_wait)} of wait"
+                   f"{_per_step(w.ideal['step_time_saved_ns'])}; the causes overlap, so their savings do not add up.")
     total_transfer = float((t.transfer * c.nranks).sum())
     for e in ct.entries[:2]:
         if e["contention_ns"] and total_transfer and e["contention_ns"] >= CONTENTION_SHARE * total_transfer:

@@ -26,11 +26,9 @@ def per_step(job, b) -> list[dict]:
             caused[int(t.straggler[i])] += int(t.wait_cost[i])
         blocking = defaultdict(float)
         for i in ids:
-            lateness = b.lateness[i]
             for e in b.blame[i]:
-                if e["cause"] in ("kernel", "window", "host_launch") and lateness > 0:
-                    what = e["kernel"] if e["cause"] != "host_launch" else f"late launch in {e['nvtx']}"
-                    blocking[(what, e["rank"])] += e["ns"] * t.wait_cost[i] / lateness
+                if e["cause"] != "unexplained":
+                    blocking[(_what(e), e["rank"])] += e["ns"]
         top = max(blocking, key=blocking.get) if blocking else None
         out.append({
             "step": step,
@@ -44,3 +42,14 @@ def per_step(job, b) -> list[dict]:
             "top_blocker_wait_ns": round(blocking[top]) if top else None,
         })
     return sorted(out, key=lambda s: s["first_ns"])
+
+
+def _what(entry: dict) -> str:
+    """A blame entry's cause in a few words."""
+    if entry.get("kernel"):
+        return entry["kernel"]
+    if entry["cause"] in ("host", "host_group"):
+        return f"host in {entry.get('nvtx') or 'no named range'}" + (f" on {entry['host']}" if entry["cause"] == "host_group" else "")
+    if entry["cause"] == "transfer":
+        return f"slow transfers ({entry.get('name')})"
+    return entry["cause"]

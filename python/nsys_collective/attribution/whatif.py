@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from nsys_collective import _native
-from nsys_collective.attribution.blocking import nvtx_family
+from nsys_collective.attribution.causes import nvtx_family
 from nsys_collective.model.job import Job
 
 STEP_PATTERN = "ProfilerStep#*"
@@ -80,6 +81,7 @@ class Candidate:
     slowdown: float | None = None
     runs: int | None = None
     reference_runs: int | None = None
+    ranks: list[int] | None = None  # the ranks it acts on (a host-wide cause: every rank of the host)
 
 
 @dataclass
@@ -146,6 +148,57 @@ def _step_names(job: Job, pattern: str) -> list[str]:
     return sorted(first, key=first.get)
 
 
+_EVENT_RECORD = re.compile(r"^(cudaEventRecord(WithFlags)?|cuEventRecord(WithFlags)?)(_v\d+|_ptsz)?$")
+_STREAM_WAIT = re.compile(r"^(cudaStreamWaitEvent|cuStreamWaitEvent)(_v\d+|_ptsz)?$")
+
+
+def _stream_waits_from_calls(trace) -> tuple[dict | None, dict | None]:
+    """Stream waits inferred where the capture recorded none (no SYNCHRONIZATION or CUDA_EVENT
+    rows, no Kineto cuda_sync): a `cudaStreamWaitEvent` waits for the latest `cudaEventRecord`
+    before it on the same thread that recorded another stream; the recording stream is the one the
+    thread last launched work on before the record, the waiting stream the one it next launches
+    work on. PyTorch records and waits on the thread that launches (DDP's reducer, FSDP's
+    prefetch, tensor-parallel collectives). Marked inferred: the fidelity counts them so."""
+    calls, gpu = trace.calls, trace.gpu
+    names = trace.names(calls.name)
+    is_record = np.array([bool(n and _EVENT_RECORD.match(n)) for n in names.tolist()], dtype=bool)
+    is_wait = np.array([bool(n and _STREAM_WAIT.match(n)) for n in names.tolist()], dtype=bool)
+    if not is_record.any() or not is_wait.any():
+        return None, None
+    rec_call, rec_stream, wait_call, wait_stream, wait_record = [], [], [], [], []
+    for t in np.unique(calls.tid[is_record | is_wait]).tolist():
+        launched = np.flatnonzero((gpu.launch_tid == t) & (gpu.launch >= 0))
+        order = launched[np.argsort(gpu.launch[launched], kind="stable")]
+        when, stream = gpu.launch[order], gpu.stream[order]
+        if not len(order):
+            continue
+        records = np.flatnonzero(is_record & (calls.tid == t))
+        before = np.searchsorted(when, calls.start[records], side="left") - 1
+        records, r_stream = records[before >= 0], stream[before[before >= 0]]
+        waits = np.flatnonzero(is_wait & (calls.tid == t))
+        after = np.searchsorted(when, calls.start[waits], side="right")
+        waits, w_stream = waits[after < len(order)], stream[after[after < len(order)]]
+        for wait, ws in zip(waits.tolist(), w_stream.tolist()):
+            earlier = np.flatnonzero((calls.start[records] <= calls.start[wait]) & (r_stream != ws))
+            if len(earlier):
+                k = int(earlier[-1])
+                rec_call.append(int(records[k]))
+                rec_stream.append(int(r_stream[k]))
+                wait_call.append(wait)
+                wait_stream.append(ws)
+                wait_record.append(len(rec_call) - 1)
+    if not wait_call:
+        return None, None
+    rec_call, wait_call = np.array(rec_call, np.int64), np.array(wait_call, np.int64)
+    event = np.arange(len(rec_call), dtype=np.int64)  # each pairing its own event id
+    events = {"stream": np.array(rec_stream, np.int64), "event": event, "correlation": calls.correlation[rec_call]}
+    syncs = {"kind": np.full(len(wait_call), 2, np.int64), "stream": np.array(wait_stream, np.int64),
+             "event": event[np.array(wait_record, np.int64)], "correlation": calls.correlation[wait_call],
+             "record_correlation": calls.correlation[rec_call[np.array(wait_record, np.int64)]],
+             "inferred": np.ones(len(wait_call), np.int64)}
+    return syncs, events
+
+
 def build_graph(job: Job, tolerance_ns: int, step_pattern: str | None = None) -> _Graph | None:
     """The job's ReplayGraph (None when there is nothing to replay: no collective, no GPU work)."""
     ranks = [r.rank for r in job.ranks if job.traces[r.rank].gpu is not None]
@@ -179,7 +232,10 @@ def build_graph(job: Job, tolerance_ns: int, step_pattern: str | None = None) ->
         calls.append({"rank": np.full(len(early), dense), "thread": c.tid[early], "start": origin, "end": origin,
                       "correlation": np.full(len(early), -1), "blocking": np.zeros(len(early), np.int64),
                       "segment": np.full(len(early), -1)})
-        for table, rows in ((syncs, trace.syncs), (events, trace.events)):
+        recorded_syncs, recorded_events = trace.syncs, trace.events
+        if recorded_syncs is None or not len(recorded_syncs["correlation"]):
+            recorded_syncs, recorded_events = _stream_waits_from_calls(trace)
+        for table, rows in ((syncs, recorded_syncs), (events, recorded_events)):
             if rows is not None and len(rows["correlation"]):
                 table.append({"rank": np.full(len(rows["correlation"]), dense), **rows})
         n_ops += len(work)
@@ -452,7 +508,7 @@ def _host_candidates(job: Job, h: _HostTime, min_excess: int) -> list[Candidate]
                 systematic=bool(longer[g_] >= 2 * MIN_HOST_EXCESS), slowdown=float(longer[g_]),
                 change={"segment": h.segment[late], "segment_ns": np.round(ref[late]).astype(np.int64)}))
     # A host-wide cause: the same range late on every rank of a host, against the other hosts.
-    host_of = {r.rank: r.host for r in job.ranks}
+    host_of = hosts_of(job)
     for host in sorted({host_of[r] for r, _ in by_rank_family}, key=str):
         on_host = sorted(r for r in job.traces if host_of.get(r) == host and job.traces[r].gpu is not None)
         if len(on_host) < 2:
@@ -471,9 +527,37 @@ def _host_candidates(job: Job, h: _HostTime, min_excess: int) -> list[Candidate]
                 continue
             out.append(Candidate(
                 cause="host_group", rank=None, host=host, name=h.families[family] or None, name_full=h.families[family] or None,
-                reference="peers", excess_ns=excess, systematic=True,
+                reference="peers", excess_ns=excess, systematic=True, ranks=on_host,
                 change={"segment": h.segment[fixed], "segment_ns": np.round(ref_off[fixed]).astype(np.int64)}))
     return out
+
+
+# Ranks whose fitted clock offsets agree within this share one clock: where the capture does not
+# name hosts (PyTorch profiler traces), that is the best sign that they run on one host.
+SAME_CLOCK_NS = 20_000
+
+
+def hosts_of(job: Job) -> dict[int, str]:
+    """Each rank's host: its hostname, else (a capture that names none) the ranks sharing its
+    fitted clock, named after them."""
+    named = {r.rank: r.host for r in job.ranks}
+    unnamed = sorted(r for r, h in named.items() if h is None)
+    if not unnamed:
+        return named
+    a = job.alignment
+    offset = {r: float(a.offset_ns[a.clock_of_rank[r]]) if r in a.clock_of_rank else None for r in unnamed}
+    groups: list[list[int]] = []
+    for r in unnamed:
+        for g in groups:
+            if offset[r] is not None and offset[g[0]] is not None and abs(offset[r] - offset[g[0]]) <= SAME_CLOCK_NS:
+                g.append(r)
+                break
+        else:
+            groups.append([r])
+    for g in groups:
+        label = f"the host of ranks {', '.join(map(str, g))}" if len(g) > 1 else f"the host of rank {g[0]}"
+        named.update({r: label for r in g})
+    return named
 
 
 def _reference_from(h: _HostTime, source: np.ndarray, family: int) -> np.ndarray:
@@ -494,8 +578,9 @@ def _reference_from(h: _HostTime, source: np.ndarray, family: int) -> np.ndarray
 
 
 def _transfer_candidates(job: Job, g: _Graph, kind: np.ndarray, min_excess: int) -> list[Candidate]:
-    """Transfers clearly slower than the fast ones of their kind (contention, a slow link), one
-    candidate per communicator. The baseline is a low percentile of each kind's transfers on every
+    """Transfers clearly slower than the fast ones of their kind (contention, a slow link): one
+    candidate, every slow transfer of the job at its baseline (a slow link or a contending kernel
+    slows the collectives of every communicator that crosses it). The baseline is a low percentile of each kind's transfers on every
     rank, whether compute overlapped them or not (in DDP every bucket but the last overlaps the
     backward pass: there is no clean one); a transfer is slow beyond jitter only when it took
     SLOW_TRANSFER times its baseline."""
@@ -508,18 +593,15 @@ def _transfer_candidates(job: Job, g: _Graph, kind: np.ndarray, min_excess: int)
         if len(rows) >= MIN_TRANSFER_SAMPLES:
             base[rows] = int(np.percentile(x[rows], TRANSFER_BASELINE_PERCENTILE))
     slow = (base >= 0) & (x > SLOW_TRANSFER * base)
-    out = []
-    for comm in sorted(set(col.comm)):
-        rows = np.flatnonzero(slow & np.array([col.comm[i] == comm for i in inst.tolist()], dtype=bool))
-        excess = int((x[rows] - base[rows]).sum())
-        if not len(rows) or excess < min_excess:
-            continue
-        ops = sorted({job.op_name(int(i)) for i in inst[rows].tolist()})
-        out.append(Candidate(
-            cause="transfer", rank=None, host=None, name=f"{'/'.join(ops)} on {comm}", name_full=None, reference="baseline",
-            excess_ns=excess, systematic=excess >= 0.1 * max(1, int(x[np.isin(inst, inst[rows])].sum())),
-            change={"member": rows, "member_ns": base[rows]}))
-    return out
+    rows = np.flatnonzero(slow)
+    excess = int((x[rows] - base[rows]).sum())
+    if not len(rows) or excess < min_excess:
+        return []
+    ops = sorted({job.op_name(int(i)) for i in inst[rows].tolist()})
+    name = f"{'/'.join(ops)} transfers"
+    return [Candidate(cause="transfer", rank=None, host=None, name=name, name_full=name, reference="baseline",
+                      excess_ns=excess, systematic=excess >= 0.1 * max(1, int(x[np.isin(inst, inst[rows])].sum())),
+                      change={"member": rows, "member_ns": base[rows]})]
 
 
 def _idle_candidates(job: Job, g: _Graph, tolerance: int, min_excess: int) -> list[Candidate]:
@@ -623,7 +705,8 @@ def analyze(job: Job, kind: np.ndarray, tolerance_ns: int, step_pattern: str | N
             "cause": c.cause, "rank": c.rank, "host": c.host, "name": c.name, "reference": c.reference,
             "excess_ns": c.excess_ns, "wait_saved_ns": wait_saved, "step_time_saved_ns": step_saved,
             "collectives": int((saved_wait > 0).sum()), "confidence": _confidence(c, wait_saved, total_wait),
-            "name_full": c.name_full, "slowdown": c.slowdown, "runs": c.runs, "reference_runs": c.reference_runs})
+            "name_full": c.name_full, "slowdown": c.slowdown, "runs": c.runs, "reference_runs": c.reference_runs,
+            "ranks": c.ranks if c.ranks is not None else ([c.rank] if c.rank is not None else None)})
         saved.append(saved_wait)
     fidelity = g.graph.fidelity()
     return WhatIf(

@@ -97,34 +97,33 @@ def _rank_colours(ranks: list[int]) -> dict[int, str]:
 
 # Blocking causes --------------------------------------------------------------------------------
 
+HOST_CAUSES = ("host", "host_group")
+
+
 def _blocking(result: Result) -> Figure | None:
-    doc = result.doc
+    whatif = result.doc.get("whatif") or {"causes": []}
     causes: dict[tuple, dict] = {}
-    for e in doc.get("blocking_kernels", []):
-        key = ("kernel", e.get("kernel_full") or e["kernel"], e.get("cause"))
-        c = causes.setdefault(key, {"name": e["kernel"], "full": key[1], "launch": False, "window": e.get("cause") == "window",
-                                    "by_rank": {}, "high": False})
-        c["by_rank"][e["rank"]] = c["by_rank"].get(e["rank"], 0) + e["inflicted_wait_ns"]
-        c["high"] |= e.get("confidence") == "high"
-    for e in doc.get("blocking_launches", []):
-        key = ("launch", e["nvtx"])
-        c = causes.setdefault(key, {"name": e["nvtx"], "full": e["nvtx"] or "", "launch": True, "window": False,
-                                    "by_rank": {}, "high": False})
-        c["by_rank"][e["rank"]] = c["by_rank"].get(e["rank"], 0) + e["inflicted_wait_ns"]
+    for e in whatif["causes"]:
+        full = e.get("name_full") or e.get("name") or e["cause"]
+        key = (e["cause"], full)
+        c = causes.setdefault(key, {"name": e.get("name") or e["cause"], "full": full, "host": e["cause"] in HOST_CAUSES,
+                                    "cause": e["cause"], "by_rank": {}, "high": False})
+        who = e["rank"] if e["rank"] is not None else e["host"] or "all"
+        c["by_rank"][who] = c["by_rank"].get(who, 0) + max(0, e["wait_saved_ns"])
         c["high"] |= e.get("confidence") == "high"
     top = sorted((c for c in causes.values() if sum(c["by_rank"].values()) > 0), key=lambda c: -sum(c["by_rank"].values()))[:MAX_CAUSES]
     if not top:
         return None
 
-    labels = _unique_labels([c["full"] or c["name"] for c in top], width=84)
-    labels = [(f"late launch in '{lab}'" if c["name"] else "late launch (no NVTX range)") if c["launch"]
-              else lab + (" (window)" if c["window"] else "") for c, lab in zip(top, labels)]
+    labels = _unique_labels([c["full"] for c in top], width=84)
+    labels = [f"host in '{lab}'" if c["host"] else f"{lab} ({c['cause'].replace('_', ' ')})" if c["cause"] != "kernel" else lab
+              for c, lab in zip(top, labels)]
     # Ranks by what they caused; beyond a legend's worth the rest share one grey segment.
     per_rank: dict[int, float] = {}
     for c in top:
         for r, v in c["by_rank"].items():
             per_rank[r] = per_rank.get(r, 0) + v
-    shown = sorted(sorted(per_rank, key=lambda r: -per_rank[r])[:MAX_LEGEND_RANKS])
+    shown = sorted(sorted(per_rank, key=lambda r: -per_rank[r])[:MAX_LEGEND_RANKS], key=str)
     colours = _rank_colours(shown)
 
     fig = Figure(figsize=(10, 1.4 + 0.48 * len(top)), layout="constrained")
@@ -139,7 +138,8 @@ def _blocking(result: Result) -> Figure | None:
         if not values.any():
             continue
         ax.barh(y, _ms(values), left=left, height=0.62, color=colours.get(r, "#bbbbbb"),
-                label=f"rank {r}" if r != "other" else "other ranks", edgecolor="white", linewidth=0.5)
+                label=f"rank {r}" if isinstance(r, int) else "other ranks" if r == "other" else str(r),
+                edgecolor="white", linewidth=0.5)
         left += _ms(values)
     for k, c in enumerate(top):
         total = sum(c["by_rank"].values())
@@ -147,16 +147,16 @@ def _blocking(result: Result) -> Figure | None:
                 va="center", fontsize=8.5, color="#222222" if c["high"] else "#777777")
     ax.set_yticks(y, [_wrap(lab, 46) for lab in labels], fontsize=8.5)
     for tick, c in zip(ax.get_yticklabels(), top):
-        tick.set_color("#8a3b00" if c["launch"] else "#222222")
+        tick.set_color("#8a3b00" if c["host"] else "#222222")
     ax.invert_yaxis()
     ax.set_xlim(0, left.max() * 1.32)
-    ax.set_xlabel("wait inflicted on the other ranks (ms of GPU time)")
-    ax.set_ylabel("cause: kernel, or NVTX range of a late launch")
-    fig.suptitle(f"What made the collectives wait: top {len(top)} causes by the wait they inflicted, by straggler rank",
+    ax.set_xlabel("wait its fix saves, replayed (ms of GPU time)")
+    ax.set_ylabel("cause: kernel, or host range")
+    fig.suptitle(f"What made the collectives wait: top {len(top)} causes by the wait fixing each would save, by rank",
                  x=0.01, ha="left", fontsize=11, fontweight="bold")
     ax.grid(axis="x", color="#e5e5e5", linewidth=0.6)
     ax.set_axisbelow(True)
-    ax.legend(title="late rank", loc="lower right", frameon=False, ncols=1 if len(shown) <= 6 else 2)
+    ax.legend(title="where", loc="lower right", frameon=False, ncols=1 if len(shown) <= 6 else 2)
     return fig
 
 
@@ -226,7 +226,7 @@ def _draw_timeline_panel(ax, p: dict) -> bool:
         if rank != p["straggler"] or not blame:
             continue
         # The straggler's NCCL lane is empty until it arrives: the cause's label goes there.
-        if blame["cause"] in ("kernel", "window"):
+        if blame["cause"] in ("kernel", "extra_kernel", "window"):
             runs = shown["blamed"]
             if runs[0]:
                 _bars(ax, *clipped(runs), (row - 0.46, 0.46), C_BLAMED, min_width, edgecolor="#7a0f10", linewidth=0.6)
@@ -238,9 +238,9 @@ def _draw_timeline_panel(ax, p: dict) -> bool:
                 k = before[-1] if before else 0
                 x0, _ = clipped([runs[0][k:k + 1], runs[1][k:k + 1]])
                 note = (float(x0[0]), float(rel(a)), row, ["▲ blamed kernel", "▲ blamed"], "left")
-        elif blame["cause"] == "host_launch":
+        elif blame["cause"] in HOST_CAUSES:
             nvtx = short_name(blame.get("nvtx") or "no NVTX range", 40)
-            note = (float(rel(lo)), float(rel(a)), row, [f"late launch: host in '{nvtx}' ▶", "late launch ▶"], "right")
+            note = (float(rel(lo)), float(rel(a)), row, [f"late: host in '{nvtx}' ▶", "host ▶"], "right")
         else:
             note = (float(rel(lo)), float(rel(a)), row, ["GPU idle, launch on time ▶", "idle ▶"], "right")
 
@@ -268,7 +268,7 @@ def _draw_timeline_panel(ax, p: dict) -> bool:
     shown = "" if n == p["total_ranks"] else f", {n} of {p['total_ranks']} ranks shown"
     title = (f"{p['op']} #{i} (seq {p['seq']}{shown}): straggler rank {p['straggler']}, "
              f"wait cost {_fmt_ms(p['wait_cost'])}, skew {_fmt_ms(p['skew'])}, transfer {_fmt_ms(p['transfer'])}")
-    cause = _cause_line(p["blame"], p["lateness"])
+    cause = _cause_line(p["blame"], p["wait"])
     if p["ago"] is not None:
         cause += f"; its last run ended {_fmt_ms(p['ago'])} before the first arrival"
     ax.set_title(title + "\n" + cause, loc="left", fontsize=9.5)
@@ -286,16 +286,21 @@ def _note(ax, x0: float, x1: float, row: int, texts: list[str], ha: str, x_range
             va="center", ha=ha, clip_on=True, **style)
 
 
-def _cause_line(blame: dict | None, lateness: int) -> str:
+def _cause_line(blame: dict | None, wait: int) -> str:
     if blame is None:
-        return "cause: nothing in the captured GPU work explains the straggler's lateness"
-    part = f"{_fmt_ms(blame['ns'])} of the straggler's {_fmt_ms(max(lateness, 0))} lateness"
-    if blame["cause"] in ("kernel", "window"):
-        how = "ran while the others waited" if blame["cause"] == "window" else "longer or extra on the straggler"
+        return "cause: nothing the replay found explains this collective's wait"
+    part = f"fixing it saves {_fmt_ms(blame['ns'])} of its {_fmt_ms(max(wait, 0))} wait"
+    if blame["cause"] == "window":
+        return f"cause: {short_name(blame.get('kernel_full') or blame['kernel'], 100)}\n    ran on the straggler while the others waited (no reference rank): {_fmt_ms(blame['ns'])}"
+    if blame["cause"] in ("kernel", "extra_kernel"):
+        how = "longer on the straggler" if blame["cause"] == "kernel" else "extra runs on the straggler"
         return f"cause: {short_name(blame.get('kernel_full') or blame['kernel'], 100)}\n    {how}: {part}"
-    if blame["cause"] == "host_launch":
-        return f"cause: late kernel launch while the host was in '{short_name(blame.get('nvtx') or 'no NVTX range', 64)}': {part}"
-    return f"cause: GPU idle with the launch on time (stream wait or dependency): {part}"
+    if blame["cause"] in HOST_CAUSES:
+        where = f"on every rank of {blame['host']}" if blame["cause"] == "host_group" else f"on rank {blame['rank']}"
+        return f"cause: host time in '{short_name(blame.get('nvtx') or 'no NVTX range', 64)}' {where}: {part}"
+    if blame["cause"] == "transfer":
+        return f"cause: slow transfers ({blame.get('name')}): {part}"
+    return f"cause: GPU idle with no recorded dependency: {part}"
 
 
 # Wait per rank and collective -------------------------------------------------------------------

@@ -16,7 +16,7 @@ from pathlib import Path
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from nsys_collective.render.names import short_name
-from nsys_collective.render.terminal import verdict
+from nsys_collective.render.terminal import cause_label, verdict
 from nsys_collective.result import Result
 from nsys_collective.units import ms_cell as _ms
 from nsys_collective.units import us_cell as _us
@@ -87,7 +87,7 @@ def render(result: Result, charts: dict[str, list[Path]]) -> str:
         "verdict_listed": [line for line in lines if line in found],
         "cards": _cards(doc),
         "figures": _figures(charts),
-        "blocking": _blocking(doc), "contention": _contention(doc), "slowdown": _slowdown(doc),
+        "blocking": _blocking(doc), "fidelity": _fidelity(doc), "contention": _contention(doc), "slowdown": _slowdown(doc),
         "stragglers": _stragglers(doc), "worst": _worst(doc), "ranks": _ranks(doc),
         "alignment": a, "spread": _spread(a), "clocks": _clocks(a), "warnings": doc["warnings"],
     }
@@ -98,16 +98,19 @@ def _cards(doc: dict) -> list[dict]:
     s = doc["summary"]
     straggler = s.get("top_straggler_rank")
     caused = sum(c["wait_cost_ns"] for c in doc["collectives"] if c["straggler_rank"] == straggler) if straggler is not None else 0
-    top = s.get("top_blocking_kernel")
-    full = next((k["kernel_full"] for k in doc["blocking_kernels"] if k["kernel"] == top), top)
+    top = s.get("top_cause")
+    where = (f"rank {top['rank']}" if top["rank"] is not None else top["host"] or "every rank") if top else ""
     return [
         {"label": "Total wait", "value": f"{_ms(s['wait_ns'])} ms", "note": "GPU time spent waiting for the last rank"},
-        {"label": "Explained", "value": _pct(s.get("explained_wait_share")), "note": "share of the wait with a named cause"},
+        {"label": "Avoidable", "value": "-" if s.get("avoidable_wait_ns") is None else f"{_ms(s['avoidable_wait_ns'])} ms",
+         "note": f"{_pct(s.get('explained_wait_share'))} of the wait: every cause found fixed at once, replayed"},
         {"label": "Transfer", "value": f"{_ms(s['transfer_ns'])} ms", "note": "GPU time moving data once all ranks arrived"},
         {"label": "Top straggler", "value": "-" if straggler is None else f"rank {straggler}",
          "note": f"caused {_ms(caused)} ms of wait" if straggler is not None else "no rank stands out"},
-        {"label": "Top blocking kernel", "value": _name(top, full, 60), "note": "named with high confidence", "small": True} if top else
-        {"label": "Top blocking kernel", "value": "none", "note": "no kernel named with high confidence", "small": True},
+        {"label": "Top cause", "value": _name(cause_label(top), top.get("name_full"), 60), "small": True,
+         "note": f"{top['cause']} on {where}: fixing it saves {_ms(top['wait_saved_ns'])} ms of wait, "
+                 f"{_ms(top['step_time_saved_ns'])} ms per step ({top['confidence']} confidence)"} if top else
+        {"label": "Top cause", "value": "none", "note": "nothing the replay tried saves wait", "small": True},
     ]
 
 
@@ -123,23 +126,24 @@ def _figures(charts: dict[str, list[Path]]) -> list[dict]:
 
 def _blocking(doc: dict) -> dict:
     total = doc["summary"]["wait_ns"]
+    causes = (doc.get("whatif") or {"causes": []})["causes"]
     rows = []
-    for e in doc["blocking_kernels"]:
+    for e in causes[:MAX_CAUSES]:
         runs = f"{e['runs']} vs {e['reference_runs']}" if e.get("runs") is not None else "-"
         slowdown = "-" if e.get("slowdown") is None else f"{e['slowdown']:+.1%}"
-        rows.append((e["inflicted_wait_ns"], [e["rank"], e["cause"], _name(e["kernel"], e.get("kernel_full")), _ms(e["blame_ns"]),
-                                              _ms(e["inflicted_wait_ns"]), _pct(e["inflicted_wait_ns"] / total if total else None),
-                                              e["collectives"], slowdown, runs, {"confidence": e["confidence"]}]))
-    for e in doc["blocking_launches"]:
-        rows.append((e["inflicted_wait_ns"], [e["rank"], "host_launch", _name(e["nvtx"] or "(no NVTX range)"), _ms(e["blame_ns"]),
-                                              _ms(e["inflicted_wait_ns"]), _pct(e["inflicted_wait_ns"] / total if total else None),
-                                              e["collectives"], "-", "-", {"confidence": e["confidence"]}]))
-    rows.sort(key=lambda r: -r[0])
-    headers = ["rank", "cause", "kernel or NVTX range", "blamed ms", "wait inflicted ms", "share of wait", "collectives",
-               "slowdown", "runs vs reference", "confidence"]
-    return _table(headers, [r for _, r in rows[:MAX_CAUSES]],
-                  {"rank", "blamed ms", "wait inflicted ms", "share of wait", "collectives", "slowdown", "runs vs reference"},
-                  total=len(rows))
+        where = e["rank"] if e["rank"] is not None else e["host"] or "all"
+        rows.append([where, e["cause"], _name(cause_label(e), e.get("name_full")), _ms(e["excess_ns"]), _ms(e["wait_saved_ns"]),
+                     _pct(e["wait_saved_ns"] / total if total and e["wait_saved_ns"] > 0 else None), _ms(e["step_time_saved_ns"]),
+                     e["collectives"], slowdown, runs, {"confidence": e["confidence"]}])
+    headers = ["where", "cause", "kernel or NVTX range", "excess ms", "wait saved ms", "share of wait", "per step ms",
+               "collectives", "slowdown", "runs vs reference", "confidence"]
+    return _table(headers, rows, {"excess ms", "wait saved ms", "share of wait", "per step ms", "collectives", "slowdown",
+                                  "runs vs reference"}, total=len(causes))
+
+
+def _fidelity(doc: dict) -> dict | None:
+    w = doc.get("whatif")
+    return {**w["fidelity"], "ideal": w["ideal"]} if w else None
 
 
 def _contention(doc: dict) -> dict:
@@ -177,13 +181,13 @@ def _blame_cell(blame: list[dict], limit: int = 3) -> dict:
     parts = []
     for b in blame[:limit]:
         ms = f"{_ms(b['ns'])} ms"
-        if b["cause"] in ("kernel", "window"):
+        if b["cause"] in ("kernel", "extra_kernel", "window"):
             parts.append({**_name(b["kernel"], b.get("kernel_full")), "before": "",
-                          "after": " (window)" if b["cause"] == "window" else "", "ms": ms})
-        elif b["cause"] == "host_launch":
-            parts.append({**_name(b.get("nvtx") or "(no NVTX range)", None, 80), "before": "late launch in ", "after": "", "ms": ms})
+                          "after": {"window": " (window)", "extra_kernel": " (extra runs)"}.get(b["cause"], ""), "ms": ms})
+        elif b["cause"] in ("host", "host_group"):
+            parts.append({**_name(b.get("nvtx") or "(no NVTX range)", None, 80), "before": "host in ", "after": "", "ms": ms})
         else:
-            parts.append({"text": b["cause"], "ms": ms})
+            parts.append({"text": b.get("name") or b["cause"], "ms": ms})
     return {"blame": parts, "more": max(0, len(blame) - limit)}
 
 

@@ -208,7 +208,7 @@ def _rank_events(view: _View, r: dict, item_of, us) -> tuple[list[str], np.ndarr
 
 
 def _blame_label(b: dict) -> str:
-    what = b.get("kernel") if b["cause"] in ("kernel", "window") else b.get("nvtx") if b["cause"] == "host_launch" else None
+    what = b.get("kernel") or b.get("nvtx") or b.get("name")
     return f"{b['cause']}{': ' + str(what) if what else ''}: {b['ns']} ns"
 
 
@@ -244,7 +244,7 @@ def _blame_events(view: _View, item_of, tids, us) -> tuple[list[dict], list[dict
         sources = []
         for b in entries:
             # Parts under the alignment tolerance are clock noise, not a cause worth an arrow.
-            if b["cause"] in ("kernel", "window") and b["ns"] >= tolerance and len(sources) < MAX_SOURCES:
+            if b["cause"] in ("kernel", "extra_kernel", "window") and b.get("rank") == s and b["ns"] >= tolerance and len(sources) < MAX_SOURCES:
                 name = work.names.intern(b["kernel_full"])
                 if (s, name) not in occurrences:
                     occurrences[(s, name)] = np.flatnonzero(ws.name == name)
@@ -253,10 +253,10 @@ def _blame_events(view: _View, item_of, tids, us) -> tuple[list[dict], list[dict
                 k = int(np.searchsorted(ws.start[items], t_start)) - 1
                 if k >= 0:
                     sources.append((int(items[k]), b))
-            elif b["cause"] == "host_launch":
+            elif b["cause"] in ("host", "host_group") and b.get("rank") in (s, None):
                 instants.append({"ph": "i", "s": "t", "pid": s + 1, "tid": int(tids[s][target]), "ts": us(t_start),
-                                 "name": f"late launch: {b.get('nvtx') or 'unknown NVTX range'}", "cat": "blame",
-                                 "args": {"collective": i, "kernel": b.get("kernel"), "ns": b["ns"]}})
+                                 "name": f"late: host in {b.get('nvtx') or 'unknown NVTX range'}", "cat": "blame",
+                                 "args": {"collective": i, "cause": b["cause"], "ns": b["ns"]}})
         for n, (src, b) in enumerate(sources):
             a, e = int(ws.start[src]), int(ws.end[src])
             args = {"collective": i, "cause": b["cause"], "kernel": b["kernel"], "blame_ns": b["ns"]}

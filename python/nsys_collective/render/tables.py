@@ -26,11 +26,12 @@ def _flat(row: dict, prefix: str = "") -> dict:
 def rows(result: Result) -> dict[str, list[dict]]:
     """Each table's rows, as dicts."""
     doc = result.doc
-    blame = [{"collective": c["id"], "op": c["op"], "cause": e["cause"], "rank": e["rank"], "ns": e["ns"],
-              "kernel": e.get("kernel"), "kernel_full": e.get("kernel_full"), "nvtx": e.get("nvtx")}
+    blame = [{"collective": c["id"], "op": c["op"], "cause": e["cause"], "rank": e["rank"], "host": e.get("host"), "ns": e["ns"],
+              "wait_saved_ns": e["wait_saved_ns"], "step_time_saved_ns": e["step_time_saved_ns"],
+              "kernel": e.get("kernel"), "kernel_full": e.get("kernel_full"), "nvtx": e.get("nvtx"), "name": e.get("name")}
              for c in doc["collectives"] for e in (c["blame"] or [])]
-    blocking = [{"cause": e["cause"], **e} for e in doc["blocking_kernels"]]
-    blocking += [{"cause": "host_launch", **e} for e in doc["blocking_launches"]]
+    # Every cause the what-if replayed, most wait saved first (as whatif.causes).
+    blocking = list((doc.get("whatif") or {"causes": []})["causes"])
     return {
         "collectives": [_flat(c) for c in doc["collectives"]],
         "blame": blame,

@@ -34,18 +34,27 @@ def verdict(result: Result) -> list[str]:
     return list(result.evidence.verdict) + result.doc["findings"]
 
 
-def _blocking(doc: dict) -> Table | None:
-    if not (doc["blocking_kernels"] or doc["blocking_launches"]):
+def cause_label(cause: dict) -> str:
+    """What a what-if cause is, in a table cell."""
+    if cause["cause"] in ("host", "host_group"):
+        return f"host in '{cause['name'] or 'no named range'}'"
+    return cause["name"] or {"idle": "GPU idle, no dependency recorded"}.get(cause["cause"], cause["cause"])
+
+
+def _whatif(doc: dict) -> Table | None:
+    w = doc.get("whatif")
+    if not w or not w["causes"]:
         return None
-    table = _table("What made the stragglers late", ["rank", "cause", "kernel or NVTX range", "blamed ms", "wait inflicted ms", "collectives", "confidence"])
-    rows = [(e["inflicted_wait_ns"], e["rank"], e["cause"], e["kernel"], e["blame_ns"], e["collectives"], e["confidence"]) for e in doc["blocking_kernels"]]
-    rows += [(e["inflicted_wait_ns"], e["rank"], "host_launch", e["nvtx"] or "-", e["blame_ns"], e["collectives"], e["confidence"])
-             for e in doc["blocking_launches"]]
-    for inflicted, rank, cause, what, blamed, count, confidence in sorted(rows, key=lambda r: -r[0])[:WORST]:
-        table.add_row(str(rank), cause, _shorten(what), _ms(blamed), _ms(inflicted), str(count), confidence)
-    share = doc["summary"]["explained_wait_share"]
-    if share is not None:
-        table.caption = f"Explained: {share:.0%} of the wait; the rest is lateness no step of the GPU work explains."
+    table = _table("What fixing each cause would save (replayed)",
+                   ["rank", "cause", "kernel or NVTX range", "excess ms", "wait saved ms", "per step ms", "collectives", "confidence"])
+    for c in w["causes"][:WORST]:
+        where = str(c["rank"]) if c["rank"] is not None else (c["host"] or "all")
+        table.add_row(where, c["cause"], _shorten(cause_label(c)), _ms(c["excess_ns"]), _ms(c["wait_saved_ns"]),
+                      _ms(c["step_time_saved_ns"]), str(c["collectives"]), c["confidence"])
+    f, ideal = w["fidelity"], w["ideal"]
+    table.caption = (f"All at once: {_ms(ideal['wait_saved_ns'])} ms of wait, {_ms(ideal['step_time_saved_ns'])} ms per step. "
+                     f"Replay fidelity: {f['explained_start_share']:.0%} of {f['ops']:,} GPU op starts explained by "
+                     f"{f['recorded_dependencies']:,} recorded and {f['inferred_dependencies']:,} inferred dependencies.")
     return table
 
 
@@ -127,7 +136,7 @@ def render(result: Result, console: Console | None = None) -> None:
     doc = result.doc
     for line in verdict(result):
         out.print(line)
-    tables = [_blocking(doc), _contention(doc), _stragglers(doc), _steps(doc), _worst(doc)] if doc["collectives"] else []
+    tables = [_whatif(doc), _contention(doc), _stragglers(doc), _steps(doc), _worst(doc)] if doc["collectives"] else []
     for table in tables + [_alignment(result), _ranks(doc)]:
         if table is not None:
             out.print(table)

@@ -100,13 +100,15 @@ def open_store(url: str) -> Engine:
 
 
 def _add_missing_columns(engine: Engine) -> None:
-    """Columns added to `runs` since a store was made (nullable), so older stores keep working."""
-    present = {c["name"] for c in inspect(engine).get_columns(Run.__tablename__)}
-    for column in Run.__table__.columns:
-        if column.key not in present:
-            kind = column.type.compile(dialect=engine.dialect)
-            with _writer(engine).begin() as conn:
-                conn.execute(text(f"ALTER TABLE {Run.__tablename__} ADD COLUMN {column.key} {kind}"))
+    """Columns added to the tables since a store was made (all nullable), so older stores keep working."""
+    inspector = inspect(engine)
+    for table in Base.metadata.sorted_tables:
+        present = {c["name"] for c in inspector.get_columns(table.name)}
+        for column in table.columns:
+            if column.key not in present:
+                kind = column.type.compile(dialect=engine.dialect)
+                with _writer(engine).begin() as conn:
+                    conn.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {column.key} {kind}"))
 
 
 def file_sha256(path: Path, chunk: int = 1 << 20) -> str:
@@ -160,7 +162,8 @@ def _summary_columns(doc: dict) -> dict:
     before, after = a.get("end_spread_ns_before") or {}, a.get("end_spread_ns_after") or {}
     return {
         **{k: s.get(k) for k in ("ranks", "collectives", "wait_ns", "transfer_ns", "nccl_time_ns",
-                                 "explained_wait_share", "top_blocking_kernel", "top_straggler_rank")},
+                                 "explained_wait_share", "avoidable_wait_ns", "top_blocking_kernel", "top_straggler_rank")},
+        "top_cause": _cause_text(s.get("top_cause")),
         "alignment_method": a.get("method"), "t_ref_ns": a.get("t_ref_ns"),
         **{f"spread_before_{q}_ns": before.get(q) for q in ("p50", "p95", "max")},
         **{f"spread_after_{q}_ns": after.get(q) for q in ("p50", "p95", "max")},
@@ -168,9 +171,16 @@ def _summary_columns(doc: dict) -> dict:
     }
 
 
+def _cause_text(cause: dict | None) -> str | None:
+    """A what-if cause in a few words, for a column."""
+    if not cause:
+        return None
+    where = f"rank {cause['rank']}" if cause["rank"] is not None else cause["host"] or "every rank"
+    return f"{cause['cause']} {cause['name'] or ''} on {where}".replace("  ", " ")
+
+
 def _child_rows(run_id: int, doc: dict) -> dict:
-    blocking = [dict(e, cause=e.get("cause", "kernel")) for e in doc["blocking_kernels"]]
-    blocking += [dict(e, cause="host_launch") for e in doc["blocking_launches"]]
+    blocking = doc["blocking_kernels"] + doc["blocking_launches"]
     return {
         RankRow: [_pick(RankRow, r, run_id=run_id) for r in doc["ranks"]],
         CollectiveRow: [_pick(CollectiveRow, c, run_id=run_id, collective=c["id"]) for c in doc["collectives"]],

@@ -43,6 +43,8 @@ class Run(Base):
     transfer_ns: Mapped[int | None]
     nccl_time_ns: Mapped[int | None]
     explained_wait_share: Mapped[float | None]
+    avoidable_wait_ns: Mapped[int | None]
+    top_cause: Mapped[str | None]  # e.g. "kernel sm90_xmma_gemm... on rank 3"
     top_blocking_kernel: Mapped[str | None]
     top_straggler_rank: Mapped[int | None]
     alignment_method: Mapped[str | None]
@@ -115,23 +117,31 @@ class BlameRow(Base):
     position: Mapped[int] = mapped_column(primary_key=True)  # order within the collective's blame
     cause: Mapped[str]
     rank: Mapped[int | None]
+    host: Mapped[str | None]
     ns: Mapped[int | None]
+    wait_saved_ns: Mapped[int | None]
+    step_time_saved_ns: Mapped[int | None]
     kernel: Mapped[str | None]
     kernel_full: Mapped[str | None]
     nvtx: Mapped[str | None]
+    name: Mapped[str | None]
 
 
 class BlockingRow(Base):
     __tablename__ = "blocking"
     run_id: Mapped[int] = _run_id()
     position: Mapped[int] = mapped_column(primary_key=True)  # blocking_kernels first, then blocking_launches
-    cause: Mapped[str]  # kernel / window (blocking_kernels) or host_launch (blocking_launches)
+    cause: Mapped[str]  # kernel / extra_kernel (blocking_kernels), host / host_group (blocking_launches)
     rank: Mapped[int | None]
+    host: Mapped[str | None]
+    reference: Mapped[str | None]
     kernel: Mapped[str | None]
     kernel_full: Mapped[str | None]
     nvtx: Mapped[str | None]
     blame_ns: Mapped[int | None]
     inflicted_wait_ns: Mapped[int | None]
+    wait_saved_ns: Mapped[int | None]
+    step_time_saved_ns: Mapped[int | None]
     collectives: Mapped[int | None]
     slowdown: Mapped[float | None]
     runs: Mapped[int | None]

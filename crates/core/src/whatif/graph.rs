@@ -381,19 +381,8 @@ impl Graph {
         drop(call_order);
         let corr = CorrIndex::new(c.rank, c.correlation);
 
-        // Launches, and each rank's nominal launch latency.
+        // Launches.
         let op_launch: Vec<u32> = (0..no).map(|i| corr.find(o.rank[i], o.correlation[i]).unwrap_or(NONE)).collect();
-        let mut samples = vec![Vec::new(); n_ranks];
-        for (i, &call) in op_launch.iter().enumerate() {
-            if call != NONE && o.start[i] > c.start[call as usize] {
-                samples[o.rank[i] as usize].push(o.start[i] - c.start[call as usize]);
-            }
-        }
-        let launch_latency: Vec<i64> = samples
-            .iter_mut()
-            .map(|s| options.launch_latency_ns.unwrap_or_else(|| percentile(s, options.latency_percentile).unwrap_or(0)))
-            .collect();
-        drop(samples);
 
         // GPU streams.
         let streams = {
@@ -420,6 +409,27 @@ impl Graph {
                 op_prev[streams.order[p] as usize] = streams.order[p - 1];
             }
         }
+
+        // Each rank's nominal launch latency: from the ops whose stream was idle when they were
+        // launched (its previous op had ended by the launch call's start). Queued ops start when
+        // their predecessor ends, however late: a rank whose host runs far ahead of a GPU waiting
+        // on receives (a later pipeline stage) would otherwise get a latency of milliseconds.
+        let mut samples = vec![Vec::new(); n_ranks];
+        for (i, &call) in op_launch.iter().enumerate() {
+            if call == NONE {
+                continue;
+            }
+            let called = c.start[call as usize];
+            let idle = op_prev[i] == NONE || o.end[op_prev[i] as usize] <= called;
+            if idle && o.start[i] > called {
+                samples[o.rank[i] as usize].push(o.start[i] - called);
+            }
+        }
+        let launch_latency: Vec<i64> = samples
+            .iter_mut()
+            .map(|s| options.launch_latency_ns.unwrap_or_else(|| percentile(s, options.latency_percentile).unwrap_or(0)))
+            .collect();
+        drop(samples);
 
         // Event records by (rank, event, record call start).
         let mut records: Vec<(i64, i64, i64, i64, i64)> = Vec::new(); // (rank, event, start, stream, corr)
@@ -466,6 +476,7 @@ impl Graph {
             };
             let at = c.start[call as usize];
             let record_corr = opt(s.record_correlation, i, -1);
+            let recorded = opt(s.inferred, i, 0) == 0;
             // A record that matches but has no op before it (an empty stream) or none after it (the
             // waiting stream's last work) constrains nothing: not unresolved.
             match s.kind[i] {
@@ -476,23 +487,23 @@ impl Graph {
                     };
                     let dst = streams.find(rank, s.stream[i]).and_then(|w| streams.first_after(w, at));
                     if let (Some(src), Some(dst)) = (src, dst) {
-                        cross.push((src, dst, true));
+                        cross.push((src, dst, recorded));
                     }
                 }
                 k if k == SyncType::EventSync as i64 => match recorded_op(rank, s.event[i], record_corr, at) {
-                    Ok(Some(op)) => waits.push((call, op, true)),
+                    Ok(Some(op)) => waits.push((call, op, recorded)),
                     Ok(None) => {}
                     Err(()) => fid.unresolved_syncs += 1,
                 },
                 k if k == SyncType::StreamSync as i64 => {
                     if let Some(op) = streams.find(rank, s.stream[i]).and_then(|w| streams.last_before(w, at)) {
-                        waits.push((call, op, true));
+                        waits.push((call, op, recorded));
                     }
                 }
                 k if k == SyncType::DeviceSync as i64 => {
                     for w in streams.of_rank(rank) {
                         if let Some(op) = streams.last_before(w, at) {
-                            waits.push((call, op, true));
+                            waits.push((call, op, recorded));
                         }
                     }
                 }

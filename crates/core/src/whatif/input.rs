@@ -72,6 +72,10 @@ pub struct SyncRecords<'a> {
     /// names it (Kineto `cuda_sync` args, nsys `eventSyncId` resolved by the caller); otherwise the
     /// wait is matched to the latest record of the same event id before the waiting call.
     pub record_correlation: &'a [i64],
+    /// Optional (default 0). 1 where the caller inferred the row rather than read it from a
+    /// capture (a `cudaEventRecord`/`cudaStreamWaitEvent` pair of calls, say): the fidelity counts
+    /// its dependency as inferred.
+    pub inferred: &'a [i64],
 }
 
 /// Event records (nsys `CUDA_EVENT`, one per `cudaEventRecord`).
@@ -162,7 +166,7 @@ impl<'a> Job<'a> {
         same_length(
             "syncs",
             &[("rank", s.rank), ("kind", s.kind), ("stream", s.stream), ("event", s.event), ("correlation", s.correlation)],
-            &[("record_correlation", s.record_correlation)],
+            &[("record_correlation", s.record_correlation), ("inferred", s.inferred)],
         )?;
         let e = &self.events;
         same_length("events", &[("rank", e.rank), ("stream", e.stream), ("event", e.event), ("correlation", e.correlation)], &[])?;
@@ -244,6 +248,7 @@ pub struct JobData {
     pub sync_event: Vec<i64>,
     pub sync_correlation: Vec<i64>,
     pub sync_record_correlation: Vec<i64>,
+    pub sync_inferred: Vec<i64>,
     pub event_rank: Vec<i64>,
     pub event_stream: Vec<i64>,
     pub event_event: Vec<i64>,
@@ -279,6 +284,7 @@ impl JobData {
                 event: &self.sync_event,
                 correlation: &self.sync_correlation,
                 record_correlation: &self.sync_record_correlation,
+                inferred: &self.sync_inferred,
             },
             events: EventRecords {
                 rank: &self.event_rank,
@@ -322,6 +328,7 @@ impl JobData {
         self.sync_event.push(event);
         self.sync_correlation.push(correlation);
         self.sync_record_correlation.push(record_correlation);
+        self.sync_inferred.push(0);
     }
 
     /// Adds an event record.
