@@ -111,6 +111,11 @@ def _resolve_nvtx_names(nvtx: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def read_export(path: str | os.PathLike) -> Export:
+    return Export.from_dict(read_raw(path))
+
+
+def read_raw(path: str | os.PathLike) -> dict:
+    """What the native `_native.read_exports` returns for one path: a dict of every declared table."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: no such file")
@@ -124,7 +129,7 @@ def read_export(path: str | os.PathLike) -> Export:
         raise InputError(f"{path}: unreadable SQLite export ({e})") from None
 
 
-def _read(conn: sqlite3.Connection, path: Path) -> Export:
+def _read(conn: sqlite3.Connection, path: Path) -> dict:
     schema = {
         t: [c[1] for c in conn.execute(f'PRAGMA table_info("{t}")')]
         for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
@@ -164,24 +169,22 @@ def _read(conn: sqlite3.Connection, path: Path) -> Export:
     strings = _Strings(conn.execute("SELECT id, value FROM StringIds").fetchall() if "StringIds" in schema else [])
     tables = {spec[0]: _read_table(conn, schema, spec, offset, strings, warnings) for spec in _native.table_specs()}
     tables["nvtx"] = _resolve_nvtx_names(tables["nvtx"])
-    return Export.from_dict(
-        {
-            "path": str(path),
-            "session": {
-                "nsys_version": lookup(metadata, "EXPORT_PRODUCT_VERSION"),
-                "schema_version": schema_version,
-                "time_normalized": time_normalized,
-                "utc_epoch_ns": utc,
-                "hostname": lookup(system_env, "Hostname"),
-            },
-            "metadata": metadata,
-            "system_env": system_env,
-            "capture": capture,
-            "strings": strings.values,
-            "warnings": warnings,
-            **tables,
-        }
-    )
+    return {
+        "path": str(path),
+        "session": {
+            "nsys_version": lookup(metadata, "EXPORT_PRODUCT_VERSION"),
+            "schema_version": schema_version,
+            "time_normalized": time_normalized,
+            "utc_epoch_ns": utc,
+            "hostname": lookup(system_env, "Hostname"),
+        },
+        "metadata": metadata,
+        "system_env": system_env,
+        "capture": capture,
+        "strings": strings.values,
+        "warnings": warnings,
+        **tables,
+    }
 
 
 def read_exports(paths, threads: int | None = None) -> list[Export]:
