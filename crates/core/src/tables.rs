@@ -402,6 +402,7 @@ impl Times {
     }
 
     /// The row's absolute (start, end), or None when unusable; (0, 0) in a table without times.
+    #[inline]
     fn span(&self, row: &Row, clock: &Clock) -> Option<(i64, i64)> {
         let Some(j) = self.start else { return Some((0, 0)) };
         let Value::Int(start) = row.get(j) else { return None };

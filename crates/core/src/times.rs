@@ -24,6 +24,7 @@ pub struct Clock {
 
 impl Clock {
     /// The absolute time of a stored one, if usable.
+    #[inline]
     pub fn absolute(&self, stored: i64) -> Option<i64> {
         if stored < 0 {
             return None;
@@ -33,6 +34,7 @@ impl Clock {
     }
 
     /// An event's absolute (start, end), if both are usable and in order.
+    #[inline]
     pub fn span(&self, start: i64, end: i64) -> Option<(i64, i64)> {
         let span = (self.absolute(start)?, self.absolute(end)?);
         (span.0 <= span.1).then_some(span)
