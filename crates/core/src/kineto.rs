@@ -1251,6 +1251,80 @@ mod tests {
     }
 
     #[test]
+    fn cuda_sync_and_cuda_event_fill_the_nsys_tables() {
+        // Layout of pytorch/kineto libkineto/src/CuptiActivity.cpp (CudaSyncActivity, CudaEventActivity).
+        let text = modern().replace(
+            r#"{"ph": "i", "name": "Record Window End""#,
+            r#"{"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": 24, "ts": 1001.5, "dur": 0.5,
+                "args": {"cuda_sync_kind": "Stream Wait Event", "wait_on_stream": 7, "wait_on_cuda_event_record_corr_id": 20,
+                "wait_on_cuda_event_id": 3, "stream": 24, "correlation": 21, "device": 0, "context": 1}},
+              {"ph": "X", "cat": "cuda_sync", "name": "Context Sync", "pid": 0, "tid": -1, "ts": 1100, "dur": 50,
+                "args": {"cuda_sync_kind": "Context Sync", "stream": -1, "correlation": 30, "device": 0, "context": 1}},
+              {"ph": "X", "cat": "cuda_event", "name": "cudaEvent", "pid": 0, "tid": 7, "ts": 0, "dur": 1,
+                "args": {"event_id": 3, "stream": 7, "correlation": 20, "device": 0, "context": 1}},
+              {"ph": "i", "name": "Record Window End""#,
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let e = read_kineto(&write(&dir, "t.json", text.as_bytes())).unwrap();
+        assert_eq!(col(&e, "sync", "start"), [BASE + 1_001_500, BASE + 1_100_000]);
+        assert_eq!(col(&e, "sync", "sync_type"), [2, 4]);
+        assert_eq!(col(&e, "sync", "stream"), [24, -1]);
+        assert_eq!(col(&e, "sync", "event"), [3, -1]);
+        assert_eq!(col(&e, "sync", "event_record_correlation"), [20, -1]);
+        assert_eq!(col(&e, "sync", "event_stream"), [7, -1]);
+        assert_eq!(col(&e, "sync", "pid"), [4321, 4321]);
+        assert_eq!(col(&e, "cuda_event", "correlation"), [20]);
+        assert_eq!(col(&e, "cuda_event", "time"), [-1], "ts 0: no device time");
+        // record_param_comms is a cpu_op too.
+        assert_eq!(col(&e, "cpu_ops", "start"), [BASE + 1_998_000]);
+        assert_eq!(e.strings[col(&e, "cpu_ops", "domain_name")[0] as usize], "cpu_op");
+    }
+
+    #[test]
+    fn unusable_times_are_dropped_and_counted() {
+        let kernel = |ts: &str, dur: &str| {
+            format!(r#"{{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": {ts}, "dur": {dur}, "args": {{"correlation": 1}}}}"#)
+        };
+        let events = [kernel("10", "1"), kernel("1e300", "1"), kernel("\"NaN\"", "1"), kernel("10", "-1"), kernel("10", "9.2e15"), kernel("-3", "1")];
+        let text = format!(r#"{{"baseTimeNanoseconds": {BASE}, "traceEvents": [{}]}}"#, events.join(","));
+        let dir = tempfile::tempdir().unwrap();
+        let e = read_kineto(&write(&dir, "t.json", text.as_bytes())).unwrap();
+        assert_eq!(col(&e, "kernels", "start"), [BASE + 10_000]);
+        assert_eq!(e.warnings.last().unwrap(), &times::dropped_events("kernels", 5));
+        let none = format!(r#"{{"traceEvents": [{}]}}"#, events[1..].join(","));
+        let err = read_kineto(&write(&dir, "none.json", none.as_bytes())).err().unwrap();
+        assert!(matches!(err, ReadError::NoUsableKernelEvents { events: 5, .. }), "{err}");
+    }
+
+    #[test]
+    fn limits_refuse_large_traces_and_bombs() {
+        let dir = tempfile::tempdir().unwrap();
+        let small = KinetoLimits { max_trace_bytes: 100, ..KinetoLimits::default() };
+        for (name, bytes) in [("t.json", modern().into_bytes()), ("t.json.gz", gz(&modern()))] {
+            let err = read_kineto_with(&write(&dir, name, &bytes), small).err().unwrap();
+            assert!(matches!(err, ReadError::TraceTooLarge { limit: 100, .. }), "{err}");
+            assert!(err.to_string().contains("--max-trace-bytes"));
+        }
+        // 20 MiB of whitespace in a valid trace: about 1000-fold, past the 16 MiB the ratio waits for.
+        let padded = modern().replacen("\"traceName\"", &format!("{}\"traceName\"", " ".repeat(20 << 20)), 1);
+        let bomb = write(&dir, "bomb.json.gz", &gz(&padded));
+        let err = read_kineto(&bomb).err().unwrap();
+        assert!(matches!(err, ReadError::GzipBomb { ratio: DEFAULT_MAX_GZIP_RATIO, .. }), "{err}");
+        assert!(read_kineto_with(&bomb, KinetoLimits { max_gzip_ratio: 5000, ..KinetoLimits::default() }).is_ok());
+    }
+
+    #[test]
+    fn huge_distributed_info_keeps_the_small_fields() {
+        let dir = tempfile::tempdir().unwrap();
+        let ranks = format!("[{}0]", "1, ".repeat(1_000_000));
+        let text = modern().replace(r#""pg_config": [{"pg_name": "0", "ranks": [0, 1]}]"#, &format!(r#""pg_config": {ranks}, "nested": {{"a": {ranks}}}"#));
+        let e = read_kineto(&write(&dir, "t.json", text.as_bytes())).unwrap();
+        let meta: HashMap<_, _> = e.metadata.iter().cloned().collect();
+        assert_eq!((meta["distributedInfo.rank"].as_str(), meta["distributedInfo.world_size"].as_str()), ("3", "8"));
+        assert!(!meta.contains_key("distributedInfo.pg_config") && !meta.contains_key("distributedInfo.nested"));
+    }
+
+    #[test]
     fn short_names() {
         for (full, short) in [
             ("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)", "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t"),

@@ -320,3 +320,48 @@ impl<'de> Deserialize<'de> for Gpu {
         d.deserialize_map(V)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small(text: &str) -> Option<String> {
+        serde_json::from_str::<SmallJson>(text).unwrap().text()
+    }
+
+    #[test]
+    fn small_json_prints_as_a_parsed_value_would() {
+        for text in [
+            r#"[{"pg_name": "0", "ranks": [0, 1], "desc": "default_pg"}, {"b": 2.5, "a": -1e-7, "c": [true, null, "é\"\n"]}]"#,
+            r#"{"z": {}, "y": [], "x": [[1], [2, [3]]], "w": 18446744073709551615}"#,
+            "42",
+            "1.5e300",
+        ] {
+            let value: serde_json::Value = serde_json::from_str(text).unwrap();
+            assert_eq!(small(text), Some(value.to_string()), "{text}");
+        }
+        assert_eq!(small(r#""as is""#), Some("as is".into()));
+        assert_eq!(small("null"), None);
+    }
+
+    #[test]
+    fn large_json_is_read_through_not_kept() {
+        let ranks = format!("[{}0]", "0,".repeat(MAX_JSON_TEXT));
+        assert_eq!(small(&ranks), None);
+        let long = format!("\"{}\"", "x".repeat(MAX_JSON_TEXT + 1));
+        assert_eq!(small(&long), None);
+        // What follows a skipped value still parses.
+        let pair: (SmallJson, i64) = serde_json::from_str(&format!("[{ranks}, 7]")).unwrap();
+        assert!(pair.0 .0.is_none() && pair.1 == 7);
+    }
+
+    #[test]
+    fn texts_are_capped_and_times_checked() {
+        let Scalar::Text(t) = serde_json::from_str::<Scalar>(&format!("\"{}\"", "é".repeat(MAX_TEXT))).unwrap() else { panic!() };
+        assert!(t.len() <= MAX_TEXT && t.chars().all(|c| c == 'é'));
+        let nanos = |text: &str| serde_json::from_str::<Scalar>(text).unwrap().nanos();
+        assert_eq!((nanos("1.5"), nanos("\"2\""), nanos("7")), (Some(1500), Some(2000), Some(7000)));
+        assert_eq!((nanos("1e300"), nanos("\"NaN\""), nanos("\"inf\""), nanos("9.2e15")), (None, None, None, None));
+        assert_eq!((nanos("9223372036854775807"), nanos("[1]"), nanos("null")), (None, None, None));
+    }
+}
