@@ -389,38 +389,86 @@ impl<'de> Deserialize<'de> for GpuEntry {
 }
 
 /// Trace-event phase: only complete events ("X") carry activities.
-#[derive(Deserialize, Default, PartialEq, Eq, Clone, Copy)]
+#[derive(Default, PartialEq, Eq, Clone, Copy)]
 enum Phase {
     X,
     #[default]
-    #[serde(other)]
     Other,
 }
 
-/// Event categories the reader uses; older Kineto spelled some differently (the aliases).
-#[derive(Deserialize, Default, PartialEq, Eq, Clone, Copy)]
+impl<'de> Deserialize<'de> for Phase {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Phase, D::Error> {
+        d.deserialize_any(ByName(|name| if name == "X" { Phase::X } else { Phase::Other }))
+    }
+}
+
+/// Event categories the reader uses.
+#[derive(Default, PartialEq, Eq, Clone, Copy)]
 enum Category {
-    #[serde(rename = "kernel", alias = "Kernel")]
     Kernel,
-    #[serde(rename = "gpu_memcpy", alias = "Memcpy")]
     Memcpy,
-    #[serde(rename = "gpu_memset", alias = "Memset")]
     Memset,
-    #[serde(rename = "cuda_runtime", alias = "cuda_driver", alias = "Runtime")]
     Runtime,
-    #[serde(rename = "user_annotation")]
     UserAnnotation,
-    #[serde(rename = "gpu_user_annotation")]
     GpuUserAnnotation,
-    #[serde(rename = "cpu_op", alias = "Operator")]
     CpuOp,
-    #[serde(rename = "cuda_sync")]
     CudaSync,
-    #[serde(rename = "cuda_event")]
     CudaEvent,
     #[default]
-    #[serde(other)]
     Other,
+}
+
+impl<'de> Deserialize<'de> for Category {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Category, D::Error> {
+        // Older Kineto spelled some differently (the second names).
+        d.deserialize_any(ByName(|name| match name {
+            "kernel" | "Kernel" => Category::Kernel,
+            "gpu_memcpy" | "Memcpy" => Category::Memcpy,
+            "gpu_memset" | "Memset" => Category::Memset,
+            "cuda_runtime" | "cuda_driver" | "Runtime" => Category::Runtime,
+            "user_annotation" => Category::UserAnnotation,
+            "gpu_user_annotation" => Category::GpuUserAnnotation,
+            "cpu_op" | "Operator" => Category::CpuOp,
+            "cuda_sync" => Category::CudaSync,
+            "cuda_event" => Category::CudaEvent,
+            _ => Category::Other,
+        }))
+    }
+}
+
+/// A value named by a string; anything else (a number, a list where a name belongs) is the
+/// default, so one odd event is skipped rather than failing the whole trace.
+struct ByName<T>(fn(&str) -> T);
+
+impl<'de, T: Default> Visitor<'de> for ByName<T> {
+    type Value = T;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a name")
+    }
+    fn visit_str<E>(self, v: &str) -> Result<T, E> {
+        Ok((self.0)(v))
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<T, E> {
+        Ok(T::default())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<T, E> {
+        Ok(T::default())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<T, E> {
+        Ok(T::default())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<T, E> {
+        Ok(T::default())
+    }
+    fn visit_unit<E>(self) -> Result<T, E> {
+        Ok(T::default())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<T, A::Error> {
+        IgnoredAny.visit_seq(seq).map(|_| T::default())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+        IgnoredAny.visit_map(map).map(|_| T::default())
+    }
 }
 
 impl Category {
@@ -538,8 +586,30 @@ impl<'de> Deserialize<'de> for Event {
                 }
                 Ok(e)
             }
+            // Not an object: nothing the reader uses (its phase is not "X").
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Event, A::Error> {
+                IgnoredAny.visit_seq(seq).map(|_| Event::default())
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Event, E> {
+                Ok(Event::default())
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Event, E> {
+                Ok(Event::default())
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Event, E> {
+                Ok(Event::default())
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Event, E> {
+                Ok(Event::default())
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Event, E> {
+                Ok(Event::default())
+            }
+            fn visit_unit<E>(self) -> Result<Event, E> {
+                Ok(Event::default())
+            }
         }
-        d.deserialize_map(V)
+        d.deserialize_any(V)
     }
 }
 
@@ -678,8 +748,30 @@ impl<'de> Deserialize<'de> for Args {
                 }
                 Ok(a)
             }
+            // Not an object: no args.
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Args, A::Error> {
+                IgnoredAny.visit_seq(seq).map(|_| Args::default())
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Args, E> {
+                Ok(Args::default())
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Args, E> {
+                Ok(Args::default())
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Args, E> {
+                Ok(Args::default())
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Args, E> {
+                Ok(Args::default())
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Args, E> {
+                Ok(Args::default())
+            }
+            fn visit_unit<E>(self) -> Result<Args, E> {
+                Ok(Args::default())
+            }
         }
-        d.deserialize_map(V)
+        d.deserialize_any(V)
     }
 }
 
