@@ -349,3 +349,24 @@ def test_running_out_of_memory_is_a_clean_error_not_an_abort(tmp_path, baseline_
     # With room, the same file reads.
     done = run_child("nsys", path)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+CLI_BASELINE = r"""
+import sys
+from nsys_collective import _native, cli
+from nsys_collective.commands import analyze
+_native.read_exports([sys.argv[1]])
+status = dict(line.split(":", 1) for line in open("/proc/self/status"))
+print(int(status["VmPeak"].split()[0]) * 1024)
+"""
+
+
+def test_the_cli_says_it_in_one_line_and_exits_2(tmp_path, baseline_vm):
+    """The same, through `collectivetrace-nsys analyze`: one `error:` line, exit status 2."""
+    path = big_export(tmp_path / "big.sqlite", 3_000_000)
+    cli_vm = int(subprocess.run([sys.executable, "-c", CLI_BASELINE, str(SOURCE)], capture_output=True, text=True, check=True).stdout)
+    done = subprocess.run([sys.executable, "-m", "nsys_collective", "analyze", str(path)], capture_output=True, text=True, timeout=300,
+                          preexec_fn=_limit_address_space(cli_vm + path.stat().st_size + 150 * 2**20))
+    assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {path}") and "not enough memory" in lines[0], done.stderr
