@@ -240,21 +240,22 @@ fn resolve_nvtx_names(export: &mut Export) -> Result<(), TryReserveError> {
 /// analysis, which knows which record came last before the wait.
 fn link_event_records(export: &mut Export) -> Result<(), TryReserveError> {
     let records = export.table(tables::CUDA_EVENT.name);
-    let (ids, correlation, stream) = (records.column("event_sync_id").unwrap(), records.column("correlation").unwrap(), records.column("stream").unwrap());
+    let column = |name| records.column(name).expect("cuda_event is declared");
+    let (ids, correlation, stream) = (column("event_sync_id"), column("correlation"), column("stream"));
     let mut by_id = HashMap::new();
     for i in (0..ids.len()).filter(|&i| ids[i] != MISSING) {
-        by_id.entry(ids[i]).or_insert((correlation[i], stream[i]));
+        by_id.entry(ids[i]).or_insert([correlation[i], stream[i]]);
     }
     if by_id.is_empty() {
         return Ok(());
     }
     let sync = export.tables.iter_mut().find(|t| t.name == tables::SYNC.name).expect("sync is declared");
     let ids = memory::copied(sync.column("event_sync_id").unwrap())?;
-    for (column, pick) in [("event_record_correlation", 0), ("event_stream", 1)] {
-        let out = &mut sync.columns.iter_mut().find(|(n, _)| *n == column).unwrap().1;
-        for (value, id) in out.iter_mut().zip(&ids) {
-            if let Some(&(c, s)) = by_id.get(id) {
-                *value = if pick == 0 { c } else { s };
+    for (name, field) in [("event_record_correlation", 0), ("event_stream", 1)] {
+        let column = &mut sync.columns.iter_mut().find(|(n, _)| *n == name).expect("declared in tables::SYNC").1;
+        for (value, id) in column.iter_mut().zip(&ids) {
+            if let Some(record) = by_id.get(id) {
+                *value = record[field];
             }
         }
     }
