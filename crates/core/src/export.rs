@@ -107,9 +107,8 @@ pub fn read_export(path: &Path) -> Result<Export, ReadError> {
 }
 
 fn read_all(conn: &Connection, schema: &Schema, path: &Path) -> Result<Export, ReadError> {
-    let sql = ReadError::sqlite(path);
     let metadata = match schema.first_table(&["META_DATA_EXPORT", "EXPORT_META_DATA"]) {
-        Some(t) => name_values(conn, &format!("SELECT name, value FROM \"{t}\"")).map_err(sql)?,
+        Some(t) => name_values(conn, &format!("SELECT name, value FROM \"{t}\"")).map_err(ReadError::sqlite(path))?,
         None => Vec::new(),
     };
     let system_env = if schema.has_column("TARGET_INFO_SYSTEM_ENV", "name") {
