@@ -2,12 +2,14 @@
 
 It returns the same `Export` as the native reader and is the oracle the tests compare that reader
 against, and the baseline of `scripts/bench_reader.py`. It reads the tables the native reader
-declares (`_native.table_specs()`), so the two differ only in how they read, never in what.
-Written for clarity, not speed.
+declares (`_native.table_specs()`), so the two differ only in how they read, never in what, and it
+applies the same rules (`crates/core/src/times.rs`): rows whose times are unusable are dropped and
+counted. Written for clarity, not speed.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 from pathlib import Path
@@ -19,9 +21,12 @@ from nsys_collective.errors import InputError
 from nsys_collective.ingest.capture import NVTX_DOMAIN_CREATE, Export
 
 MISSING = -1
-NULL_TIME = np.iinfo(np.int64).min
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 ABSOLUTE_TIME_FLOOR = 10**18
+CENTURY_NS = 100 * 365 * 86_400 * 10**9
+CUPTI_INVALID = 0xFFFFFFFF
 NSYS_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA", "TARGET_INFO_SESSION_START_TIME", "StringIds")
+TIMES = ("Start", "End", "OpenEnd")
 
 
 class _Strings:
@@ -48,49 +53,122 @@ class _Strings:
         return self.index[text]
 
 
-def _convert(value, kind: str, offset: int, strings: _Strings) -> int:
+class _Clock:
+    """Stored times to absolute UTC ns: usable when non-negative, within int64 once the offset is
+    added, and within a century of the session origin."""
+
+    def __init__(self, offset: int, origin: int):
+        self.offset, self.origin = offset, origin
+
+    def absolute(self, stored: int) -> int | None:
+        if stored < 0:
+            return None
+        t = stored + self.offset
+        return t if t <= INT64_MAX and abs(t - self.origin) <= CENTURY_NS else None
+
+    def span(self, start, end) -> tuple[int, int] | None:
+        if not isinstance(start, int) or not isinstance(end, int):
+            return None
+        start, end = self.absolute(start), self.absolute(end)
+        return (start, end) if start is not None and end is not None and start <= end else None
+
+
+def _usable_origin(value) -> int | None:
+    return value if isinstance(value, int) and 0 <= value <= INT64_MAX - CENTURY_NS else None
+
+
+def _text(value) -> str:
+    """Any stored value as text, as the native reader writes it (floats like Rust's Display)."""
     if value is None:
-        return NULL_TIME if kind == "Time" else MISSING
+        return ""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, float):
+        return np.format_float_positional(value, trim="-")
+    return str(value)
+
+
+def _int(value: float) -> int:
+    """A float as Rust's `as i64` makes it: truncated, saturated, NaN 0."""
+    if math.isnan(value):
+        return 0
+    if math.isinf(value):
+        return INT64_MAX if value > 0 else INT64_MIN
+    return max(INT64_MIN, min(INT64_MAX, int(value)))
+
+
+def _convert(value, kind: str, clock: _Clock, strings: _Strings) -> int:
+    if kind == "OptionalTime":
+        t = clock.absolute(value) if isinstance(value, int) and value > 0 else None
+        return MISSING if t is None else t
+    if value is None or isinstance(value, bytes):
+        return MISSING
     if isinstance(value, str):
         return strings.intern(value) if kind == "Text" else MISSING
-    if isinstance(value, bytes):
-        return MISSING
-    value = int(value)  # REAL values truncate, as in Rust's `as i64`
-    if kind == "Time":
-        return value + offset
+    value = _int(value) if isinstance(value, float) else value
     if kind == "Pid":
         return (value >> 24) & 0xFFFFFF
     if kind == "Tid":
         return value & 0xFFFFFF
     if kind == "StringId":
         return strings.dense(value)
+    if kind == "CuptiId" and value == CUPTI_INVALID:
+        return MISSING
+    if kind == "SyncId" and value in (0, CUPTI_INVALID):
+        return MISSING
     if kind == "Text":
         return MISSING
     return value
 
 
-def _read_table(conn, schema, spec, offset, strings, warnings) -> dict[str, np.ndarray]:
+def _read_table(conn, schema, spec, clock, strings, warnings, path) -> dict[str, np.ndarray]:
     name, tables, columns = spec
     table = next((t for t in tables if t in schema), None)
     sources = [next((s for s in srcs if table and s in schema[table]), None) for _, srcs, _ in columns]
-    if table is not None and any(c == "start" and s is None for (c, _, _), s in zip(columns, sources)):
-        warnings.append(f"{table} has no 'start' column; skipped")
+    start_missing = table and next((srcs[0] for (_, srcs, kind), s in zip(columns, sources) if kind == "Start" and s is None), None)
+    if start_missing:
+        warnings.append(f"{table} has no '{start_missing}' column; skipped")
         table = None
     present = [i for i, s in enumerate(sources) if s is not None] if table else []
+    kinds = [kind for _, _, kind in columns]
+    start = next((j for j, i in enumerate(present) if kinds[i] == "Start"), None)
+    end = next((j for j, i in enumerate(present) if kinds[i] in ("End", "OpenEnd")), None)
     values: list[list[int]] = [[] for _ in columns]
-    rows = []
+    dropped = 0
     if present:
         select = ", ".join(f'"{sources[i]}"' for i in present)
-        rows = conn.execute(f'SELECT {select} FROM "{table}"').fetchall()
-        for row in rows:  # row-major, so interned text gets the ids the native reader gives it
+        for row in conn.execute(f'SELECT {select} FROM "{table}"'):  # row-major: interned text gets the native ids
+            span = (0, 0)
+            if start is not None:
+                s = row[start]
+                e = s if end is None else row[end]
+                if e is None and end is not None and kinds[present[end]] == "OpenEnd":
+                    e = s  # an instant (an NVTX mark)
+                span = clock.span(s, e)
+                if span is None:
+                    dropped += 1
+                    continue
             for j, i in enumerate(present):
-                values[i].append(_convert(row[j], columns[i][2], offset, strings))
+                if kinds[i] == "Start":
+                    values[i].append(span[0])
+                elif kinds[i] in ("End", "OpenEnd"):
+                    values[i].append(span[1])
+                else:
+                    values[i].append(_convert(row[j], kinds[i], clock, strings))
+    n = len(values[present[0]]) if present else 0
+    start_column = next((i for i in present if kinds[i] == "Start"), None)
     for i in range(len(columns)):
         if i not in present:
-            values[i] = [MISSING] * len(rows)
+            ends = kinds[i] in ("End", "OpenEnd") and start_column is not None
+            values[i] = list(values[start_column]) if ends else [MISSING] * n  # no end: instants
+    if dropped:
+        warnings.append(f"{name}: {dropped} rows dropped (NULL, non-integer, negative, reversed or out-of-range times)")
+        if name == "kernels" and n == 0:
+            raise InputError(
+                f"{path}: none of its {dropped} kernel rows has usable times "
+                "(NULL, non-integer, negative, reversed or out of range); export the report again"
+            )
     out = {c[0]: np.array(v, dtype=np.int64) for c, v in zip(columns, values)}
-    if "start" in out and "end" in out:
-        out["end"] = np.where(out["end"] == NULL_TIME, out["start"], out["end"])
     if "start" in out and np.any(np.diff(out["start"]) < 0):
         order = np.argsort(out["start"], kind="stable")
         out = {k: v[order] for k, v in out.items()}
@@ -110,7 +188,23 @@ def _resolve_nvtx_names(nvtx: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return out
 
 
+def _link_event_records(sync: dict[str, np.ndarray], records: dict[str, np.ndarray]) -> None:
+    """A wait's event record: the `cuda_event` row with the same event_sync_id (the first one)."""
+    by_id: dict[int, tuple[int, int]] = {}
+    for sid, correlation, stream in zip(records["event_sync_id"].tolist(), records["correlation"].tolist(), records["stream"].tolist()):
+        if sid != MISSING:
+            by_id.setdefault(sid, (correlation, stream))
+    for i, sid in enumerate(sync["event_sync_id"].tolist()):
+        if sid in by_id:
+            sync["event_record_correlation"][i], sync["event_stream"][i] = by_id[sid]
+
+
 def read_export(path: str | os.PathLike) -> Export:
+    return Export.from_dict(read_raw(path))
+
+
+def read_raw(path: str | os.PathLike) -> dict:
+    """What the native `_native.read_exports` returns for one path: a dict of every declared table."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: no such file")
@@ -124,24 +218,24 @@ def read_export(path: str | os.PathLike) -> Export:
         raise InputError(f"{path}: unreadable SQLite export ({e})") from None
 
 
-def _read(conn: sqlite3.Connection, path: Path) -> Export:
+def _read(conn: sqlite3.Connection, path: Path) -> dict:
+    quoted = lambda name: name.replace('"', '""')  # noqa: E731
     schema = {
-        t: [c[1] for c in conn.execute(f'PRAGMA table_info("{t}")')]
-        for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
+        t: [c[1] for c in conn.execute(f'PRAGMA table_info("{quoted(t)}")')]
+        for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")  # never views: they run SQL
     }
     if not any(t in schema for t in NSYS_TABLES):
         raise InputError(f"{path}: an SQLite file but not an Nsight Systems export (no nsys tables)")
-    as_text = lambda v: "" if v is None else v if isinstance(v, str) else str(v)  # noqa: E731
     meta_table = next((t for t in ("META_DATA_EXPORT", "EXPORT_META_DATA") if t in schema), None)
-    metadata = [(as_text(k), as_text(v)) for k, v in conn.execute(f'SELECT name, value FROM "{meta_table}"')] if meta_table else []
+    metadata = [(_text(k), _text(v)) for k, v in conn.execute(f'SELECT name, value FROM "{meta_table}"')] if meta_table else []
     env = "TARGET_INFO_SYSTEM_ENV"
-    system_env = [(as_text(k), as_text(v)) for k, v in conn.execute(f"SELECT name, value FROM {env}")] if "name" in schema.get(env, []) else []
-    capture = [(as_text(k), as_text(v)) for k, v in conn.execute("SELECT name, value FROM META_DATA_CAPTURE")] if "name" in schema.get("META_DATA_CAPTURE", []) else []
+    system_env = [(_text(k), _text(v)) for k, v in conn.execute(f"SELECT name, value FROM {env}")] if "name" in schema.get(env, []) else []
+    capture = [(_text(k), _text(v)) for k, v in conn.execute("SELECT name, value FROM META_DATA_CAPTURE")] if "name" in schema.get("META_DATA_CAPTURE", []) else []
     lookup = lambda pairs, key: next((v for k, v in pairs if k == key), None)  # noqa: E731
     utc = None
     if "utcEpochNs" in schema.get("TARGET_INFO_SESSION_START_TIME", []):
         row = conn.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1").fetchone()
-        utc = row[0] if row else None
+        utc = _usable_origin(row[0]) if row else None
     warnings: list[str] = []
     schema_version = lookup(metadata, "EXPORT_SCHEMA_VERSION")
     major = (schema_version or "").split(".")[0]
@@ -155,33 +249,34 @@ def _read(conn: sqlite3.Connection, path: Path) -> Export:
         time_normalized = normalize.lower() == "true"
     else:
         first = next((t for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS") if t in schema), None)
-        row = conn.execute(f'SELECT start FROM "{first}" WHERE start IS NOT NULL LIMIT 1').fetchone() if first else None
+        query = f"SELECT start FROM \"{first}\" WHERE typeof(start) = 'integer' AND start >= 0 LIMIT 1"
+        row = conn.execute(query).fetchone() if first and "start" in schema[first] else None
         time_normalized = bool(row) and row[0] >= ABSOLUTE_TIME_FLOOR
     if utc is None and not time_normalized:
         warnings.append("no session start time (TARGET_INFO_SESSION_START_TIME): times are relative to the session")
-    offset = 0 if time_normalized else (utc or 0)
+    clock = _Clock(offset=0 if time_normalized else (utc or 0), origin=utc or 0)
 
-    strings = _Strings(conn.execute("SELECT id, value FROM StringIds").fetchall() if "StringIds" in schema else [])
-    tables = {spec[0]: _read_table(conn, schema, spec, offset, strings, warnings) for spec in _native.table_specs()}
+    string_rows = conn.execute("SELECT id, value FROM StringIds").fetchall() if "StringIds" in schema else []
+    strings = _Strings([(i, _text(v)) for i, v in string_rows if isinstance(i, int)])
+    tables = {spec[0]: _read_table(conn, schema, spec, clock, strings, warnings, path) for spec in _native.table_specs()}
     tables["nvtx"] = _resolve_nvtx_names(tables["nvtx"])
-    return Export.from_dict(
-        {
-            "path": str(path),
-            "session": {
-                "nsys_version": lookup(metadata, "EXPORT_PRODUCT_VERSION"),
-                "schema_version": schema_version,
-                "time_normalized": time_normalized,
-                "utc_epoch_ns": utc,
-                "hostname": lookup(system_env, "Hostname"),
-            },
-            "metadata": metadata,
-            "system_env": system_env,
-            "capture": capture,
-            "strings": strings.values,
-            "warnings": warnings,
-            **tables,
-        }
-    )
+    _link_event_records(tables["sync"], tables["cuda_event"])
+    return {
+        "path": str(path),
+        "session": {
+            "nsys_version": lookup(metadata, "EXPORT_PRODUCT_VERSION"),
+            "schema_version": schema_version,
+            "time_normalized": time_normalized,
+            "utc_epoch_ns": utc,
+            "hostname": lookup(system_env, "Hostname"),
+        },
+        "metadata": metadata,
+        "system_env": system_env,
+        "capture": capture,
+        "strings": strings.values,
+        "warnings": warnings,
+        **tables,
+    }
 
 
 def read_exports(paths, threads: int | None = None) -> list[Export]:

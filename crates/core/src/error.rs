@@ -31,11 +31,26 @@ pub enum ReadError {
     NotKineto { path: PathBuf, reason: String },
     #[error("{0}: no GPU events: profile with ProfilerActivity.CUDA (torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]))")]
     NoGpuEvents(PathBuf),
+    #[error("{path}: none of its {rows} kernel rows has usable times (NULL, non-integer, negative, reversed or out of range); export the report again")]
+    NoUsableKernelRows { path: PathBuf, rows: usize },
+    #[error("{path}: none of its {events} kernel events has usable times (missing, non-numeric, negative, reversed or out of range); profile again")]
+    NoUsableKernelEvents { path: PathBuf, events: usize },
+    #[error("{path}: more than {limit} bytes of JSON (the --max-trace-bytes limit); if the trace is genuine, raise --max-trace-bytes")]
+    TraceTooLarge { path: PathBuf, limit: u64 },
+    #[error("{path}: gzip expands more than {ratio}-fold (a decompression bomb?), refused; if the trace is genuine, raise --max-gzip-ratio or gunzip it first")]
+    GzipBomb { path: PathBuf, ratio: u64 },
+    #[error("{0}: not enough memory to read it; read fewer files at once or free memory")]
+    OutOfMemory(PathBuf),
     #[error("could not start reader threads: {0}")]
     Threads(String),
 }
 
 impl ReadError {
+    /// For `map_err` on an allocation that may fail (a column sized from the file).
+    pub fn memory(path: &std::path::Path) -> impl FnOnce(std::collections::TryReserveError) -> ReadError + '_ {
+        move |_| ReadError::OutOfMemory(path.to_path_buf())
+    }
+
     pub fn sqlite(path: &std::path::Path) -> impl FnOnce(rusqlite::Error) -> ReadError + '_ {
         move |source| ReadError::Sqlite { path: path.to_path_buf(), source }
     }

@@ -1,11 +1,14 @@
 //! Reading one export: open it safely, learn its session facts, pull every table as columns.
 
 use crate::error::ReadError;
+use crate::memory;
 use crate::schema::Schema;
 use crate::strings::StringTable;
-use crate::tables::{self, Plan, Table, MISSING};
+use crate::tables::{self, Kind, Plan, Source, Table, MISSING};
+use crate::times::{self, Clock};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
+use std::collections::{HashMap, TryReserveError};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -95,41 +98,39 @@ fn check_sqlite_file(path: &Path) -> Result<(), ReadError> {
 
 pub fn read_export(path: &Path) -> Result<Export, ReadError> {
     let conn = open(path)?;
-    let sql_err = ReadError::sqlite(path);
     let schema = Schema::probe(&conn).map_err(ReadError::sqlite(path))?;
     const NSYS_TABLES: [&str; 4] = ["META_DATA_EXPORT", "EXPORT_META_DATA", "TARGET_INFO_SESSION_START_TIME", "StringIds"];
     if schema.first_table(&NSYS_TABLES).is_none() {
         return Err(ReadError::NotAnExport(path.into()));
     }
-    let mut warnings = Vec::new();
-    read_all(&conn, &schema, path, &mut warnings).map_err(sql_err).map(|mut export| {
-        export.warnings = warnings;
-        export
-    })
+    read_all(&conn, &schema, path)
 }
 
-fn read_all(conn: &Connection, schema: &Schema, path: &Path, warnings: &mut Vec<String>) -> rusqlite::Result<Export> {
+fn read_all(conn: &Connection, schema: &Schema, path: &Path) -> Result<Export, ReadError> {
     let metadata = match schema.first_table(&["META_DATA_EXPORT", "EXPORT_META_DATA"]) {
-        Some(t) => name_values(conn, &format!("SELECT name, value FROM \"{t}\""))?,
+        Some(t) => name_values(conn, &format!("SELECT name, value FROM \"{t}\"")).map_err(ReadError::sqlite(path))?,
         None => Vec::new(),
     };
     let system_env = if schema.has_column("TARGET_INFO_SYSTEM_ENV", "name") {
-        name_values(conn, "SELECT name, value FROM TARGET_INFO_SYSTEM_ENV")?
+        name_values(conn, "SELECT name, value FROM TARGET_INFO_SYSTEM_ENV").map_err(ReadError::sqlite(path))?
     } else {
         Vec::new()
     };
     let capture = if schema.has_column("META_DATA_CAPTURE", "name") {
-        name_values(conn, "SELECT name, value FROM META_DATA_CAPTURE")?
+        name_values(conn, "SELECT name, value FROM META_DATA_CAPTURE").map_err(ReadError::sqlite(path))?
     } else {
         Vec::new()
     };
     let lookup = |pairs: &[(String, String)], key: &str| pairs.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
     let utc_epoch_ns = if schema.has_column("TARGET_INFO_SESSION_START_TIME", "utcEpochNs") {
-        conn.query_row("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1", [], |r| r.get(0))
-            .or_else(|e| if e == rusqlite::Error::QueryReturnedNoRows { Ok(None) } else { Err(e) })?
+        // Anything but a usable integer (text, a value no time fits after) is no session start.
+        first_integer(conn, "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1")
+            .map_err(ReadError::sqlite(path))?
+            .and_then(times::usable_origin)
     } else {
         None
     };
+    let mut warnings = Vec::new();
     let schema_version = lookup(&metadata, "EXPORT_SCHEMA_VERSION");
     let major = schema_version.as_deref().and_then(|v| v.split('.').next()?.parse::<u32>().ok());
     if major.is_some_and(|m| m > KNOWN_SCHEMA_MAJOR) {
@@ -141,32 +142,35 @@ fn read_all(conn: &Connection, schema: &Schema, path: &Path, warnings: &mut Vec<
     let time_normalized = match lookup(&metadata, "EXPORT_PARAM_TIME_NORMALIZE") {
         Some(v) => v.eq_ignore_ascii_case("true"),
         // Older exports do not say: absolute UTC values are recognisable by their size.
-        None => first_start(conn, schema)?.is_some_and(|t| t >= ABSOLUTE_TIME_FLOOR),
+        None => first_start(conn, schema).map_err(ReadError::sqlite(path))?.is_some_and(|t| t >= ABSOLUTE_TIME_FLOOR),
     };
     if utc_epoch_ns.is_none() && !time_normalized {
         warnings.push("no session start time (TARGET_INFO_SESSION_START_TIME): times are relative to the session".into());
     }
-    let time_offset = if time_normalized { 0 } else { utc_epoch_ns.unwrap_or(0) };
+    let clock = Clock { offset: if time_normalized { 0 } else { utc_epoch_ns.unwrap_or(0) }, origin: utc_epoch_ns.unwrap_or(0) };
 
-    let mut strings = if schema.has_table("StringIds") {
-        let mut stmt = conn.prepare("SELECT id, value FROM StringIds")?;
-        let rows = stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, text(r.get_ref(1)?))))?;
-        StringTable::from_rows(rows.collect::<Result<_, _>>()?)
-    } else {
-        StringTable::default()
-    };
+    let mut strings = if schema.has_table("StringIds") { string_ids(conn, path)? } else { StringTable::default() };
 
+    // A stored row takes 4 bytes of the file at the very least.
+    let file_len = std::fs::metadata(path).map_err(|source| ReadError::Io { path: path.into(), source })?.len();
+    let source = Source { conn, path, clock, max_rows: usize::try_from(file_len / 4).unwrap_or(usize::MAX) };
     let mut tables = Vec::with_capacity(tables::ALL.len());
     for spec in tables::ALL {
-        let plan = Plan::new(spec, schema);
+        let mut plan = Plan::new(spec, schema);
         if let Some(table) = plan.table {
-            if let Some(missing) = spec.columns().zip(&plan.sources).find(|(c, s)| c.name == "start" && s.is_none()) {
+            if let Some(missing) = spec.columns().zip(&plan.sources).find(|(c, s)| c.kind == Kind::Start && s.is_none()) {
                 warnings.push(format!("{table} has no '{}' column; skipped", missing.0.sources[0]));
-                tables.push(Table::read(conn, spec, &Plan { table: None, sources: plan.sources }, 0, &mut strings)?);
-                continue;
+                plan.table = None;
             }
         }
-        tables.push(Table::read(conn, spec, &plan, time_offset, &mut strings)?);
+        let (table, dropped) = Table::read(&source, spec, &plan, &mut strings)?;
+        if dropped > 0 {
+            warnings.push(times::dropped_rows(spec.name, dropped));
+        }
+        if spec.name == tables::KERNELS.name && dropped > 0 && table.is_empty() {
+            return Err(ReadError::NoUsableKernelRows { path: path.into(), rows: dropped });
+        }
+        tables.push(table);
     }
     let mut export = Export {
         path: path.to_path_buf(),
@@ -182,46 +186,104 @@ fn read_all(conn: &Connection, schema: &Schema, path: &Path, warnings: &mut Vec<
         capture,
         tables,
         strings: Vec::new(),
-        warnings: Vec::new(),
+        warnings,
     };
-    resolve_nvtx_names(&mut export);
+    resolve_nvtx_names(&mut export).map_err(ReadError::memory(path))?;
+    link_event_records(&mut export).map_err(ReadError::memory(path))?;
     export.strings = strings.values;
     Ok(export)
 }
 
+/// `StringIds` as a string table; rows whose id is not an integer name nothing and are skipped.
+fn string_ids(conn: &Connection, path: &Path) -> Result<StringTable, ReadError> {
+    let mut rows = Vec::new();
+    let mut stmt = conn.prepare("SELECT id, value FROM StringIds").map_err(ReadError::sqlite(path))?;
+    let mut query = stmt.query([]).map_err(ReadError::sqlite(path))?;
+    while let Some(row) = query.next().map_err(ReadError::sqlite(path))? {
+        if let ValueRef::Integer(id) = row.get_ref(0).map_err(ReadError::sqlite(path))? {
+            let value = text(row.get_ref(1).map_err(ReadError::sqlite(path))?);
+            memory::push(&mut rows, (id, value)).map_err(ReadError::memory(path))?;
+        }
+    }
+    Ok(StringTable::from_rows(rows))
+}
+
 /// NVTX names come inline (`text`) or as `textId`: merge them into one `name` column, and give
 /// each event its domain's name, taken from the domain-create events (type 75) of its process.
-fn resolve_nvtx_names(export: &mut Export) {
+fn resolve_nvtx_names(export: &mut Export) -> Result<(), TryReserveError> {
     const DOMAIN_CREATE: i64 = 75;
     let nvtx = export.tables.iter_mut().find(|t| t.name == "nvtx").expect("nvtx is declared");
     let take = |t: &mut Table, name: &str| std::mem::take(&mut t.columns.iter_mut().find(|(n, _)| *n == name).unwrap().1);
     let text = take(nvtx, "text");
     let text_id = take(nvtx, "text_id");
-    let name: Vec<i64> = text.iter().zip(&text_id).map(|(&t, &id)| if t != MISSING { t } else { id }).collect();
+    let mut name: Vec<i64> = memory::with_capacity(text.len())?;
+    name.extend(text.iter().zip(&text_id).map(|(&t, &id)| if t != MISSING { t } else { id }));
     let (kind, domain, pid) = (nvtx.column("type").unwrap(), nvtx.column("domain").unwrap(), nvtx.column("pid").unwrap());
-    let mut domains = std::collections::HashMap::new();
+    let mut domains = HashMap::new();
     for i in 0..name.len() {
         if kind[i] == DOMAIN_CREATE {
             domains.insert((pid[i], domain[i]), name[i]);
         }
     }
-    let domain_name: Vec<i64> =
-        (0..name.len()).map(|i| domains.get(&(pid[i], domain[i])).copied().unwrap_or(MISSING)).collect();
+    let mut domain_name: Vec<i64> = memory::with_capacity(name.len())?;
+    domain_name.extend((0..name.len()).map(|i| domains.get(&(pid[i], domain[i])).copied().unwrap_or(MISSING)));
     nvtx.columns.retain(|(n, _)| *n != "text" && *n != "text_id");
     nvtx.columns.insert(3, ("name", name));
     nvtx.columns.push(("domain_name", domain_name));
+    Ok(())
 }
 
+/// Fills `sync.event_record_correlation` and `sync.event_stream` from the `cuda_event` row with
+/// the same `event_sync_id` (nsys 2025+ stores one on both; the first record of an id wins).
+/// Older exports link a wait to its record only through `event`, which CUDA reuses: left to the
+/// analysis, which knows which record came last before the wait.
+fn link_event_records(export: &mut Export) -> Result<(), TryReserveError> {
+    let records = export.table(tables::CUDA_EVENT.name);
+    let column = |name| records.column(name).expect("cuda_event is declared");
+    let (ids, correlation, stream) = (column("event_sync_id"), column("correlation"), column("stream"));
+    let mut by_id = HashMap::new();
+    for i in (0..ids.len()).filter(|&i| ids[i] != MISSING) {
+        by_id.entry(ids[i]).or_insert([correlation[i], stream[i]]);
+    }
+    if by_id.is_empty() {
+        return Ok(());
+    }
+    let sync = export.tables.iter_mut().find(|t| t.name == tables::SYNC.name).expect("sync is declared");
+    let ids = memory::copied(sync.column("event_sync_id").unwrap())?;
+    for (name, field) in [("event_record_correlation", 0), ("event_stream", 1)] {
+        let column = &mut sync.columns.iter_mut().find(|(n, _)| *n == name).expect("declared in tables::SYNC").1;
+        for (value, id) in column.iter_mut().zip(&ids) {
+            if let Some(record) = by_id.get(id) {
+                *value = record[field];
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The first value of a one-column query when it is an integer.
+fn first_integer(conn: &Connection, sql: &str) -> rusqlite::Result<Option<i64>> {
+    let mut stmt = conn.prepare(sql)?;
+    let mut rows = stmt.query([])?;
+    Ok(match rows.next()? {
+        Some(row) => match row.get_ref(0)? {
+            ValueRef::Integer(i) => Some(i),
+            _ => None,
+        },
+        None => None,
+    })
+}
+
+/// The first usable stored start (a non-negative integer) of the first event table.
 fn first_start(conn: &Connection, schema: &Schema) -> rusqlite::Result<Option<i64>> {
     let Some(table) = schema.first_table(&["CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"])
     else {
         return Ok(None);
     };
-    let sql = format!("SELECT start FROM \"{table}\" WHERE start IS NOT NULL LIMIT 1");
-    match conn.query_row(&sql, [], |r| r.get(0)) {
-        Err(rusqlite::Error::QueryReturnedNoRows) => Ok(None),
-        other => other.map(Some),
+    if !schema.has_column(table, "start") {
+        return Ok(None);
     }
+    first_integer(conn, &format!("SELECT start FROM \"{table}\" WHERE typeof(start) = 'integer' AND start >= 0 LIMIT 1"))
 }
 
 fn name_values(conn: &Connection, sql: &str) -> rusqlite::Result<Vec<(String, String)>> {
@@ -245,7 +307,7 @@ fn text(value: ValueRef<'_>) -> String {
 pub fn read_many(
     paths: &[PathBuf],
     threads: Option<usize>,
-    read: fn(&Path) -> Result<Export, ReadError>,
+    read: impl Fn(&Path) -> Result<Export, ReadError> + Sync,
 ) -> Result<Vec<Result<Export, ReadError>>, ReadError> {
     use rayon::prelude::*;
     let pool = rayon::ThreadPoolBuilder::new()

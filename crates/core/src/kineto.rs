@@ -1,7 +1,9 @@
 //! Reader of PyTorch profiler (Kineto) Chrome-trace JSON, `.json` or `.json.gz`, one file per rank.
 //!
 //! The file is streamed: events are deserialized one at a time into small structs and turned
-//! into columns at once, so a trace of hundreds of MB never exists as a JSON tree in memory. The
+//! into columns at once, so a trace of hundreds of MB never exists as a JSON tree in memory, and
+//! values the reader does not need are read through, not built (`json`). Its bytes are bounded
+//! (`input`: `--max-trace-bytes`, and a gzip expansion ratio against decompression bombs). The
 //! result is the same `Export` the SQLite reader builds, so the analysis runs unchanged.
 //!
 //! Time base. Kineto writes `ts`/`dur` in µs. Newer Kineto (about PyTorch 2.2 on) writes `ts`
@@ -10,51 +12,77 @@
 //! bases can differ by a whole block (91 days) while their events are simultaneous, so `ts` alone
 //! never compares across ranks. Older traces (like the HTA test traces, 2023-04) have no base and
 //! an absolute `ts` in µs since the epoch. Both become absolute UTC ns here; a trace whose `ts` is
-//! relative but whose base is missing keeps relative times, with a warning.
+//! relative but whose base is missing keeps relative times, with a warning. Events whose times are
+//! unusable (`times`: missing, not a finite number, negative, reversed, overflowing, or more than
+//! a century from the origin) are dropped, with one warning per table counting them.
 //!
 //! Identity. GPU events carry `pid` = device and `tid` = stream; CPU events the OS pid/tid. The
 //! analysis keys a rank by (pid, device) and ties a kernel to its launch by (pid, correlation),
-//! so every GPU row gets the host pid (that of the CUDA runtime events).
+//! so every GPU row (and every `cuda_sync`/`cuda_event` row) gets the host pid (that of the CUDA
+//! runtime events).
+//!
+//! Synchronization. With `enable_cuda_sync_events`, Kineto writes `cuda_sync` events (name and
+//! `args.cuda_sync_kind` "Event Sync", "Stream Wait Event", "Stream Sync", "Context Sync";
+//! `args.stream` -1 for a context sync; for event syncs `wait_on_stream`,
+//! `wait_on_cuda_event_record_corr_id`, `wait_on_cuda_event_id`) and `cuda_event` records (name
+//! "cudaEvent", `args.event_id`, `stream`, `correlation`; `ts` the device time, else 0): layout of
+//! pytorch/kineto `libkineto/src/CuptiActivity.cpp` (`CudaSyncActivity::metadataJson`,
+//! `CudaEventActivity::metadataJson`, `syncTypeString`). They fill the `sync` and `cuda_event`
+//! tables the SQLite reader fills from CUPTI's tables, with CUPTI's sync-type numbers.
+
+mod input;
+mod json;
+
+pub use input::{KinetoLimits, DEFAULT_MAX_GZIP_RATIO, DEFAULT_MAX_TRACE_BYTES};
 
 use crate::error::ReadError;
 use crate::export::{Export, Session};
+use crate::memory;
 use crate::strings::StringTable;
 use crate::tables::{self, Table, TableSpec, MISSING};
-use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use crate::times::{self, Clock};
+use input::{Exceeded, Input};
+use json::{Dim3, Gpu, Scalar, SmallJson};
+use serde::de::{DeserializeSeed, Deserializer, Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, TryReserveError};
 use std::fmt;
-use std::io::{BufRead, BufReader};
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 /// NVTX push/pop range: how CPU annotation ranges appear in the `nvtx` table.
 const RANGE: i64 = 59;
 /// Times from this many ns (2001-09) on are absolute; below, relative to a base.
 const ABSOLUTE_NS_FLOOR: i64 = 1_000_000_000_000_000_000;
-/// `distributedInfo.pg_config` is kept as JSON text only below this size (it lists every group's ranks).
+/// `distributedInfo` values are kept as text only below this size (`pg_config` lists every group's ranks).
 const PG_CONFIG_MAX: usize = 64 * 1024;
+/// `distributedInfo` keys kept at most.
+const DISTRIBUTED_INFO_KEYS: usize = 256;
+/// `deviceProperties` entries kept at most (a node has a few GPUs).
+const MAX_GPUS: usize = 1024;
+/// What a visitor says when an allocation failed; `Trace::out_of_memory` tells the reader.
+const OUT_OF_MEMORY: &str = "out of memory";
 
-/// Reads one Kineto trace into an `Export`.
+/// Reads one Kineto trace into an `Export`, with the default limits.
 pub fn read_kineto(path: &Path) -> Result<Export, ReadError> {
-    let file = match std::fs::File::open(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ReadError::Missing(path.into())),
-        other => other.map_err(|source| ReadError::Io { path: path.into(), source })?,
-    };
-    let mut raw = BufReader::with_capacity(1 << 16, file);
-    let head = raw.fill_buf().map_err(|source| ReadError::Io { path: path.into(), source })?;
-    if head.is_empty() {
-        return Err(ReadError::EmptyTrace(path.into()));
-    }
-    // By content, not by name: `.json` files are sometimes gzip and the other way round.
-    let gzip = head.starts_with(&[0x1f, 0x8b]);
+    read_kineto_with(path, KinetoLimits::default())
+}
+
+/// Reads one Kineto trace into an `Export`, refusing it past `limits`.
+pub fn read_kineto_with(path: &Path, limits: KinetoLimits) -> Result<Export, ReadError> {
     let mut trace = Trace::default();
-    let parsed = if gzip {
-        parse(BufReader::with_capacity(1 << 16, flate2::read::MultiGzDecoder::new(raw)), &mut trace)
-    } else {
-        parse(raw, &mut trace)
+    let (parsed, gzip) = match input::open(path, limits)? {
+        Input::Plain(reader) => (parse(reader, &mut trace), false),
+        Input::Gzip(reader) => (parse(reader, &mut trace), true),
     };
+    if trace.out_of_memory {
+        return Err(ReadError::OutOfMemory(path.into()));
+    }
     parsed.map_err(|e| json_error(path, gzip, e))?;
-    trace.finish(path)
+    trace.finish(path).map_err(|e| match e {
+        Finish::Read(e) => e,
+        Finish::Memory => ReadError::OutOfMemory(path.into()),
+    })
 }
 
 /// Generic, not `dyn Read`: serde_json reads byte by byte, which is fast only on a concrete
@@ -65,20 +93,40 @@ fn parse<R: BufRead>(reader: R, trace: &mut Trace) -> Result<(), serde_json::Err
     de.end()
 }
 
-/// Reads many traces at once, `threads` at a time (all cores when None).
+/// Reads many traces at once, `threads` at a time (all cores when None), with the default limits.
 pub fn read_kineto_traces(paths: &[PathBuf], threads: Option<usize>) -> Result<Vec<Result<Export, ReadError>>, ReadError> {
-    crate::export::read_many(paths, threads, read_kineto)
+    read_kineto_traces_with(paths, threads, KinetoLimits::default())
+}
+
+/// Reads many traces at once, `threads` at a time (all cores when None), each within `limits`.
+pub fn read_kineto_traces_with(
+    paths: &[PathBuf],
+    threads: Option<usize>,
+    limits: KinetoLimits,
+) -> Result<Vec<Result<Export, ReadError>>, ReadError> {
+    crate::export::read_many(paths, threads, |path| read_kineto_with(path, limits))
 }
 
 fn json_error(path: &Path, gzip: bool, e: serde_json::Error) -> ReadError {
     use serde_json::error::Category;
+    let category = e.classify();
+    let kind = e.io_error_kind();
+    if category == Category::Io {
+        let io = std::io::Error::from(e);
+        if let Some(limit) = Exceeded::read_error(path, &io) {
+            return limit;
+        }
+        let path = path.to_path_buf();
+        return match kind {
+            Some(std::io::ErrorKind::UnexpectedEof) if gzip => ReadError::TruncatedGzip(path),
+            _ if gzip => ReadError::BadGzip { path, message: io.to_string() },
+            _ => ReadError::Io { path, source: io },
+        };
+    }
     let path = path.to_path_buf();
-    match (e.classify(), e.io_error_kind()) {
-        (Category::Io, Some(std::io::ErrorKind::UnexpectedEof)) if gzip => ReadError::TruncatedGzip(path),
-        (Category::Io, _) if gzip => ReadError::BadGzip { path, message: e.to_string() },
-        (Category::Io, _) => ReadError::Io { path, source: e.into() },
-        (Category::Data, _) => ReadError::NotKineto { path, reason: e.to_string() },
-        (Category::Syntax | Category::Eof, _) => {
+    match category {
+        Category::Data => ReadError::NotKineto { path, reason: e.to_string() },
+        _ => {
             // serde's text ends in " at line L column C": said once, by the variant.
             let text = e.to_string();
             let message = text.rsplit_once(" at line ").map_or(text.as_str(), |(m, _)| m).to_string();
@@ -97,18 +145,27 @@ struct Trace {
     saw_events: bool,
     base_ns: Option<i64>,
     metadata: Vec<(String, String)>,
-    gpus: Vec<serde_json::Value>,
+    gpus: Vec<Gpu>,
+    /// `deviceProperties` entries beyond MAX_GPUS, not kept.
+    gpus_left_out: usize,
     strings: StringTable,
     kernels: Columns<KERNEL_COLUMNS>,
     memcpy: Columns<COPY_COLUMNS>,
     memset: Columns<COPY_COLUMNS>,
     runtime: Columns<6>,
     nvtx: Columns<8>,
+    sync: Columns<SYNC_COLUMNS>,
+    cuda_event: Columns<CUDA_EVENT_COLUMNS>,
+    cpu_ops: Columns<8>,
     collectives: Columns<COLLECTIVE_COLUMNS>,
+    /// Events dropped for unusable times, by output table.
+    dropped: HashMap<&'static str, usize>,
     /// How many CPU-side events each pid has: the most common one is the host process.
     cpu_pids: HashMap<i64, usize>,
-    /// Latest `ts` read (ns, before any base): tells absolute from relative times.
+    /// Latest start read (ns, before any base): tells absolute from relative times.
     max_ts: i64,
+    /// An allocation failed while reading events (the parse was stopped for it).
+    out_of_memory: bool,
 }
 
 struct TraceSeed<'a>(&'a mut Trace);
@@ -133,18 +190,12 @@ impl<'de> Visitor<'de> for TraceSeed<'_> {
                 "traceEvents" => map.next_value_seed(EventsSeed(trace))?,
                 "baseTimeNanoseconds" => {
                     let base: Scalar = map.next_value()?;
-                    trace.base_ns = base.int();
+                    // A base no century of times fits after is no base.
+                    trace.base_ns = base.int().and_then(times::usable_origin);
                     trace.metadata.push((key, base.text().unwrap_or_default()));
                 }
-                "distributedInfo" => {
-                    let info: serde_json::Value = map.next_value()?;
-                    flatten_distributed_info(&info, &mut trace.metadata);
-                }
-                "deviceProperties" => {
-                    if let serde_json::Value::Array(gpus) = map.next_value()? {
-                        trace.gpus = gpus;
-                    }
-                }
+                "distributedInfo" => map.next_value_seed(DistributedInfo(&mut trace.metadata))?,
+                "deviceProperties" => map.next_value_seed(DeviceProperties(trace))?,
                 _ => {
                     // Scalars only (schemaVersion, displayTimeUnit, cuda_runtime_version, ...).
                     if let Some(text) = map.next_value::<Scalar>()?.text() {
@@ -180,41 +231,277 @@ impl<'de> Visitor<'de> for EventsSeed<'_> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         self.0.saw_events = true;
         while let Some(event) = seq.next_element::<Event>()? {
-            self.0.add(event);
+            if self.0.add(event).is_err() {
+                self.0.out_of_memory = true;
+                return Err(A::Error::custom(OUT_OF_MEMORY));
+            }
         }
         Ok(())
     }
 }
 
+/// `distributedInfo` as `distributedInfo.<key>` metadata pairs (rank, world_size, backend, ...),
+/// keys sorted; values as text, left out when long (`pg_config` lists every group's ranks).
+/// Anything but an object is ignored.
+struct DistributedInfo<'a>(&'a mut Vec<(String, String)>);
+
+impl<'de> DeserializeSeed<'de> for DistributedInfo<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for DistributedInfo<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("distributedInfo")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut fields = BTreeMap::new();
+        while let Some(key) = map.next_key::<Scalar>()? {
+            let value: SmallJson = map.next_value()?;
+            let (Some(key), Some(text)) = (key.text(), value.text()) else { continue };
+            if text.len() <= PG_CONFIG_MAX && (fields.len() < DISTRIBUTED_INFO_KEYS || fields.contains_key(&key)) {
+                fields.insert(key, text);
+            }
+        }
+        self.0.extend(fields.into_iter().map(|(k, v)| (format!("distributedInfo.{k}"), v)));
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<(), A::Error> {
+        IgnoredAny.visit_seq(seq).map(|_| ())
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+}
+
+/// `deviceProperties`: the first MAX_GPUS objects of the list, the rest counted; anything but a
+/// list is ignored.
+struct DeviceProperties<'a>(&'a mut Trace);
+
+impl<'de> DeserializeSeed<'de> for DeviceProperties<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for DeviceProperties<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("deviceProperties")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let trace = self.0;
+        trace.gpus.clear();
+        trace.gpus_left_out = 0;
+        while let Some(gpu) = seq.next_element::<GpuEntry>()? {
+            match gpu.0 {
+                Some(gpu) if trace.gpus.len() < MAX_GPUS => trace.gpus.push(gpu),
+                Some(_) => trace.gpus_left_out += 1,
+                None => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
+        IgnoredAny.visit_map(map).map(|_| ())
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+}
+
+/// A `deviceProperties` entry: a GPU when it is an object, else nothing.
+struct GpuEntry(Option<Gpu>);
+
+impl<'de> Deserialize<'de> for GpuEntry {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<GpuEntry, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = GpuEntry;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a device properties entry")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<GpuEntry, A::Error> {
+                Gpu::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(|g| GpuEntry(Some(g)))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<GpuEntry, A::Error> {
+                IgnoredAny.visit_seq(seq).map(|_| GpuEntry(None))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<GpuEntry, E> {
+                Ok(GpuEntry(None))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<GpuEntry, E> {
+                Ok(GpuEntry(None))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<GpuEntry, E> {
+                Ok(GpuEntry(None))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<GpuEntry, E> {
+                Ok(GpuEntry(None))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<GpuEntry, E> {
+                Ok(GpuEntry(None))
+            }
+            fn visit_unit<E>(self) -> Result<GpuEntry, E> {
+                Ok(GpuEntry(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 /// Trace-event phase: only complete events ("X") carry activities.
-#[derive(Deserialize, Default, PartialEq, Eq, Clone, Copy)]
+#[derive(Default, PartialEq, Eq, Clone, Copy)]
 enum Phase {
     X,
     #[default]
-    #[serde(other)]
     Other,
 }
 
-/// Event categories the reader uses; older Kineto spelled some differently (the aliases).
-#[derive(Deserialize, Default, PartialEq, Eq, Clone, Copy)]
+impl<'de> Deserialize<'de> for Phase {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Phase, D::Error> {
+        d.deserialize_any(ByName(|name| if name == "X" { Phase::X } else { Phase::Other }))
+    }
+}
+
+/// Event categories the reader uses.
+#[derive(Default, PartialEq, Eq, Clone, Copy)]
 enum Category {
-    #[serde(rename = "kernel", alias = "Kernel")]
     Kernel,
-    #[serde(rename = "gpu_memcpy", alias = "Memcpy")]
     Memcpy,
-    #[serde(rename = "gpu_memset", alias = "Memset")]
     Memset,
-    #[serde(rename = "cuda_runtime", alias = "cuda_driver", alias = "Runtime")]
     Runtime,
-    #[serde(rename = "user_annotation")]
     UserAnnotation,
-    #[serde(rename = "gpu_user_annotation")]
     GpuUserAnnotation,
-    #[serde(rename = "cpu_op", alias = "Operator")]
     CpuOp,
+    CudaSync,
+    CudaEvent,
     #[default]
-    #[serde(other)]
     Other,
+}
+
+impl<'de> Deserialize<'de> for Category {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Category, D::Error> {
+        // Older Kineto spelled some differently (the second names).
+        d.deserialize_any(ByName(|name| match name {
+            "kernel" | "Kernel" => Category::Kernel,
+            "gpu_memcpy" | "Memcpy" => Category::Memcpy,
+            "gpu_memset" | "Memset" => Category::Memset,
+            "cuda_runtime" | "cuda_driver" | "Runtime" => Category::Runtime,
+            "user_annotation" => Category::UserAnnotation,
+            "gpu_user_annotation" => Category::GpuUserAnnotation,
+            "cpu_op" | "Operator" => Category::CpuOp,
+            "cuda_sync" => Category::CudaSync,
+            "cuda_event" => Category::CudaEvent,
+            _ => Category::Other,
+        }))
+    }
+}
+
+/// A value named by a string; anything else (a number, a list where a name belongs) is the
+/// default, so one odd event is skipped rather than failing the whole trace.
+struct ByName<T>(fn(&str) -> T);
+
+impl<'de, T: Default> Visitor<'de> for ByName<T> {
+    type Value = T;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a name")
+    }
+    fn visit_str<E>(self, v: &str) -> Result<T, E> {
+        Ok((self.0)(v))
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<T, E> {
+        Ok(T::default())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<T, E> {
+        Ok(T::default())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<T, E> {
+        Ok(T::default())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<T, E> {
+        Ok(T::default())
+    }
+    fn visit_unit<E>(self) -> Result<T, E> {
+        Ok(T::default())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<T, A::Error> {
+        IgnoredAny.visit_seq(seq).map(|_| T::default())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+        IgnoredAny.visit_map(map).map(|_| T::default())
+    }
+}
+
+impl Category {
+    /// The output table an event of this category becomes a row of (where it is counted when
+    /// dropped); None for categories the reader skips.
+    fn table(self) -> Option<&'static str> {
+        Some(match self {
+            Category::Kernel => tables::KERNELS.name,
+            Category::Memcpy => tables::MEMCPY.name,
+            Category::Memset => tables::MEMSET.name,
+            Category::Runtime => tables::RUNTIME.name,
+            Category::UserAnnotation | Category::GpuUserAnnotation => tables::NVTX.name,
+            Category::CpuOp => tables::CPU_OPS.name,
+            Category::CudaSync => tables::SYNC.name,
+            Category::CudaEvent => tables::CUDA_EVENT.name,
+            Category::Other => return None,
+        })
+    }
+}
+
+/// A `ts` or `dur` as read: absent, unusable (not a finite number of µs that fits in ns), or ns.
+#[derive(Default, Clone, Copy)]
+enum Stamp {
+    #[default]
+    Absent,
+    Unusable,
+    Ns(i64),
+}
+
+impl Stamp {
+    fn of(value: Scalar) -> Stamp {
+        value.nanos().map_or(Stamp::Unusable, Stamp::Ns)
+    }
 }
 
 #[derive(Default)]
@@ -225,9 +512,26 @@ struct Event {
     pid: Option<i64>,
     tid: Option<i64>,
     /// Relative or absolute (see the module comment) ns.
-    ts: Option<i64>,
-    dur: Option<i64>,
+    ts: Stamp,
+    dur: Stamp,
     args: Args,
+}
+
+impl Event {
+    /// (start, end) in stored ns, when `ts` is a non-negative time and `dur` absent (an instant)
+    /// or a non-negative duration that the end does not overflow with.
+    fn span(&self) -> Option<(i64, i64)> {
+        let Stamp::Ns(start) = self.ts else { return None };
+        let dur = match self.dur {
+            Stamp::Absent => 0,
+            Stamp::Ns(dur) => dur,
+            Stamp::Unusable => return None,
+        };
+        if start < 0 || dur < 0 {
+            return None;
+        }
+        Some((start, start.checked_add(dur)?))
+    }
 }
 
 #[derive(Deserialize)]
@@ -272,8 +576,8 @@ impl<'de> Deserialize<'de> for Event {
                         EventKey::Name => e.name = map.next_value::<Scalar>()?.text().unwrap_or_default(),
                         EventKey::Pid => e.pid = map.next_value::<Scalar>()?.id(),
                         EventKey::Tid => e.tid = map.next_value::<Scalar>()?.id(),
-                        EventKey::Ts => e.ts = map.next_value::<Scalar>()?.nanos(),
-                        EventKey::Dur => e.dur = map.next_value::<Scalar>()?.nanos(),
+                        EventKey::Ts => e.ts = Stamp::of(map.next_value()?),
+                        EventKey::Dur => e.dur = Stamp::of(map.next_value()?),
                         EventKey::Args => e.args = map.next_value()?,
                         EventKey::Other => {
                             map.next_value::<IgnoredAny>()?;
@@ -282,8 +586,30 @@ impl<'de> Deserialize<'de> for Event {
                 }
                 Ok(e)
             }
+            // Not an object: nothing the reader uses (its phase is not "X").
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Event, A::Error> {
+                IgnoredAny.visit_seq(seq).map(|_| Event::default())
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Event, E> {
+                Ok(Event::default())
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Event, E> {
+                Ok(Event::default())
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Event, E> {
+                Ok(Event::default())
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Event, E> {
+                Ok(Event::default())
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Event, E> {
+                Ok(Event::default())
+            }
+            fn visit_unit<E>(self) -> Result<Event, E> {
+                Ok(Event::default())
+            }
         }
-        d.deserialize_map(V)
+        d.deserialize_any(V)
     }
 }
 
@@ -312,6 +638,12 @@ struct Args {
     rank: Option<i64>,
     src_rank: Option<i64>,
     dst_rank: Option<i64>,
+    // cuda_sync and cuda_event.
+    sync_kind: Option<String>,
+    wait_on_stream: Option<i64>,
+    wait_on_record_correlation: Option<i64>,
+    wait_on_event: Option<i64>,
+    event_id: Option<i64>,
 }
 
 #[derive(Deserialize)]
@@ -357,6 +689,16 @@ enum ArgKey {
     SrcRank,
     #[serde(rename = "Dst Rank")]
     DstRank,
+    #[serde(rename = "cuda_sync_kind")]
+    SyncKind,
+    #[serde(rename = "wait_on_stream")]
+    WaitOnStream,
+    #[serde(rename = "wait_on_cuda_event_record_corr_id")]
+    WaitOnRecordCorrelation,
+    #[serde(rename = "wait_on_cuda_event_id")]
+    WaitOnEvent,
+    #[serde(rename = "event_id")]
+    EventId,
     #[serde(other)]
     Other,
 }
@@ -389,11 +731,16 @@ impl<'de> Deserialize<'de> for Args {
                         ArgKey::Dtype => a.dtype = map.next_value::<Scalar>()?.text(),
                         ArgKey::PgName => a.pg_name = map.next_value::<Scalar>()?.text(),
                         ArgKey::PgDesc => a.pg_desc = map.next_value::<Scalar>()?.text(),
-                        ArgKey::PgRanks => a.pg_ranks = map.next_value::<JsonText>()?.0,
+                        ArgKey::PgRanks => a.pg_ranks = map.next_value::<SmallJson>()?.text(),
                         ArgKey::Seq => a.seq = int(map.next_value()?),
                         ArgKey::Rank => a.rank = int(map.next_value()?),
                         ArgKey::SrcRank => a.src_rank = int(map.next_value()?),
                         ArgKey::DstRank => a.dst_rank = int(map.next_value()?),
+                        ArgKey::SyncKind => a.sync_kind = map.next_value::<Scalar>()?.text(),
+                        ArgKey::WaitOnStream => a.wait_on_stream = int(map.next_value()?),
+                        ArgKey::WaitOnRecordCorrelation => a.wait_on_record_correlation = int(map.next_value()?),
+                        ArgKey::WaitOnEvent => a.wait_on_event = int(map.next_value()?),
+                        ArgKey::EventId => a.event_id = int(map.next_value()?),
                         ArgKey::Other => {
                             map.next_value::<IgnoredAny>()?;
                         }
@@ -401,157 +748,30 @@ impl<'de> Deserialize<'de> for Args {
                 }
                 Ok(a)
             }
-        }
-        d.deserialize_map(V)
-    }
-}
-
-/// Any JSON value, kept when it is a scalar; lists and objects are skipped without being built.
-enum Scalar {
-    Int(i64),
-    Float(f64),
-    Text(String),
-    Bool(bool),
-    Null,
-    Skipped,
-}
-
-impl Scalar {
-    fn int(&self) -> Option<i64> {
-        match self {
-            Scalar::Int(i) => Some(*i),
-            Scalar::Float(f) if f.is_finite() => Some(*f as i64),
-            Scalar::Text(t) => t.trim().trim_matches('"').parse().ok(),
-            _ => None,
-        }
-    }
-
-    /// A pid or tid: a number, or a label ending in one (old Kineto wrote `"tid": "stream 7"`).
-    fn id(&self) -> Option<i64> {
-        match self {
-            Scalar::Text(t) => {
-                let digits = t.trim_end_matches(|c: char| !c.is_ascii_digit());
-                let start = digits.rfind(|c: char| !c.is_ascii_digit()).map_or(0, |i| i + 1);
-                digits[start..].parse().ok()
+            // Not an object: no args.
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Args, A::Error> {
+                IgnoredAny.visit_seq(seq).map(|_| Args::default())
             }
-            other => other.int(),
-        }
-    }
-
-    /// µs (integer or fraction) as ns. An integer is exact; a fraction is exact to the ns while
-    /// below 2^53 ns, which Kineto's 3-month base keeps `ts` under (its stated reason for it).
-    fn nanos(&self) -> Option<i64> {
-        match self {
-            Scalar::Int(i) => i.checked_mul(1000),
-            Scalar::Float(f) if f.is_finite() => Some((f * 1000.0).round() as i64),
-            Scalar::Text(t) => t.trim().parse::<f64>().ok().filter(|f| f.is_finite()).map(|f| (f * 1000.0).round() as i64),
-            _ => None,
-        }
-    }
-
-    fn text(self) -> Option<String> {
-        match self {
-            Scalar::Int(i) => Some(i.to_string()),
-            Scalar::Float(f) => Some(f.to_string()),
-            Scalar::Text(t) => Some(t),
-            Scalar::Bool(b) => Some(b.to_string()),
-            Scalar::Null | Scalar::Skipped => None,
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for Scalar {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Scalar, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Scalar;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("any JSON value")
+            fn visit_str<E>(self, _: &str) -> Result<Args, E> {
+                Ok(Args::default())
             }
-            fn visit_i64<E>(self, v: i64) -> Result<Scalar, E> {
-                Ok(Scalar::Int(v))
+            fn visit_bool<E>(self, _: bool) -> Result<Args, E> {
+                Ok(Args::default())
             }
-            fn visit_u64<E>(self, v: u64) -> Result<Scalar, E> {
-                Ok(i64::try_from(v).map_or(Scalar::Float(v as f64), Scalar::Int))
+            fn visit_i64<E>(self, _: i64) -> Result<Args, E> {
+                Ok(Args::default())
             }
-            fn visit_f64<E>(self, v: f64) -> Result<Scalar, E> {
-                Ok(Scalar::Float(v))
+            fn visit_u64<E>(self, _: u64) -> Result<Args, E> {
+                Ok(Args::default())
             }
-            fn visit_str<E>(self, v: &str) -> Result<Scalar, E> {
-                Ok(Scalar::Text(v.to_owned()))
+            fn visit_f64<E>(self, _: f64) -> Result<Args, E> {
+                Ok(Args::default())
             }
-            fn visit_string<E>(self, v: String) -> Result<Scalar, E> {
-                Ok(Scalar::Text(v))
-            }
-            fn visit_bool<E>(self, v: bool) -> Result<Scalar, E> {
-                Ok(Scalar::Bool(v))
-            }
-            fn visit_unit<E>(self) -> Result<Scalar, E> {
-                Ok(Scalar::Null)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Scalar, A::Error> {
-                IgnoredAny.visit_seq(seq).map(|_| Scalar::Skipped)
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Scalar, A::Error> {
-                IgnoredAny.visit_map(map).map(|_| Scalar::Skipped)
+            fn visit_unit<E>(self) -> Result<Args, E> {
+                Ok(Args::default())
             }
         }
         d.deserialize_any(V)
-    }
-}
-
-/// `grid`/`block`: up to three integers; extra entries are ignored.
-struct Dim3([Option<i64>; 3]);
-
-impl<'de> Deserialize<'de> for Dim3 {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Dim3, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Dim3;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a list of three integers")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Dim3, A::Error> {
-                let mut out = [None; 3];
-                let mut i = 0;
-                while let Some(v) = seq.next_element::<Scalar>()? {
-                    if i < 3 {
-                        out[i] = v.int();
-                    }
-                    i += 1;
-                }
-                Ok(Dim3(out))
-            }
-        }
-        d.deserialize_seq(V)
-    }
-}
-
-/// A value kept as text: a string as is, anything else as compact JSON ("[0, 1, 2]" or [0, 1, 2]).
-struct JsonText(Option<String>);
-
-impl<'de> Deserialize<'de> for JsonText {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<JsonText, D::Error> {
-        Ok(JsonText(match serde_json::Value::deserialize(d)? {
-            serde_json::Value::Null => None,
-            serde_json::Value::String(s) => Some(s),
-            other => Some(other.to_string()),
-        }))
-    }
-}
-
-/// `distributedInfo` as `distributedInfo.<key>` metadata pairs (rank, world_size, backend, ...).
-fn flatten_distributed_info(info: &serde_json::Value, out: &mut Vec<(String, String)>) {
-    let Some(fields) = info.as_object() else { return };
-    for (key, value) in fields {
-        let text = match value {
-            serde_json::Value::Null => continue,
-            serde_json::Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
-        if text.len() <= PG_CONFIG_MAX {
-            out.push((format!("distributedInfo.{key}"), text));
-        }
     }
 }
 
@@ -560,6 +780,8 @@ fn flatten_distributed_info(info: &serde_json::Value, out: &mut Vec<(String, Str
 
 const KERNEL_COLUMNS: usize = 17;
 const COPY_COLUMNS: usize = 8;
+const SYNC_COLUMNS: usize = 11;
+const CUDA_EVENT_COLUMNS: usize = 7;
 const COLLECTIVE_COLUMNS: usize = 16;
 /// Placeholder pid of GPU rows, replaced by the host pid once all events are read.
 const HOST: i64 = i64::MIN;
@@ -571,16 +793,46 @@ pub const COLLECTIVE_COLUMN_NAMES: [&str; COLLECTIVE_COLUMNS] = [
 ];
 const NVTX_COLUMN_NAMES: [&str; 8] = ["start", "end", "type", "name", "domain", "pid", "tid", "domain_name"];
 
+/// CUPTI's CUpti_ActivitySynchronizationType of a Kineto sync kind (`syncTypeString`):
+/// 1 event synchronize, 2 stream wait event, 3 stream synchronize, 4 context synchronize, else 0.
+fn sync_type(kind: &str) -> i64 {
+    match kind {
+        "Event Sync" => 1,
+        "Stream Wait Event" => 2,
+        "Stream Sync" => 3,
+        "Context Sync" => 4,
+        _ => 0,
+    }
+}
+
+/// A stream or event id: CUPTI_SYNCHRONIZATION_INVALID_VALUE (-1 as int32, or 0xFFFFFFFF) and
+/// other negatives mean none.
+fn cupti_id(id: Option<i64>) -> i64 {
+    match id {
+        Some(i) if i >= 0 && i != 0xFFFF_FFFF => i,
+        _ => MISSING,
+    }
+}
+
 impl Trace {
-    fn add(&mut self, e: Event) {
+    fn add(&mut self, e: Event) -> Result<(), TryReserveError> {
         if e.ph != Phase::X {
-            return;
+            return Ok(());
         }
-        let Some(ts) = e.ts else { return };
-        self.max_ts = self.max_ts.max(ts);
-        let (start, end) = (ts, ts + e.dur.unwrap_or(0).max(0));
+        let Some(table) = e.cat.table() else { return Ok(()) };
         let a = &e.args;
         let v = |x: Option<i64>| x.unwrap_or(MISSING);
+        if e.cat == Category::CudaEvent {
+            // The device time is optional (0 when not collected): the record counts without it.
+            let time = e.span().map_or(MISSING, |(start, _)| if start > 0 { start } else { MISSING });
+            let row = [v(a.device.or(e.pid)), cupti_id(a.stream.or(e.tid)), v(a.correlation), HOST, cupti_id(a.event_id), MISSING, time];
+            return self.cuda_event.push(row);
+        }
+        let Some((start, end)) = e.span() else {
+            *self.dropped.entry(table).or_default() += 1;
+            return Ok(());
+        };
+        self.max_ts = self.max_ts.max(start);
         match e.cat {
             Category::Kernel => {
                 let name = self.strings.intern(&e.name);
@@ -593,7 +845,7 @@ impl Trace {
                     start, end, v(device), v(a.stream.or(e.tid)), v(a.correlation), HOST, name, short,
                     v(a.grid[0]), v(a.grid[1]), v(a.grid[2]), v(a.block[0]), v(a.block[1]), v(a.block[2]),
                     v(a.registers), v(a.shared_memory), MISSING,
-                ]);
+                ])?;
             }
             Category::Memcpy | Category::Memset => {
                 let (rows, kind) = match e.cat {
@@ -601,33 +853,48 @@ impl Trace {
                     _ => (&mut self.memset, memory_kind(&e.name)),
                 };
                 let device = a.device.or(e.pid);
-                rows.push([start, end, v(device), v(a.stream.or(e.tid)), v(a.correlation), HOST, v(a.bytes), kind]);
+                rows.push([start, end, v(device), v(a.stream.or(e.tid)), v(a.correlation), HOST, v(a.bytes), kind])?;
             }
             Category::Runtime => {
                 self.count_cpu_pid(e.pid);
                 let name = self.strings.intern(&e.name);
-                self.runtime.push([start, end, v(e.pid), v(e.tid), v(a.correlation), name]);
+                self.runtime.push([start, end, v(e.pid), v(e.tid), v(a.correlation), name])?;
             }
             Category::UserAnnotation => {
                 self.count_cpu_pid(e.pid);
                 let name = self.strings.intern(&e.name);
-                self.nvtx.push([start, end, RANGE, name, 0, v(e.pid), v(e.tid), MISSING]);
+                self.nvtx.push([start, end, RANGE, name, 0, v(e.pid), v(e.tid), MISSING])?;
             }
             Category::GpuUserAnnotation => {
                 // A GPU-timeline range (tid = stream), kept apart from CPU ranges by its domain
                 // name, so no launch on a CPU thread is ever placed inside it.
                 let name = self.strings.intern(&e.name);
                 let domain = self.strings.intern("gpu_user_annotation");
-                self.nvtx.push([start, end, RANGE, name, 1, HOST, v(a.stream.or(e.tid)), domain]);
+                self.nvtx.push([start, end, RANGE, name, 1, HOST, v(a.stream.or(e.tid)), domain])?;
             }
             Category::CpuOp => {
                 self.count_cpu_pid(e.pid);
+                let name = self.strings.intern(&e.name);
+                let domain = self.strings.intern("cpu_op");
+                self.cpu_ops.push([start, end, RANGE, name, 0, v(e.pid), v(e.tid), domain])?;
                 if e.name == "record_param_comms" {
-                    self.add_collective(start, end, &e);
+                    self.add_collective(start, end, &e)?;
                 }
             }
-            Category::Other => {}
+            Category::CudaSync => {
+                let kind = a.sync_kind.as_deref().unwrap_or(&e.name);
+                let sync_type = sync_type(kind);
+                // Only event syncs wait for an event (the other kinds carry none).
+                let waits = sync_type == 1 || sync_type == 2;
+                let on = |x: Option<i64>| if waits { cupti_id(x) } else { MISSING };
+                self.sync.push([
+                    start, end, v(a.device.or(e.pid)), cupti_id(a.stream.or(e.tid)), v(a.correlation), HOST, sync_type,
+                    on(a.wait_on_event), MISSING, on(a.wait_on_record_correlation), on(a.wait_on_stream),
+                ])?;
+            }
+            Category::CudaEvent | Category::Other => {}
         }
+        Ok(())
     }
 
     fn count_cpu_pid(&mut self, pid: Option<i64>) {
@@ -638,28 +905,25 @@ impl Trace {
 
     /// PyTorch's c10d op: a range `nccl:<collective>` (what the NCCL op classifier reads, like
     /// `emit_nvtx`'s ranges in an nsys export) plus a `collectives` row with sizes and group.
-    fn add_collective(&mut self, start: i64, end: i64, e: &Event) {
+    fn add_collective(&mut self, start: i64, end: i64, e: &Event) -> Result<(), TryReserveError> {
         let a = &e.args;
-        let Some(collective) = a.collective.as_deref().filter(|c| !c.is_empty()) else { return };
+        let Some(collective) = a.collective.as_deref().filter(|c| !c.is_empty()) else { return Ok(()) };
         let v = |x: Option<i64>| x.unwrap_or(MISSING);
         let (pid, tid) = (v(e.pid), v(e.tid));
         let range = self.strings.intern(&format!("nccl:{collective}"));
-        self.nvtx.push([start, end, RANGE, range, 0, pid, tid, MISSING]);
+        self.nvtx.push([start, end, RANGE, range, 0, pid, tid, MISSING])?;
         let mut text = |s: &Option<String>| s.as_deref().map_or(MISSING, |s| self.strings.intern(s));
         let row = [
             start, end, pid, tid, text(&a.collective), v(a.in_nelems), v(a.out_nelems), v(a.group_size),
             text(&a.dtype), text(&a.pg_name), text(&a.pg_desc), text(&a.pg_ranks), v(a.seq), v(a.rank),
             v(a.src_rank), v(a.dst_rank),
         ];
-        self.collectives.push(row);
+        self.collectives.push(row)
     }
 
-    fn finish(mut self, path: &Path) -> Result<Export, ReadError> {
+    fn finish(mut self, path: &Path) -> Result<Export, Finish> {
         if !self.saw_events {
-            return Err(ReadError::NotKineto { path: path.into(), reason: "no traceEvents".into() });
-        }
-        if self.kernels.is_empty() && self.memcpy.is_empty() && self.memset.is_empty() {
-            return Err(ReadError::NoGpuEvents(path.into()));
+            return Err(Finish::Read(ReadError::NotKineto { path: path.into(), reason: "no traceEvents".into() }));
         }
         let mut warnings = Vec::new();
         // Time base (module comment): base + ts, or ts alone when it is already absolute.
@@ -667,7 +931,7 @@ impl Trace {
         if ts_absolute && self.base_ns.is_some() {
             warnings.push("absolute timestamps beside a baseTimeNanoseconds: the base was not added".into());
         }
-        let offset = if ts_absolute { 0 } else { self.base_ns.unwrap_or(0) };
+        let clock = Clock { offset: if ts_absolute { 0 } else { self.base_ns.unwrap_or(0) }, origin: self.base_ns.unwrap_or(0) };
         let absolute = ts_absolute || self.base_ns.is_some();
         if !absolute {
             warnings.push(
@@ -677,23 +941,56 @@ impl Trace {
         }
         // The host process: the pid of most CPU events (ties: the smaller pid, for stable output).
         let host = self.cpu_pids.iter().max_by_key(|&(&pid, &n)| (n, std::cmp::Reverse(pid))).map_or(MISSING, |(&p, _)| p);
-        if self.runtime.is_empty() {
+        let kernel_events = self.kernels.len() + self.dropped.get(tables::KERNELS.name).copied().unwrap_or(0);
+
+        let gpus = gpu_rows(&self.gpus, &mut self.strings)?;
+        if self.gpus_left_out > 0 {
+            warnings.push(format!("deviceProperties lists {} GPUs: kept the first {MAX_GPUS}", MAX_GPUS + self.gpus_left_out));
+        }
+        for time in &mut self.cuda_event.0[6] {
+            if *time != MISSING {
+                *time = clock.absolute(*time).unwrap_or(MISSING);
+            }
+        }
+        let names = |spec: &TableSpec| spec.columns().map(|c| c.name).collect::<Vec<_>>();
+        let timed = Some(clock);
+        let mut dropped = self.dropped;
+        let mut table = |name: &'static str, built: Result<(Table, usize), TryReserveError>| -> Result<Table, Finish> {
+            let (table, late) = built?;
+            *dropped.entry(name).or_default() += late;
+            Ok(table)
+        };
+        let tables = vec![
+            table("kernels", self.kernels.into_table(tables::KERNELS.name, &names(&tables::KERNELS), timed, host))?,
+            table("memcpy", self.memcpy.into_table(tables::MEMCPY.name, &names(&tables::MEMCPY), timed, host))?,
+            table("memset", self.memset.into_table(tables::MEMSET.name, &names(&tables::MEMSET), timed, host))?,
+            table("runtime", self.runtime.into_table(tables::RUNTIME.name, &names(&tables::RUNTIME), timed, host))?,
+            table("nvtx", self.nvtx.into_table(tables::NVTX.name, &NVTX_COLUMN_NAMES, timed, host))?,
+            table("gpu_metrics", Columns::<4>::default().into_table(tables::GPU_METRICS.name, &names(&tables::GPU_METRICS), timed, host))?,
+            table("gpu_metric_names", Columns::<3>::default().into_table(tables::GPU_METRIC_NAMES.name, &names(&tables::GPU_METRIC_NAMES), None, host))?,
+            table("gpus", gpus.into_table(tables::GPUS.name, &names(&tables::GPUS), None, host))?,
+            table("sync", self.sync.into_table(tables::SYNC.name, &names(&tables::SYNC), timed, host))?,
+            table("cuda_event", self.cuda_event.into_table(tables::CUDA_EVENT.name, &names(&tables::CUDA_EVENT), None, host))?,
+            table("cpu_ops", self.cpu_ops.into_table(tables::CPU_OPS.name, &names(&tables::CPU_OPS), timed, host))?,
+            // Dropped record_param_comms ops are counted under cpu_ops, where they were read.
+            table("cpu_ops", self.collectives.into_table("collectives", &COLLECTIVE_COLUMN_NAMES, timed, host).map(|(t, _)| (t, 0)))?,
+        ];
+        let rows = |name: &str| tables.iter().find(|t| t.name == name).map_or(0, Table::len);
+        if kernel_events > 0 && rows(tables::KERNELS.name) == 0 {
+            return Err(Finish::Read(ReadError::NoUsableKernelEvents { path: path.into(), events: kernel_events }));
+        }
+        if rows(tables::KERNELS.name) + rows(tables::MEMCPY.name) + rows(tables::MEMSET.name) == 0 {
+            return Err(Finish::Read(ReadError::NoGpuEvents(path.into())));
+        }
+        if rows(tables::RUNTIME.name) == 0 {
             warnings.push("no CUDA runtime events: kernels cannot be tied to the CPU thread that launched them".into());
         }
-
-        let gpus = gpu_rows(&self.gpus, &mut self.strings);
-        let names = |spec: &TableSpec| spec.columns().map(|c| c.name).collect::<Vec<_>>();
-        let tables = vec![
-            self.kernels.into_table(tables::KERNELS.name, &names(&tables::KERNELS), offset, host),
-            self.memcpy.into_table(tables::MEMCPY.name, &names(&tables::MEMCPY), offset, host),
-            self.memset.into_table(tables::MEMSET.name, &names(&tables::MEMSET), offset, host),
-            self.runtime.into_table(tables::RUNTIME.name, &names(&tables::RUNTIME), offset, host),
-            self.nvtx.into_table(tables::NVTX.name, &NVTX_COLUMN_NAMES, offset, host),
-            Columns::<4>::default().into_table(tables::GPU_METRICS.name, &names(&tables::GPU_METRICS), 0, host),
-            Columns::<3>::default().into_table(tables::GPU_METRIC_NAMES.name, &names(&tables::GPU_METRIC_NAMES), 0, host),
-            gpus.into_table(tables::GPUS.name, &names(&tables::GPUS), 0, host),
-            self.collectives.into_table("collectives", &COLLECTIVE_COLUMN_NAMES, offset, host),
-        ];
+        for spec in tables::ALL {
+            match dropped.get(spec.name) {
+                Some(&n) if n > 0 => warnings.push(times::dropped_events(spec.name, n)),
+                _ => {}
+            }
+        }
         Ok(Export {
             path: path.to_path_buf(),
             session: Session {
@@ -713,6 +1010,18 @@ impl Trace {
     }
 }
 
+/// Why `Trace::finish` failed: a refused trace, or an allocation.
+enum Finish {
+    Read(ReadError),
+    Memory,
+}
+
+impl From<TryReserveError> for Finish {
+    fn from(_: TryReserveError) -> Self {
+        Finish::Memory
+    }
+}
+
 /// A table being filled row by row, stored as columns from the start (no second copy).
 struct Columns<const N: usize>([Vec<i64>; N]);
 
@@ -723,51 +1032,64 @@ impl<const N: usize> Default for Columns<N> {
 }
 
 impl<const N: usize> Columns<N> {
-    fn push(&mut self, row: [i64; N]) {
+    fn push(&mut self, row: [i64; N]) -> Result<(), TryReserveError> {
         for (column, value) in self.0.iter_mut().zip(row) {
-            column.push(value);
+            memory::push(column, value)?;
         }
+        Ok(())
     }
 
-    fn is_empty(&self) -> bool {
-        self.0[0].is_empty()
+    fn len(&self) -> usize {
+        self.0[0].len()
     }
 
-    /// The finished table, sorted by start: `offset` added to the start and end (the first two
-    /// columns of every event table), the HOST placeholder made `host`. `names` must follow the
+    /// The finished table, sorted by start, and how many rows it lost. With a `clock`, the first
+    /// two columns (start and end of every event table) are made absolute and rows whose times
+    /// are then unusable dropped. The HOST placeholder is made `host`. `names` must follow the
     /// row layout (checked).
-    fn into_table(self, name: &'static str, names: &[&'static str], offset: i64, host: i64) -> Table {
+    fn into_table(
+        self,
+        name: &'static str,
+        names: &[&'static str],
+        clock: Option<Clock>,
+        host: i64,
+    ) -> Result<(Table, usize), TryReserveError> {
         assert_eq!(names.len(), N, "{name}: row layout and declared columns differ");
-        let columns = names
-            .iter()
-            .zip(self.0)
-            .enumerate()
-            .map(|(i, (&n, mut values))| {
-                for x in &mut values {
-                    if i < 2 {
-                        *x += offset;
-                    } else if *x == HOST {
-                        *x = host;
+        let mut columns = self.0;
+        let mut kept = columns[0].len();
+        if let Some(clock) = clock {
+            kept = 0;
+            for row in 0..columns[0].len() {
+                if let Some((start, end)) = clock.span(columns[0][row], columns[1][row]) {
+                    for column in &mut columns[2..] {
+                        column[kept] = column[row];
                     }
+                    (columns[0][kept], columns[1][kept]) = (start, end);
+                    kept += 1;
                 }
-                (n, values)
-            })
-            .collect();
-        let mut table = Table { name, columns };
-        table.sort_by_start();
-        table
+            }
+        }
+        let dropped = columns[0].len() - kept;
+        for (i, column) in columns.iter_mut().enumerate() {
+            column.truncate(kept);
+            if clock.is_none() || i >= 2 {
+                column.iter_mut().filter(|x| **x == HOST).for_each(|x| *x = host);
+            }
+        }
+        let mut table = Table { name, columns: names.iter().copied().zip(columns).collect() };
+        table.sort_by_start()?;
+        Ok((table, dropped))
     }
 }
 
 /// `deviceProperties` entries as `gpus` rows: id, name, bus_location, sm_count.
-fn gpu_rows(gpus: &[serde_json::Value], strings: &mut StringTable) -> Columns<4> {
+fn gpu_rows(gpus: &[Gpu], strings: &mut StringTable) -> Result<Columns<4>, TryReserveError> {
     let mut rows = Columns::default();
-    for g in gpus.iter().filter(|g| g.is_object()) {
-        let int = |key| g.get(key).and_then(serde_json::Value::as_i64).unwrap_or(MISSING);
-        let name = g.get("name").and_then(serde_json::Value::as_str).map_or(MISSING, |n| strings.intern(n));
-        rows.push([int("id"), name, MISSING, int("numSms")]);
+    for g in gpus {
+        let name = g.name.as_deref().map_or(MISSING, |n| strings.intern(n));
+        rows.push([g.id.unwrap_or(MISSING), name, MISSING, g.sm_count.unwrap_or(MISSING)])?;
     }
-    rows
+    Ok(rows)
 }
 
 /// nsys `copyKind` of a Kineto memcpy name ("Memcpy DtoH (Device -> Pageable)").
@@ -1018,6 +1340,80 @@ mod tests {
         assert!(error("t.json", b"").contains("empty"));
         assert!(error("t.json", b"SQLite format 3\0").contains("invalid JSON at line 1"));
         assert!(matches!(read_kineto(Path::new("/nonexistent/t.json")), Err(ReadError::Missing(_))));
+    }
+
+    #[test]
+    fn cuda_sync_and_cuda_event_fill_the_nsys_tables() {
+        // Layout of pytorch/kineto libkineto/src/CuptiActivity.cpp (CudaSyncActivity, CudaEventActivity).
+        let text = modern().replace(
+            r#"{"ph": "i", "name": "Record Window End""#,
+            r#"{"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": 24, "ts": 1001.5, "dur": 0.5,
+                "args": {"cuda_sync_kind": "Stream Wait Event", "wait_on_stream": 7, "wait_on_cuda_event_record_corr_id": 20,
+                "wait_on_cuda_event_id": 3, "stream": 24, "correlation": 21, "device": 0, "context": 1}},
+              {"ph": "X", "cat": "cuda_sync", "name": "Context Sync", "pid": 0, "tid": -1, "ts": 1100, "dur": 50,
+                "args": {"cuda_sync_kind": "Context Sync", "stream": -1, "correlation": 30, "device": 0, "context": 1}},
+              {"ph": "X", "cat": "cuda_event", "name": "cudaEvent", "pid": 0, "tid": 7, "ts": 0, "dur": 1,
+                "args": {"event_id": 3, "stream": 7, "correlation": 20, "device": 0, "context": 1}},
+              {"ph": "i", "name": "Record Window End""#,
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let e = read_kineto(&write(&dir, "t.json", text.as_bytes())).unwrap();
+        assert_eq!(col(&e, "sync", "start"), [BASE + 1_001_500, BASE + 1_100_000]);
+        assert_eq!(col(&e, "sync", "sync_type"), [2, 4]);
+        assert_eq!(col(&e, "sync", "stream"), [24, -1]);
+        assert_eq!(col(&e, "sync", "event"), [3, -1]);
+        assert_eq!(col(&e, "sync", "event_record_correlation"), [20, -1]);
+        assert_eq!(col(&e, "sync", "event_stream"), [7, -1]);
+        assert_eq!(col(&e, "sync", "pid"), [4321, 4321]);
+        assert_eq!(col(&e, "cuda_event", "correlation"), [20]);
+        assert_eq!(col(&e, "cuda_event", "time"), [-1], "ts 0: no device time");
+        // record_param_comms is a cpu_op too.
+        assert_eq!(col(&e, "cpu_ops", "start"), [BASE + 1_998_000]);
+        assert_eq!(e.strings[col(&e, "cpu_ops", "domain_name")[0] as usize], "cpu_op");
+    }
+
+    #[test]
+    fn unusable_times_are_dropped_and_counted() {
+        let kernel = |ts: &str, dur: &str| {
+            format!(r#"{{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": {ts}, "dur": {dur}, "args": {{"correlation": 1}}}}"#)
+        };
+        let events = [kernel("10", "1"), kernel("1e300", "1"), kernel("\"NaN\"", "1"), kernel("10", "-1"), kernel("10", "9.2e15"), kernel("-3", "1")];
+        let text = format!(r#"{{"baseTimeNanoseconds": {BASE}, "traceEvents": [{}]}}"#, events.join(","));
+        let dir = tempfile::tempdir().unwrap();
+        let e = read_kineto(&write(&dir, "t.json", text.as_bytes())).unwrap();
+        assert_eq!(col(&e, "kernels", "start"), [BASE + 10_000]);
+        assert_eq!(e.warnings.last().unwrap(), &times::dropped_events("kernels", 5));
+        let none = format!(r#"{{"traceEvents": [{}]}}"#, events[1..].join(","));
+        let err = read_kineto(&write(&dir, "none.json", none.as_bytes())).err().unwrap();
+        assert!(matches!(err, ReadError::NoUsableKernelEvents { events: 5, .. }), "{err}");
+    }
+
+    #[test]
+    fn limits_refuse_large_traces_and_bombs() {
+        let dir = tempfile::tempdir().unwrap();
+        let small = KinetoLimits { max_trace_bytes: 100, ..KinetoLimits::default() };
+        for (name, bytes) in [("t.json", modern().into_bytes()), ("t.json.gz", gz(&modern()))] {
+            let err = read_kineto_with(&write(&dir, name, &bytes), small).err().unwrap();
+            assert!(matches!(err, ReadError::TraceTooLarge { limit: 100, .. }), "{err}");
+            assert!(err.to_string().contains("--max-trace-bytes"));
+        }
+        // 20 MiB of whitespace in a valid trace: about 1000-fold, past the 16 MiB the ratio waits for.
+        let padded = modern().replacen("\"traceName\"", &format!("{}\"traceName\"", " ".repeat(20 << 20)), 1);
+        let bomb = write(&dir, "bomb.json.gz", &gz(&padded));
+        let err = read_kineto(&bomb).err().unwrap();
+        assert!(matches!(err, ReadError::GzipBomb { ratio: DEFAULT_MAX_GZIP_RATIO, .. }), "{err}");
+        assert!(read_kineto_with(&bomb, KinetoLimits { max_gzip_ratio: 5000, ..KinetoLimits::default() }).is_ok());
+    }
+
+    #[test]
+    fn huge_distributed_info_keeps_the_small_fields() {
+        let dir = tempfile::tempdir().unwrap();
+        let ranks = format!("[{}0]", "1, ".repeat(1_000_000));
+        let text = modern().replace(r#""pg_config": [{"pg_name": "0", "ranks": [0, 1]}]"#, &format!(r#""pg_config": {ranks}, "nested": {{"a": {ranks}}}"#));
+        let e = read_kineto(&write(&dir, "t.json", text.as_bytes())).unwrap();
+        let meta: HashMap<_, _> = e.metadata.iter().cloned().collect();
+        assert_eq!((meta["distributedInfo.rank"].as_str(), meta["distributedInfo.world_size"].as_str()), ("3", "8"));
+        assert!(!meta.contains_key("distributedInfo.pg_config") && !meta.contains_key("distributedInfo.nested"));
     }
 
     #[test]

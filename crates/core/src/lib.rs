@@ -9,13 +9,15 @@ pub mod export;
 pub mod intervals;
 pub mod kineto;
 pub mod lateness;
+mod memory;
 mod scan;
 pub mod schema;
 pub mod strings;
 pub mod tables;
+pub mod times;
 pub mod whatif;
 
 pub use error::ReadError;
 pub use export::{read_export, read_exports, Export, Session};
-pub use kineto::{read_kineto, read_kineto_traces};
+pub use kineto::{read_kineto, read_kineto_traces, read_kineto_traces_with, read_kineto_with, KinetoLimits};
 pub use tables::Table;

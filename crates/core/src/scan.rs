@@ -29,8 +29,13 @@ fn error(db: *mut ffi::sqlite3, code: c_int) -> rusqlite::Error {
     rusqlite::Error::SqliteFailure(ffi::Error::new(code), Some(message))
 }
 
-/// Runs `sql` and calls `on_row` once per result row with a reader of its columns.
-pub fn for_each_row(conn: &Connection, sql: &str, mut on_row: impl FnMut(&Row)) -> rusqlite::Result<()> {
+/// Runs `sql` and calls `on_row` once per result row with a reader of its columns; the first
+/// error, SQLite's or `on_row`'s, stops the scan.
+pub fn for_each_row<E: From<rusqlite::Error>>(
+    conn: &Connection,
+    sql: &str,
+    mut on_row: impl FnMut(&Row) -> Result<(), E>,
+) -> Result<(), E> {
     let sql = CString::new(sql).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
     // SAFETY: the connection outlives this call and the statement, which is finalized on drop;
     // column pointers are only read before the next step.
@@ -39,14 +44,14 @@ pub fn for_each_row(conn: &Connection, sql: &str, mut on_row: impl FnMut(&Row)) 
         let mut raw = std::ptr::null_mut();
         let code = ffi::sqlite3_prepare_v2(db, sql.as_ptr(), -1, &mut raw, std::ptr::null_mut());
         if code != ffi::SQLITE_OK {
-            return Err(error(db, code));
+            return Err(error(db, code).into());
         }
         let stmt = Statement(raw);
         loop {
             match ffi::sqlite3_step(stmt.0) {
-                ffi::SQLITE_ROW => on_row(&Row(stmt.0)),
+                ffi::SQLITE_ROW => on_row(&Row(stmt.0))?,
                 ffi::SQLITE_DONE => return Ok(()),
-                code => return Err(error(db, code)),
+                code => return Err(error(db, code).into()),
             }
         }
     }

@@ -9,12 +9,14 @@ pub struct Schema {
 }
 
 impl Schema {
+    /// Stored tables only: a view runs arbitrary SQL (an endless recursive one never returns), and
+    /// no export has one.
     pub fn probe(conn: &Connection) -> rusqlite::Result<Schema> {
-        let mut names = conn.prepare("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")?;
+        let mut names = conn.prepare("SELECT name FROM sqlite_master WHERE type = 'table'")?;
         let names: Vec<String> = names.query_map([], |row| row.get(0))?.collect::<Result<_, _>>()?;
         let mut tables = HashMap::with_capacity(names.len());
         for name in names {
-            let mut info = conn.prepare(&format!("PRAGMA table_info(\"{name}\")"))?;
+            let mut info = conn.prepare(&format!("PRAGMA table_info(\"{}\")", name.replace('"', "\"\"")))?;
             let columns = info.query_map([], |row| row.get::<_, String>(1))?.collect::<Result<_, _>>()?;
             tables.insert(name, columns);
         }

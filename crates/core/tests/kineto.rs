@@ -61,3 +61,53 @@ fn real_traces_in_parallel_equal_one_by_one() {
         }
     }
 }
+
+/// Every real trace beside the checkout: the 8 DLRM ranks and the 2 HTA ranks.
+fn all_real_traces() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/real/kineto");
+    let mut paths: Vec<PathBuf> = ["param-dlrm-8rank", "hta-trace_filter-2rank"]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(root.join(d)).unwrap().map(|e| e.unwrap().path()))
+        .collect();
+    paths.sort();
+    paths
+}
+
+/// Complete ("X") events of a trace by category, counted with serde_json.
+fn categories(path: &Path) -> HashMap<String, usize> {
+    let bytes = std::fs::read(path).unwrap();
+    let text = if bytes.starts_with(&[0x1f, 0x8b]) {
+        let mut out = String::new();
+        std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut out).unwrap();
+        out
+    } else {
+        String::from_utf8(bytes).unwrap()
+    };
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut count = HashMap::new();
+    for e in doc["traceEvents"].as_array().unwrap().iter().filter(|e| e["ph"] == "X") {
+        *count.entry(e["cat"].as_str().unwrap_or("").to_string()).or_default() += 1;
+    }
+    count
+}
+
+#[test]
+#[cfg_attr(not(real_data), ignore = "real Kineto traces not found at ../shared/data/real/kineto")]
+fn real_traces_give_every_cpu_op_and_runtime_call() {
+    let paths = all_real_traces();
+    assert_eq!(paths.len(), 10);
+    for (path, export) in paths.iter().zip(read_kineto_traces(&paths, Some(2)).unwrap()) {
+        let export = export.unwrap_or_else(|e| panic!("{e}"));
+        let count = categories(path);
+        let n = |cat: &str| count.get(cat).copied().unwrap_or(0);
+        assert_eq!(export.table("cpu_ops").len(), n("cpu_op"), "{}", path.display());
+        assert_eq!(export.table("runtime").len(), n("cuda_runtime") + n("cuda_driver"), "{}", path.display());
+        assert_eq!(export.table("sync").len(), n("cuda_sync"));
+        assert!(export.warnings.is_empty(), "{:?}", export.warnings);
+        let domain = export.table("cpu_ops").column("domain_name").unwrap();
+        assert!(domain.iter().all(|&d| export.strings[d as usize] == "cpu_op"));
+    }
+    // Seen with Python's json: cpu_op events of worker 0 and of HTA's rank 0.
+    let count = |name: &str| read_kineto(paths.iter().find(|p| p.ends_with(name)).unwrap()).unwrap().table("cpu_ops").len();
+    assert_eq!((count("worker0_step_12.1694128201545.pt.trace.json"), count("sampled_rank-0.json.gz")), (1633, 2329));
+}

@@ -97,3 +97,53 @@ fn a_bad_file_fails_only_itself_in_a_parallel_read() {
     assert_eq!(results[0].as_ref().unwrap().table("kernels").len(), 4);
     assert!(matches!(results[1], Err(ReadError::Empty(_))));
 }
+
+/// `SELECT COUNT(*)` of a stored table, 0 when the export lacks it.
+fn stored_rows(path: &Path, table: &str) -> usize {
+    let conn = rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let exists: bool = conn
+        .query_row("SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = ?1", [table], |r| r.get(0))
+        .unwrap();
+    if !exists {
+        return 0;
+    }
+    conn.query_row(&format!("SELECT count(*) FROM \"{table}\""), [], |r| r.get::<_, i64>(0)).unwrap() as usize
+}
+
+#[test]
+#[cfg_attr(not(real_data), ignore = "real exports not found at ../shared/data/real")]
+fn sync_event_and_runtime_rows_of_every_real_export_equal_sqlite_counts() {
+    let dir = real_dir();
+    // Counts seen on two files with plain sqlite3: (sync, cuda_event, runtime).
+    let observed = [("nsys-ai-2gpu/mfu_2gpu_before.sqlite", (366, 0, 7466)), ("versions/nsys-2023.2-sgemm.sqlite", (81, 42, 2307))];
+    for f in facts(&dir) {
+        let path = dir.join(&f["file"]);
+        let export = read_export(&path).unwrap_or_else(|e| panic!("{e}"));
+        let got = (export.table("sync").len(), export.table("cuda_event").len(), export.table("runtime").len());
+        let stored = (
+            stored_rows(&path, "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"),
+            stored_rows(&path, "CUPTI_ACTIVITY_KIND_CUDA_EVENT"),
+            stored_rows(&path, "CUPTI_ACTIVITY_KIND_RUNTIME"),
+        );
+        assert_eq!(got, stored, "{}", f["file"]);
+        if let Some((_, want)) = observed.iter().find(|(file, _)| *file == f["file"]) {
+            assert_eq!(got, *want, "{}", f["file"]);
+        }
+        assert!(export.warnings.iter().all(|w| !w.contains("dropped")), "{}: {:?}", f["file"], export.warnings);
+        let sync = export.table("sync");
+        let (start, end) = (sync.column("start").unwrap(), sync.column("end").unwrap());
+        assert!(start.windows(2).all(|w| w[0] <= w[1]) && start.iter().zip(end).all(|(s, e)| s <= e));
+        assert!(sync.column("event").unwrap().iter().chain(sync.column("stream").unwrap()).all(|&id| id != 0xFFFF_FFFF));
+    }
+}
+
+#[test]
+#[cfg_attr(not(real_data), ignore = "real exports not found at ../shared/data/real")]
+fn a_wait_links_to_its_event_record() {
+    let export = read_export(&real_dir().join("versions/nsys-2026.1-test-cuda.sqlite")).unwrap();
+    let sync = export.table("sync");
+    let col = |name: &str| sync.column(name).unwrap().to_vec();
+    assert_eq!((col("sync_type"), col("stream"), col("event"), col("event_sync_id")), (vec![1], vec![-1], vec![2], vec![2]));
+    assert_eq!((col("event_record_correlation"), col("event_stream")), (vec![147], vec![7]));
+    assert_eq!(export.table("cuda_event").column("time").unwrap(), [-1, -1], "timestamp 0: not collected");
+}

@@ -24,7 +24,7 @@ create_exception!(
     nsys_collective.errors,
     InputError,
     CollectiveTraceError,
-    "Unusable input: missing, empty, not an export, truncated. The CLI exits with status 2."
+    "Unusable input: missing, empty, not an export, truncated, over a limit, more than memory holds. The CLI exits with status 2."
 );
 
 /// Every error of the core, for the one mapping below.
@@ -71,11 +71,19 @@ fn read_exports(py: Python<'_>, paths: Vec<PathBuf>, threads: Option<usize>) -> 
 
 /// Reads PyTorch profiler (Kineto) traces, `.json` or `.json.gz`, in parallel, without the GIL.
 /// Returns one dict per path in `read_exports`' layout (plus a `collectives` table); raises
-/// InputError naming the first unusable file.
+/// InputError naming the first unusable file, or one past `max_trace_bytes` of JSON or whose gzip
+/// expands more than `max_gzip_ratio`-fold.
 #[pyfunction]
-#[pyo3(signature = (paths, threads = None))]
-fn read_kineto_traces(py: Python<'_>, paths: Vec<PathBuf>, threads: Option<usize>) -> PyResult<Vec<Bound<'_, PyDict>>> {
-    let results = py.detach(|| kineto::read_kineto_traces(&paths, threads)).map_err(to_py_err)?;
+#[pyo3(signature = (paths, threads = None, max_trace_bytes = kineto::DEFAULT_MAX_TRACE_BYTES, max_gzip_ratio = kineto::DEFAULT_MAX_GZIP_RATIO))]
+fn read_kineto_traces(
+    py: Python<'_>,
+    paths: Vec<PathBuf>,
+    threads: Option<usize>,
+    max_trace_bytes: u64,
+    max_gzip_ratio: u64,
+) -> PyResult<Vec<Bound<'_, PyDict>>> {
+    let limits = kineto::KinetoLimits { max_trace_bytes, max_gzip_ratio };
+    let results = py.detach(|| kineto::read_kineto_traces_with(&paths, threads, limits)).map_err(to_py_err)?;
     results.into_iter().map(|r| export_to_dict(py, r.map_err(to_py_err)?)).collect()
 }
 
@@ -666,7 +674,7 @@ fn native_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CollectiveTraceError", m.py().get_type::<CollectiveTraceError>())?;
     m.add("InputError", m.py().get_type::<InputError>())?;
     m.add("KNOWN_SCHEMA_MAJOR", export::KNOWN_SCHEMA_MAJOR)?;
-    // Each lateness cause code's name, in code order: Python maps codes to its Cause by name.
-    m.add("LATENESS_CAUSES", lateness::Cause::ALL.map(|c| c.name()).to_vec())?;
+    m.add("DEFAULT_MAX_TRACE_BYTES", kineto::DEFAULT_MAX_TRACE_BYTES)?;
+    m.add("DEFAULT_MAX_GZIP_RATIO", kineto::DEFAULT_MAX_GZIP_RATIO)?;
     Ok(())
 }

@@ -20,7 +20,8 @@ Table = dict[str, np.ndarray]
 """Columns of one table, every one int64 and of equal length. Names are ids into `strings`;
 times are absolute UTC ns; a missing value is -1."""
 
-TABLES = ("kernels", "memcpy", "memset", "runtime", "nvtx", "gpu_metrics", "gpu_metric_names", "gpus")
+TABLES = ("kernels", "memcpy", "memset", "runtime", "nvtx", "gpu_metrics", "gpu_metric_names", "gpus", "sync", "cuda_event",
+          "cpu_ops")
 
 # NVTX event types (NVTX_EVENTS.eventType) the analysis uses.
 NVTX_PUSH_POP_RANGE = 59
@@ -56,6 +57,9 @@ class Export:
     gpu_metrics: Table
     gpu_metric_names: Table
     gpus: Table
+    sync: Table  # CUPTI SYNCHRONIZATION rows, Kineto cuda_sync events
+    cuda_event: Table  # CUPTI CUDA_EVENT rows (event records)
+    cpu_ops: Table  # Kineto cpu_op ranges, in the nvtx table's layout (empty for an export)
     warnings: list[str] = field(default_factory=list)
     collectives: Table | None = None
     """PyTorch profiler traces only: one row per record_param_comms call (sizes, dtype, group)."""

@@ -206,9 +206,32 @@ def _gpu_items(export: Export, pid: int, device: int, is_nccl: np.ndarray) -> tu
 
 
 def _host_ranges(export: Export, pid: int) -> HostRanges:
-    nvtx = export.nvtx
-    rows = np.flatnonzero(np.isin(nvtx["type"], [NVTX_PUSH_POP_RANGE, NVTX_START_END_RANGE]) & (nvtx["pid"] == pid))
-    return HostRanges(start=nvtx["start"][rows], end=nvtx["end"][rows], tid=nvtx["tid"][rows], name=nvtx["name"][rows])
+    """NVTX ranges, then (profiler traces) CPU operators: what the host was doing."""
+    parts = []
+    for table in (export.nvtx, export.cpu_ops):
+        rows = np.flatnonzero(np.isin(table["type"], [NVTX_PUSH_POP_RANGE, NVTX_START_END_RANGE]) & (table["pid"] == pid))
+        parts.append([table[c][rows] for c in ("start", "end", "tid", "name")])
+    start, end, tid, name = (np.concatenate(c) for c in zip(*parts))
+    return HostRanges(start=start, end=end, tid=tid, name=name)
+
+
+def _sync_records(export: Export, pid: int, device: int) -> tuple[dict | None, dict | None]:
+    """The rank's synchronization and event records, as the replay takes them (None: none
+    recorded). A profiler trace names the recording call and stream in its cuda_sync events
+    instead of keeping event records: those give the records then."""
+    s, e = export.sync, export.cuda_event
+    rows = np.flatnonzero((s["pid"] == pid) & (s["device"] == device))
+    if not len(rows):
+        return None, None
+    syncs = {"kind": s["sync_type"][rows], "stream": s["stream"][rows], "event": s["event"][rows],
+             "correlation": s["correlation"][rows], "record_correlation": s["event_record_correlation"][rows]}
+    mine = np.flatnonzero((e["pid"] == pid) & (e["device"] == device))
+    if len(mine):
+        events = {"stream": e["stream"][mine], "event": e["event"][mine], "correlation": e["correlation"][mine]}
+    else:
+        named = rows[(s["event_record_correlation"][rows] >= 0) & (s["event_stream"][rows] >= 0)]
+        events = {"stream": s["event_stream"][named], "event": s["event"][named], "correlation": s["event_record_correlation"][named]}
+    return syncs, events
 
 
 def _host_calls(export: Export, pid: int, ranges: HostRanges) -> HostCalls:
@@ -270,14 +293,15 @@ def trace_export(export: Export, index: int, report: str, key: int | None = None
 
     per_rank, used = [], []
     for pid, device in keys:
-        gpu = ranges = ops = calls = None
+        gpu = ranges = ops = calls = syncs = events = None
         if pid is not None:
             gpu, ids = _gpu_items(export, pid, device, is_nccl)
             ranges = _host_ranges(export, pid)
             calls = _host_calls(export, pid, ranges)
             ops = nccl_ops(export, pid, device)
+            syncs, events = _sync_records(export, pid, device)
             used += ids + [ranges.name, calls.name]
-        per_rank.append((pid, device, gpu, ranges, ops, calls))
+        per_rank.append((pid, device, gpu, ranges, ops, calls, syncs, events))
 
     # One string table for the export's ranks, holding only the names they use, in export order.
     extended = export.strings + ["[CUDA memcpy]", "[CUDA memset]"]
@@ -292,7 +316,7 @@ def trace_export(export: Export, index: int, report: str, key: int | None = None
 
     traces = []
     key = id(export) if key is None else key
-    for pid, device, gpu, ranges, ops, calls in per_rank:
+    for pid, device, gpu, ranges, ops, calls, syncs, events in per_rank:
         if gpu is not None:
             gpu = GpuItems(**{**gpu.__dict__, "name": local(gpu.name), "short_name": local(gpu.short_name)})
             ranges = HostRanges(start=ranges.start, end=ranges.end, tid=ranges.tid, name=local(ranges.name))
@@ -301,6 +325,6 @@ def trace_export(export: Export, index: int, report: str, key: int | None = None
             index=index, report=report, host=export.session.hostname, pid=pid, device=device, env_rank=env, file_rank=file,
             counts=_counts(export, pid, device, is_nccl), strings=strings, ops=ops, gpu=gpu, ranges=ranges, calls=calls,
             sm_count=sm_count(export, device) if pid is not None else None,
-            metrics=metrics, metrics_shared=len(devices) > 1, key=key))
+            metrics=metrics, metrics_shared=len(devices) > 1, syncs=syncs, events=events, key=key))
     facts = InputFacts(report=report, export=str(export.path), session=export.session, warnings=tuple(warnings))
     return facts, traces

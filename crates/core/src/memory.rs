@@ -1,0 +1,42 @@
+//! Allocations sized by what a file holds (rows, events) are fallible: running out of memory is a
+//! `ReadError::OutOfMemory`, never an abort (a failed infallible allocation aborts the process,
+//! and with it the Python interpreter that called the reader).
+
+use std::collections::TryReserveError;
+
+/// `Vec::push`, growing fallibly.
+pub(crate) fn push<T>(column: &mut Vec<T>, value: T) -> Result<(), TryReserveError> {
+    if column.len() == column.capacity() {
+        column.try_reserve(column.len().max(1024))?;
+    }
+    column.push(value);
+    Ok(())
+}
+
+/// An empty vector with room for `n` values.
+pub(crate) fn with_capacity<T>(n: usize) -> Result<Vec<T>, TryReserveError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n)?;
+    Ok(v)
+}
+
+/// `n` copies of `value`.
+pub(crate) fn filled(n: usize, value: i64) -> Result<Vec<i64>, TryReserveError> {
+    let mut v = with_capacity(n)?;
+    v.resize(n, value);
+    Ok(v)
+}
+
+/// A copy of `column`.
+pub(crate) fn copied(column: &[i64]) -> Result<Vec<i64>, TryReserveError> {
+    let mut v = with_capacity(column.len())?;
+    v.extend_from_slice(column);
+    Ok(v)
+}
+
+/// The values of `column` in the order of `order` (indices into it).
+pub(crate) fn permuted(column: &[i64], order: &[u32]) -> Result<Vec<i64>, TryReserveError> {
+    let mut v = with_capacity(order.len())?;
+    v.extend(order.iter().map(|&i| column[i as usize]));
+    Ok(v)
+}
