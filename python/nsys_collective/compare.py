@@ -401,7 +401,7 @@ def render_comparison(cmp: dict, console=None) -> None:
     rows, left_out = _shown_causes(cmp, WORST)
     if rows:
         t = table("What fixing each cause saves, A → B (wait, replayed)",
-                  ["rank", "cause", "kernel or NVTX range", "A ms", "B ms", "Δ ms", "A blamed ms", "B blamed ms"])
+                  ["rank", "cause", "kernel or NVTX range", "A ms", "B ms", "Δ ms", "A excess ms", "B excess ms"])
         for r in rows:
             w, bl = r["wait_saved_ns"], r["blame_ns"]
             t.add_row(str(r["rank"]), r["cause"], _short(r["nvtx"] if r["cause"] in HOST_CAUSES else r["kernel"] or r["cause"], 60), _ms_cell(w["a"]), _ms_cell(w["b"]),

@@ -3,10 +3,9 @@
 The truth is the generator's what-if (fixturegen/truth.py): ``wait_saved_ns`` is how much less the
 ranks wait when the job is rerun without the cause. On the realistic model (DDP buckets queue on
 the NCCL stream while backward goes on) a rank late early stays late for every later bucket, so
-the wait a cause inflicts lies in collectives far from it. Today's analysis names the right rank
-and kernel or range; the amounts it blames fall short of the what-if where the wait travels through
-the queue: those checks are strict xfails with the measured numbers, for the what-if blame
-(issue 12).
+the wait a cause inflicts lies in collectives far from it: the analysis replays the job without
+each cause (attribution/whatif.py) and must save what removing it saves. test_whatif.py covers
+every parallelism style; this file the default DDP job in more detail.
 """
 
 from __future__ import annotations
@@ -42,10 +41,6 @@ def assert_within(got, planted, tolerance):
     assert abs(got - planted) <= tolerance * planted, f"{got} vs planted {planted} (±{tolerance:.0%})"
 
 
-def issue12(measured):
-    return pytest.mark.xfail(strict=True, reason=f"what-if blame: issue 12: {measured}")
-
-
 @pytest.mark.parametrize("seed", [21, 22])
 def test_slower_kernel_on_one_rank(tmp_path, seed):
     doc, truth = analyze(tmp_path, "slow_kernel", seed)
@@ -58,12 +53,13 @@ def test_slower_kernel_on_one_rank(tmp_path, seed):
     assert any(f"rank {cause['rank']}: {cause['kernel']} ran 3" in f for f in doc["findings"])
 
 
-@pytest.mark.parametrize("seed", [21, pytest.param(22, marks=issue12(
-    "blames 11.37 ms on the slowed GEMM, removing the slowdown saves 12.86 ms (-11.6%)"))])
+@pytest.mark.parametrize("seed", [21, 22])
 def test_slower_kernel_blame_is_what_removing_it_saves(tmp_path, seed):
     doc, truth = analyze(tmp_path, "slow_kernel", seed)
     (cause,) = truth["causes"]
-    assert_within(doc["blocking_kernels"][0]["inflicted_wait_ns"], cause["wait_saved_ns"], 0.10)
+    top = doc["blocking_kernels"][0]
+    assert_within(top["wait_saved_ns"], cause["wait_saved_ns"], 0.10)
+    assert_within(top["step_time_saved_ns"], cause["step_time_saved_ns"], 0.10)
 
 
 def test_extra_kernel_on_one_rank(tmp_path):
@@ -74,13 +70,11 @@ def test_extra_kernel_on_one_rank(tmp_path):
     assert top["runs"] == SET["steps"] and top["reference_runs"] == 0
 
 
-@issue12("blames 11.10 ms on index_put_kernel over 11 collectives; removing it saves 17.68 ms over all 18 "
-         "(-37%): the extra kernel in the forward pass makes every bucket of the step late")
 def test_extra_kernel_blame_is_what_removing_it_saves(tmp_path):
     doc, truth = analyze(tmp_path, "extra_kernel", 23)
     (cause,) = truth["causes"]
     top = doc["blocking_kernels"][0]
-    assert_within(top["inflicted_wait_ns"], cause["wait_saved_ns"], 0.10)
+    assert_within(top["wait_saved_ns"], cause["wait_saved_ns"], 0.10)
     assert top["collectives"] == len(cause["collectives"])
 
 
@@ -90,20 +84,17 @@ def test_host_stall_inside_an_nvtx_range(tmp_path):
     (top,) = confident(doc)
     assert (top["nvtx"], top["rank"]) == (cause["nvtx"], cause["rank"])
     assert_within(top["blame_ns"], cause["extra_ns_total"], 0.10)
-    # the first bucket after a stall waits for the late launch (step 0 has no earlier point to compare with)
-    first = [c for c in doc["collectives"] if c["id"] % 3 == 0 and c["id"] > 0]
-    assert all(c["blame"][0]["cause"] == "host_launch" for c in first)
+    # Every bucket of every step waits for the stall: each is blamed on it first.
+    assert all(c["blame"][0]["cause"] == "host" for c in doc["collectives"])
 
 
-@issue12("blames 39.29 ms on DataLoader.__next__, removing the stall saves 54.21 ms (-28%); of the later buckets "
-         "of each step, which wait for the stall too, some are blamed 'idle' or a 'window' of kernels")
 def test_host_stall_blame_is_what_removing_it_saves(tmp_path):
     doc, truth = analyze(tmp_path, "host_stall", 24)
     (cause,) = truth["causes"]
     (top,) = confident(doc)
-    assert_within(top["inflicted_wait_ns"], cause["wait_saved_ns"], 0.10)
+    assert_within(top["wait_saved_ns"], cause["wait_saved_ns"], 0.10)
     late = [c for c in doc["collectives"] if c["id"] in cause["collectives"]]
-    assert all(c["blame"][0]["cause"] == "host_launch" for c in late)
+    assert all(c["blame"][0]["cause"] == "host" for c in late)
 
 
 def test_contention_slows_transfers_1_6x(tmp_path):
@@ -131,14 +122,12 @@ def test_two_causes_on_two_ranks(tmp_path):
         assert key in named, f"planted {key} not named; named {list(named)}"
 
 
-@issue12("the data-loader stall: 24.35 ms blamed, 25.82 ms saved (-6%); the slowed GEMM: 3.94 ms blamed, "
-         "7.37 ms saved (-47%)")
 def test_two_causes_blame_what_removing_each_saves(tmp_path):
     doc, truth = analyze(tmp_path, "mixed", 26)
     named = {(e.get("kernel") if e.get("cause") == "kernel" else e.get("nvtx"), e["rank"]): e for e in confident(doc)}
     for cause in truth["causes"]:
         key = (cause["nvtx"], cause["rank"]) if cause["type"] == "host_stall" else (cause["kernel"], cause["rank"])
-        assert_within(named[key]["inflicted_wait_ns"], cause["wait_saved_ns"], 0.10)
+        assert_within(named[key]["wait_saved_ns"], cause["wait_saved_ns"], 0.10)
 
 
 def test_balanced_control_names_nothing_with_confidence(tmp_path):
@@ -194,15 +183,14 @@ def test_slower_kernel_over_many_seeds(tmp_path):
         assert (top["kernel"], top["rank"], top["confidence"]) == (cause["kernel"], cause["rank"], "high"), seed
 
 
-@issue12("over seeds 20-35 the wait blamed on the slowed GEMM is -32% to +9% of what removing the slowdown "
-         "saves, -14% on average (the same analysis was within 15% of the first generator's barrier jobs)")
+@pytest.mark.slow
 def test_slower_kernel_blame_over_many_seeds(tmp_path):
-    """Over 16 seeds the wait blamed on the planted kernel is within 15% of what removing it saves, 10%
-    on average."""
+    """Over 16 seeds the wait fixing the planted kernel saves is within 10% of what removing it saves,
+    3% on average."""
     errors = []
     for seed in range(20, 36):
         doc, truth = analyze(tmp_path / str(seed), "slow_kernel", seed)
         (cause,) = truth["causes"]
-        errors.append(doc["blocking_kernels"][0]["inflicted_wait_ns"] / cause["wait_saved_ns"] - 1)
-    assert max(abs(e) for e in errors) <= 0.15, errors
-    assert abs(sum(errors) / len(errors)) <= 0.10, errors
+        errors.append(doc["blocking_kernels"][0]["wait_saved_ns"] / cause["wait_saved_ns"] - 1)
+    assert max(abs(e) for e in errors) <= 0.10, errors
+    assert abs(sum(errors) / len(errors)) <= 0.03, errors

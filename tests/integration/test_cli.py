@@ -100,7 +100,7 @@ def test_json_inputs_and_ranks_of_a_real_job(real_dir):
     result = run("analyze", str(job), "--json")
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
-    assert doc["schema_version"] == 1 and doc["tool_version"] == __version__
+    assert doc["schema_version"] == 2 and doc["tool_version"] == __version__
     assert len(doc["inputs"]) == 9
     assert {i["nsys_version"] for i in doc["inputs"]} == {"2024.5.1.113"} and {i["schema"] for i in doc["inputs"]} == {"3.13.2"}
     ranks = doc["ranks"]
@@ -181,9 +181,11 @@ def test_json_conforms_to_the_contract(job):
     doc = json.loads(result.stdout)
     assert _conforms(example, doc) == []
     # Every list the contract sorts "most important first" is sorted so.
-    assert doc["blocking_kernels"] == sorted(doc["blocking_kernels"], key=lambda e: -e["inflicted_wait_ns"])
+    for entries in (doc["blocking_kernels"], doc["blocking_launches"], doc["whatif"]["causes"]):
+        assert entries == sorted(entries, key=lambda e: -e["wait_saved_ns"])
     assert doc["contention"] == sorted(doc["contention"], key=lambda e: (-(e["contention_ns"] or 0), -e["overlap_ns"]))
-    assert all(b["cause"] in {"kernel", "host_launch", "idle", "unexplained", "window"} for c in doc["collectives"] for b in c["blame"])
+    causes = {"kernel", "extra_kernel", "host", "host_group", "transfer", "idle", "unexplained", "window"}
+    assert all(b["cause"] in causes for c in doc["collectives"] for b in c["blame"])
 
 
 def test_the_contract_check_catches_a_broken_document():

@@ -45,11 +45,11 @@ def _planted(truth) -> tuple[str, int]:
     return cause["kernel"], cause["rank"]
 
 
-def _blamed(path, kernel, rank) -> int:
-    """What `analyze` of one run blames on the kernel on that rank (the comparison carries it as is;
-    how close it comes to the planted truth is test_attribution's business)."""
-    return next(e["inflicted_wait_ns"] for e in load(path).doc["blocking_kernels"]
-                if e["kernel"] == kernel and e["rank"] == rank)
+def _saved(path, kernel, rank) -> int:
+    """What `analyze` of one run says fixing the kernel on that rank would save (the comparison
+    carries it as is; how close it comes to the planted truth is test_whatif's business)."""
+    return next(e["wait_saved_ns"] for e in load(path).doc["whatif"]["causes"]
+                if e["cause"] == "kernel" and e["name"] == kernel and e["rank"] == rank)
 
 
 def _assert_moved(cmp: dict, truth_a: dict, truth_b: dict, a, b) -> None:
@@ -57,9 +57,9 @@ def _assert_moved(cmp: dict, truth_a: dict, truth_b: dict, a, b) -> None:
     _, rank_b = _planted(truth_b)
     [group] = [g for g in cmp["blocking_by_cause"] if g["kernel"] == kernel]
     assert group["moved"] and group["top_rank"] == {"a": rank_a, "b": rank_b}
-    rows = {r["rank"]: r["inflicted_wait_ns"] for r in cmp["blocking"] if r["kernel"] == kernel}
-    assert rows[rank_a]["a"] == _blamed(a, kernel, rank_a)
-    assert rows[rank_b]["b"] == _blamed(b, kernel, rank_b)
+    rows = {r["rank"]: r["wait_saved_ns"] for r in cmp["blocking"] if r["kernel"] == kernel}
+    assert rows[rank_a]["a"] == _saved(a, kernel, rank_a)
+    assert rows[rank_b]["b"] == _saved(b, kernel, rank_b)
     assert rows[rank_a]["b"] == 0 and rows[rank_b]["a"] == 0  # each run blames only its own slow rank
     assert cmp["summary"]["top_straggler_rank"] == {"a": rank_a, "b": rank_b, "changed": True}
     last = {r["rank"]: r["last"] for r in cmp["stragglers"]}
@@ -84,7 +84,7 @@ def test_cli_reports_the_kernel_that_moved(runs, tmp_path):
     result = runner.invoke(app, ["compare", str(a), str(b), "--json", "--chart", str(chart)])
     assert result.exit_code == 0, result.stderr
     cmp = json.loads(result.stdout)
-    assert cmp["schema_version"] == 1
+    assert cmp["schema_version"] == 2
     assert cmp["a"]["source"] == str(a) and cmp["b"]["source"] == str(b) and len(cmp["a"]["inputs"]) == 4
     _assert_moved(cmp, truth_a, truth_b, a, b)
     [op] = cmp["operations"]
@@ -100,7 +100,7 @@ def test_cli_table(runs):
     assert result.exit_code == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith(f"A: {a}") and lines[1].startswith(f"B: {b}")
-    for title in ("What made the stragglers late", "Operations", "Stragglers", "Clock alignment"):
+    for title in ("What fixing each cause saves", "Operations", "Stragglers", "Clock alignment"):
         assert title in result.stdout
     assert " moved: it made rank " in result.stdout
 
@@ -209,13 +209,13 @@ def test_committed_fixtures_as_in_the_docs():
     from conftest import FIXTURES
 
     demo = load(FIXTURES / "demo-4rank-2host")
-    # Tables keep every row's columns: the late-launch rows' NVTX range is not lost.
+    # Tables keep every row's columns: the host cause's NVTX range is not lost.
     blocking = demo.tables["blocking"].to_pylist()
-    assert {"kernel", "nvtx"} <= set(blocking[0]) and "DataLoader.__next__" in {r["nvtx"] for r in blocking}
+    assert {"name", "wait_saved_ns", "step_time_saved_ns"} <= set(blocking[0])
+    assert "DataLoader.__next__" in {r["name"] for r in blocking if r["cause"] == "host"}
     diff = demo.compare(load(FIXTURES / "slow-kernel-8rank-3host"))
     findings = diff.findings
-    assert any(f.startswith("Late launches in 'DataLoader.__next__' no longer block in B: they made rank 0 late") for f in findings)
-    # in A the slowed GEMM (rank 3, even steps) is named with low confidence: "new in B" rather than "moved"
-    assert any(" is new in B: it made rank 2 late" in f and "in A)" in f for f in findings)
+    assert any(f.startswith("Host time in 'DataLoader.__next__' no longer blocks in B: it made rank 0 late") for f in findings)
+    assert any(" moved: it made rank 3 late in A" in f and "rank 2 late in B" in f for f in findings)
     biggest = next(g for g in diff.doc["blocking_by_cause"] if g["moved"])
     assert biggest["kernel"].startswith("sm90_xmma_gemm") and biggest["top_rank"] == {"a": 3, "b": 2}

@@ -349,8 +349,8 @@ fn node_kind(name: &str) -> PyResult<NodeKind> {
 /// - "op", "op_ns": op rows and their new durations (0 removes an op's time; a member op is
 ///   refused: change its transfer);
 /// - "call", "call_ns": call rows and their new durations (a blocking call: its minimum duration);
-/// - "segment", "segment_ns": segment ids and the new total of each segment's host gaps (scaled
-///   proportionally, no gap growing when the total shrinks);
+/// - "segment", "segment_ns": segment ids and the new total of each segment's host gaps (a cut
+///   taken from the latest gaps first);
 /// - "member", "member_ns": member rows and their new transfer time x (the op ends x after T);
 /// - "zero_slack": node ids whose slack becomes 0; "zero_all_slack": bool.
 /// Unknown keys, rows, segments or nodes, negative values and unequal lengths raise InputError.

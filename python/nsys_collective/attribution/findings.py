@@ -15,6 +15,8 @@ CONTENTION_SHARE = 0.02
 # A straggler is dominant when it caused at least this share of all wait (two ranks taking turns
 # by jitter alone hover around half each).
 DOMINANT_SHARE = 0.6
+# A cause that is not systematic is still named, as likely, when fixing it saves this share of all wait.
+LIKELY_SHARE = 0.5
 
 
 def dominant_straggler(job) -> tuple[int, int, int] | None:
@@ -75,8 +77,9 @@ def _cause_sentence(cause: dict, total_wait: int) -> str:
         return (f"{where}: the host spent {_ms(cause['excess_ns'])} more than the other ranks in '{cause['name'] or 'no named range'}' "
                 f"while the GPU waited for its launches; fixing it {gain}.")
     if kind == "host_group":
-        return (f"{where}: every rank of the host spent more time in '{cause['name'] or 'no named range'}' than the other hosts "
-                f"({_ms(cause['excess_ns'])} in all); fixing it on this host {gain}.")
+        these = "these hosts" if "," in where else "this host"
+        return (f"{where}: every rank of {these} ended '{cause['name'] or 'no named range'}' later than the other hosts "
+                f"({_ms(cause['excess_ns'])} of host time in all); fixing it on {these} {gain}.")
     if kind == "transfer":
         return (f"{cause['name']}: transfers took {_ms(cause['excess_ns'])} of GPU time beyond the fast ones of their kind "
                 f"(contention or a slow link); at that pace the job {gain}.")
@@ -94,7 +97,11 @@ def findings(job, b, ct) -> list[str]:
     causes = [e for e in (w.causes if w else []) if e["confidence"] == "high"][:MAX_FINDINGS]
     out = [_cause_sentence(e, total_wait) for e in causes]
     dominant = dominant_straggler(job)
-    if not causes and dominant:
+    likely = w.causes[0] if w and w.causes and not causes else None
+    if likely and total_wait and likely["wait_saved_ns"] >= LIKELY_SHARE * total_wait:
+        # Not systematic (seen once, or by little each time), but it accounts for most of the wait.
+        out.append(f"Likely (seen too few times to be sure): {_cause_sentence(likely, total_wait)}")
+    elif not causes and dominant:
         rank, _, caused = dominant
         if (b.explained_wait_share or 0) < 0.5:
             out.append(f"rank {rank}: its lateness ({_ms(caused)} of wait inflicted) is mostly not explained by the captured "

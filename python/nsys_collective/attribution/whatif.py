@@ -42,16 +42,15 @@ from nsys_collective.model.job import Job
 
 STEP_PATTERN = "ProfilerStep#*"
 # A kernel is a candidate when it ran at least this much longer than its reference, summed over its
-# runs (run-to-run jitter averages out in the sum: a real slowdown does not), and a host range when
-# it took this much longer.
+# runs (run-to-run jitter averages out in the sum: a real slowdown does not).
 MIN_SLOWDOWN = 0.05
-MIN_HOST_EXCESS = 0.25
 # ... and when its excess is at least this many tolerances (a few us of jitter is no cause).
 MIN_EXCESS_TOLERANCES = 4
 # A cause is named with confidence when it is systematic (a kernel 10%+ slower or run more often,
 # a host range 50%+ longer, on every or most occurrences) and saves at least this share of the wait.
 CONFIDENT_SHARE = 0.10
 CONFIDENT_SLOWDOWN = 0.10
+CONFIDENT_HOST_EXCESS = 0.5
 # Ranks run the same program when their compute kernel names overlap this much (Jaccard).
 SAME_PROGRAM = 0.5
 # Transfers: the baseline of a kind of collective is this percentile of its transfers, from this
@@ -103,7 +102,6 @@ class _Graph:
     ranks: list[int]  # rank number of each dense rank
     op_offset: dict[int, int]  # rank number -> its first op row (ops in timeline order)
     call_offset: dict[int, int]
-    segment_offset: dict[int, int]  # rank number -> its first segment id (segments: host ranges)
     op_step: np.ndarray  # per op row, dense step, -1 outside the steps
     member_rows: np.ndarray  # per observation of job.collectives, its member row
     step_names: list[str]
@@ -207,19 +205,21 @@ def build_graph(job: Job, tolerance_ns: int, step_pattern: str | None = None) ->
     step_names = _step_names(job, step_pattern or STEP_PATTERN)
     step_index = {n: i for i, n in enumerate(step_names)}
     calls, ops, syncs, events = [], [], [], []
-    op_offset, call_offset, segment_offset = {}, {}, {}
-    n_ops = n_calls = n_segments = 0
+    op_offset, call_offset = {}, {}
+    n_ops = n_calls = 0
     correct = job.alignment.correct_rank
     for dense, rank in enumerate(ranks):
         trace, work = job.traces[rank], job.timeline[rank]
         c = trace.calls
-        op_offset[rank], call_offset[rank], segment_offset[rank] = n_ops, n_calls, n_segments
+        op_offset[rank], call_offset[rank] = n_ops, n_calls
         launch_utc = trace.gpu.launch
         op_step = _steps_of(job, rank, np.where(launch_utc >= 0, launch_utc, trace.gpu.start), step_index)
         if not step_names:
             op_step[:] = 0  # no steps marked: the capture is one step
         ops.append({"rank": np.full(len(work), dense), "stream": work.stream, "start": work.start, "end": work.end,
                     "correlation": trace.gpu.correlation, "step": op_step})
+        # Each gap inside a range is a segment of its own, named by its call's row: a host cause
+        # cuts the gaps it chooses (_HostTime.change).
         # Each thread starts at its first call, or at the host work before it (a data loader, say):
         # a zero-length call there anchors the thread, so that the work before its first call can
         # be shortened too.
@@ -227,7 +227,7 @@ def build_graph(job: Job, tolerance_ns: int, step_pattern: str | None = None) ->
         early = first[c.gap_start[first] < c.start[first]]
         calls.append({"rank": np.full(len(c.start), dense), "thread": c.tid, "start": correct(rank, c.start),
                       "end": correct(rank, c.end), "correlation": c.correlation, "blocking": c.blocking.astype(np.int64),
-                      "segment": np.where(c.gap_range >= 0, c.gap_range + n_segments, -1)})
+                      "segment": np.where(c.gap_range >= 0, n_calls + np.arange(len(c.start)), -1)})
         origin = correct(rank, c.gap_start[early])
         calls.append({"rank": np.full(len(early), dense), "thread": c.tid[early], "start": origin, "end": origin,
                       "correlation": np.full(len(early), -1), "blocking": np.zeros(len(early), np.int64),
@@ -240,7 +240,6 @@ def build_graph(job: Job, tolerance_ns: int, step_pattern: str | None = None) ->
                 table.append({"rank": np.full(len(rows["correlation"]), dense), **rows})
         n_ops += len(work)
         n_calls += len(c.start) + len(early)
-        n_segments += len(trace.ranges.start)
     col = job.collectives
     member_rows = np.full(len(col.obs_rank), -1, dtype=np.int64)
     for rank in ranks:
@@ -257,7 +256,7 @@ def build_graph(job: Job, tolerance_ns: int, step_pattern: str | None = None) ->
     graph = _native.ReplayGraph(joined(calls), joined(ops), members, syncs=joined(syncs), events=joined(events),
                                 tolerance_ns=int(tolerance_ns))
     op_step = np.concatenate([o["step"] for o in ops])
-    return _Graph(graph=graph, ranks=ranks, op_offset=op_offset, call_offset=call_offset, segment_offset=segment_offset,
+    return _Graph(graph=graph, ranks=ranks, op_offset=op_offset, call_offset=call_offset,
                   op_step=op_step, member_rows=member_rows, step_names=step_names or ["(the whole capture)"],
                   has_steps=bool(step_names))
 
@@ -276,22 +275,26 @@ def _groups(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return order, np.cumsum(new) - 1, np.flatnonzero(new)
 
 
+def _group_medians(value: np.ndarray, *keys: np.ndarray):
+    """`_groups` of the keys, and the median value of each group."""
+    order, group, first = _groups(*keys)
+    if not len(order):
+        return order, group, first, np.zeros(0)
+    counts = np.diff(np.r_[first, len(order)])
+    v_sorted = value[order].astype(np.float64)[np.lexsort((value[order], group))]
+    return order, group, first, (v_sorted[first + (counts - 1) // 2] + v_sorted[first + counts // 2]) / 2
+
+
 def _reference(value: np.ndarray, *keys: np.ndarray) -> np.ndarray:
     """Per row, the median of the other rows with the same keys (ranks running the same thing);
     NaN where no other row has them. With three or more rows the median of all of them serves
     (a single outlier never is the median)."""
     out = np.full(len(value), np.nan)
-    order, group, first = _groups(*keys)
+    order, group, first, median = _group_medians(value, *keys)
     if not len(order):
         return out
     counts = np.diff(np.r_[first, len(order)])
     v = value[order].astype(np.float64)
-    # Sort values within each group, then take the middle.
-    within = np.lexsort((v, group))
-    v_sorted = v[within]
-    lo = first + (counts - 1) // 2
-    hi = first + counts // 2
-    median = (v_sorted[lo] + v_sorted[hi]) / 2
     size = counts[group]
     ref = median[group]
     # Two rows: each one's reference is the other.
@@ -447,8 +450,10 @@ def _extra_candidates(job: Job, k: _Kernels, program: dict[int, int], min_excess
 
 @dataclass
 class _HostTime:
-    """Host time inside every range occurrence of the job (the gaps between CUDA calls whose
-    middle fell in it), one row per occurrence."""
+    """Host time inside every range occurrence of the job, one row per occurrence: the gaps between
+    CUDA calls whose middle fell in it, and the calls after them that do not wait for the GPU (a
+    cudaMalloc, a context set-up: host time too). `item_*` lists those pieces, each occurrence's in
+    time order, for `change`."""
 
     rank: np.ndarray
     program: np.ndarray
@@ -456,20 +461,51 @@ class _HostTime:
     family: np.ndarray  # id into `families`
     occurrence: np.ndarray
     total: np.ndarray
-    segment: np.ndarray  # graph segment id
+    end: np.ndarray  # when the range ended, on the aligned clock
     families: list[str]
+    item_row: np.ndarray  # the occurrence (row) of each piece; rows ascending, time order within
+    item_call: np.ndarray  # its graph call row: a gap is the segment of that row, a call is that row
+    item_is_call: np.ndarray
+    item_ns: np.ndarray
+
+    def excess(self, reference_total: np.ndarray, reference_end: np.ndarray) -> np.ndarray:
+        """How much of each occurrence's host time is late: what it took beyond its reference, at
+        most how much later than the reference it ended (a rank that entered the range late for
+        another reason, or waited in it for the others (a bootstrap), is not made early by it)."""
+        over = np.maximum(0, self.total - reference_total)
+        late = np.maximum(0, self.end - reference_end)
+        return np.where(np.isnan(reference_end), over, np.minimum(over, late))
+
+    def change(self, rows: np.ndarray, cut: np.ndarray) -> dict:
+        """The ReplayGraph change that takes `cut[row]` from each of `rows`, latest pieces first (the
+        host time that makes a range end late is the time just before its end; a cut from an early
+        gap is often absorbed by a later wait in the range and moves nothing)."""
+        want = np.zeros(len(self.total))
+        want[rows] = cut[rows]
+        items = np.flatnonzero(want[self.item_row] > 0)[::-1]  # latest first within each row
+        row, ns = self.item_row[items], self.item_ns[items]
+        start = np.flatnonzero(np.r_[True, row[1:] != row[:-1]])
+        before = np.cumsum(ns) - ns  # taken by the later pieces of the same row ...
+        before -= np.repeat(before[start], np.diff(np.r_[start, len(row)]))
+        take = np.clip(want[row] - before, 0, ns).round().astype(np.int64)
+        items, left = items[take > 0], (ns - take)[take > 0]
+        gap = ~self.item_is_call[items]
+        return {"segment": self.item_call[items[gap]], "segment_ns": left[gap],
+                "call": self.item_call[items[~gap]], "call_ns": left[~gap]}
 
 
 def _host_time(job: Job, g: _Graph, program: dict[int, int], step_pattern: str) -> _HostTime:
     family_id: dict[str, int] = {}
-    parts = []
+    parts, items = [], []
     step_index = {n: i for i, n in enumerate(g.step_names)}
+    n_rows = 0
     for rank in g.ranks:
         trace = job.traces[rank]
         ranges, calls = trace.ranges, trace.calls
-        inside = calls.gap_range >= 0
-        gaps = np.maximum(0, calls.start - calls.gap_start)  # overlapping calls leave no host time
-        total = np.bincount(calls.gap_range[inside], weights=gaps[inside], minlength=len(ranges.start)).astype(np.int64)
+        inside = np.flatnonzero(calls.gap_range >= 0)
+        gaps = np.maximum(0, calls.start - calls.gap_start)[inside]  # overlapping calls leave no host time
+        own = np.where(calls.blocking[inside], 0, calls.end[inside] - calls.start[inside])
+        total = np.bincount(calls.gap_range[inside], weights=gaps + own, minlength=len(ranges.start)).astype(np.int64)
         used = np.flatnonzero(total > 0)
         names = trace.names(ranges.name[used])
         fam = np.array([family_id.setdefault(nvtx_family(n) or "", len(family_id)) if n and not
@@ -477,11 +513,21 @@ def _host_time(job: Job, g: _Graph, program: dict[int, int], step_pattern: str) 
         used, fam = used[fam >= 0], fam[fam >= 0]
         step = _steps_of(job, rank, ranges.start[used], step_index) if g.has_steps else np.zeros(len(used), np.int64)
         parts.append((np.full(len(used), rank), np.full(len(used), program[rank]), step, fam, total[used],
-                      g.segment_offset[rank] + used))
-    cols = [np.concatenate(c).astype(np.int64) for c in zip(*parts)]
-    rank, prog, step, fam, total, segment = cols
-    return _HostTime(rank, prog, step, fam, _occurrence(rank, step, fam), total, segment,
-                     families=sorted(family_id, key=family_id.get))
+                      job.alignment.correct_rank(rank, ranges.end[used])))
+        row_of = np.full(len(ranges.start), -1, np.int64)
+        row_of[used] = n_rows + np.arange(len(used))
+        n_rows += len(used)
+        mine = row_of[calls.gap_range[inside]] >= 0  # calls are in time order: so are the pieces
+        call_row = g.call_offset[rank] + inside[mine]
+        items.append((np.repeat(row_of[calls.gap_range[inside[mine]]], 2), np.repeat(call_row, 2),
+                      np.tile([False, True], int(mine.sum())), np.column_stack([gaps[mine], own[mine]]).ravel()))
+    rank, prog, step, fam, total, end = (np.concatenate(c).astype(np.int64) for c in zip(*parts))
+    item_row, item_call, item_is_call, item_ns = (np.concatenate(c) for c in zip(*items))
+    order = np.argsort(item_row, kind="stable")
+    return _HostTime(rank, prog, step, fam, _occurrence(rank, step, fam), total, end,
+                     families=sorted(family_id, key=family_id.get), item_row=item_row[order],
+                     item_call=item_call[order].astype(np.int64), item_is_call=item_is_call[order].astype(bool),
+                     item_ns=item_ns[order].astype(np.int64))
 
 
 def _host_candidates(job: Job, h: _HostTime, min_excess: int) -> list[Candidate]:
@@ -489,46 +535,86 @@ def _host_candidates(job: Job, h: _HostTime, min_excess: int) -> list[Candidate]
     range late on every rank of one host."""
     out = []
     ref = _reference(h.total, h.program, h.step, h.family, h.occurrence)
-    by_rank_family = {}
+    ref_end = _reference(h.end, h.program, h.step, h.family, h.occurrence)
+    cut = h.excess(ref, ref_end)
     rows = np.flatnonzero(~np.isnan(ref))
     if len(rows):
         order, group, first = _groups(h.rank[rows], h.family[rows])
         rows = rows[order]
         total = np.add.reduceat(h.total[rows].astype(np.float64), first)
-        excess = np.add.reduceat(np.maximum(0, h.total[rows] - ref[rows]), first)
-        longer = total / np.maximum(np.add.reduceat(ref[rows], first), 1) - 1
-        for g_ in np.flatnonzero((longer >= MIN_HOST_EXCESS) & (excess >= min_excess)).tolist():
+        excess = np.add.reduceat(cut[rows], first)
+        reference = np.add.reduceat(ref[rows], first)
+        longer = total / np.maximum(reference, 1) - 1
+        # As for kernels: jitter averages out over the occurrences, a real stall does not.
+        for g_ in np.flatnonzero((excess >= min_excess) & (excess >= MIN_SLOWDOWN * reference)).tolist():
             members = rows[group == g_]
-            late = members[h.total[members] > ref[members]]
+            late = members[cut[members] > 0]
             rank, family = int(h.rank[members[0]]), int(h.family[members[0]])
-            by_rank_family[(rank, family)] = late
             out.append(Candidate(
                 cause="host", rank=rank, host=job.by_number[rank].host, name=h.families[family] or None,
                 name_full=h.families[family] or None, reference="peers", excess_ns=int(excess[g_]),
-                systematic=bool(longer[g_] >= 2 * MIN_HOST_EXCESS), slowdown=float(longer[g_]),
-                change={"segment": h.segment[late], "segment_ns": np.round(ref[late]).astype(np.int64)}))
-    # A host-wide cause: the same range late on every rank of a host, against the other hosts.
+                systematic=bool(longer[g_] >= CONFIDENT_HOST_EXCESS), slowdown=float(longer[g_]),
+                change=h.change(late, cut)))
+    return out + _host_group_candidates(job, h, min_excess)
+
+
+def _host_group_candidates(job: Job, h: _HostTime, min_excess: int) -> list[Candidate]:
+    """Host-wide causes: a range that ended late on every rank of a host (a bootstrap, a shared
+    file system, a slow node), against the hosts that were on time in it; each late host alone, and
+    all of them together when several were late (fixing one of two late hosts only makes it wait
+    for the other)."""
     host_of = hosts_of(job)
-    for host in sorted({host_of[r] for r, _ in by_rank_family}, key=str):
-        on_host = sorted(r for r in job.traces if host_of.get(r) == host and job.traces[r].gpu is not None)
-        if len(on_host) < 2:
+    hosts: dict[str, list[int]] = {}
+    for r in sorted(r for r in job.traces if job.traces[r].gpu is not None):
+        hosts.setdefault(host_of[r], []).append(r)
+    if len(hosts) < 2 or not len(h.rank):
+        return []
+    names = list(hosts)
+    index = {r: i for i, name in enumerate(names) for r in hosts[name]}
+    host = np.array([index[r] for r in h.rank.tolist()], dtype=np.int64)
+    # How late each host ended each occurrence: its earliest rank's end (every rank of it late)
+    # after the typical (median) end on the earliest host. Groups come sorted by family, program,
+    # step, occurrence, then host.
+    order, _, first, median = _group_medians(h.end, h.family, h.program, h.step, h.occurrence, host)
+    earliest_rank = np.minimum.reduceat(h.end[order], first) if len(order) else median
+    lead = order[first]
+    keys = np.column_stack([h.family[lead], h.program[lead], h.step[lead], h.occurrence[lead]])
+    new = np.r_[True, (keys[1:] != keys[:-1]).any(axis=1)]
+    occ_first = np.flatnonzero(new)
+    occ = np.cumsum(new) - 1
+    compared = np.diff(np.r_[occ_first, len(lead)])[occ] >= 2  # two hosts ran that occurrence
+    late_by = np.where(compared, np.maximum(0, earliest_rank - np.minimum.reduceat(median, occ_first)[occ]), 0)
+    size = np.array([len(hosts[n]) for n in names])
+    late_ns = np.zeros((len(h.families), len(names)))
+    np.add.at(late_ns, (h.family[lead], host[lead]), late_by * size[host[lead]])
+    out = []
+    for family in np.flatnonzero((late_ns >= min_excess).any(axis=1)).tolist():
+        rows = np.flatnonzero(h.family == family)
+        ran = set(host[rows].tolist())
+        late = [names[k] for k in sorted(ran) if late_ns[family, k] >= min_excess]
+        on_time = [names[k] for k in sorted(ran) if late_ns[family, k] < min_excess]
+        if not on_time:
             continue
-        for family in sorted({f for r, f in by_rank_family if r in on_host}):
-            if not all((r, family) in by_rank_family for r in on_host):
-                continue
-            off = ~np.isin(h.rank, on_host)
-            # References from the other hosts only: the host's own ranks are all late.
-            ref_off = _reference_from(h, off, family)
-            late = np.flatnonzero(np.isin(h.rank, on_host) & (h.family == family))
-            known = late[~np.isnan(ref_off[late])]
-            fixed = known[h.total[known] > ref_off[known]]
-            excess = int(np.maximum(0, h.total[fixed] - ref_off[fixed]).sum())
-            if excess < min_excess:
-                continue
+        source = np.isin(h.rank, [r for name in on_time for r in hosts[name]])
+        ref_total = _reference_from(h, source, family, h.total)
+        ref_end = _reference_from(h, source, family, h.end)
+        cut = h.excess(ref_total, ref_end)
+        groups = [[name] for name in late if len(hosts[name]) > 1] + ([late] if len(late) > 1 else [])
+        for group in groups:
+            ranks = sorted(r for name in group for r in hosts[name])
+            mine = rows[np.isin(h.rank[rows], ranks) & ~np.isnan(ref_total[rows])]
+            fixed = mine[cut[mine] > 0]
+            excess = int(cut[fixed].sum())
+            per_rank = np.bincount(np.searchsorted(ranks, h.rank[fixed]), weights=cut[fixed], minlength=len(ranks))
+            if excess < min_excess or per_rank.min() < 0.5 * excess / len(ranks):
+                continue  # every rank of the host(s) late in it, not one rank that held the others up
+            # Systematic: late in (nearly) every occurrence, each time by more than jitter.
+            systematic = len(fixed) >= 0.8 * len(mine) and excess >= min_excess * len(fixed)
+            total, reference = float(h.total[mine].sum()), float(ref_total[mine].sum())
             out.append(Candidate(
-                cause="host_group", rank=None, host=host, name=h.families[family] or None, name_full=h.families[family] or None,
-                reference="peers", excess_ns=excess, systematic=True, ranks=on_host,
-                change={"segment": h.segment[fixed], "segment_ns": np.round(ref_off[fixed]).astype(np.int64)}))
+                cause="host_group", rank=None, host=", ".join(group), name=h.families[family] or None,
+                name_full=h.families[family] or None, reference="peers", excess_ns=excess, systematic=systematic,
+                slowdown=total / max(reference, 1) - 1, ranks=ranks, change=h.change(fixed, cut)))
     return out
 
 
@@ -560,8 +646,8 @@ def hosts_of(job: Job) -> dict[int, str]:
     return named
 
 
-def _reference_from(h: _HostTime, source: np.ndarray, family: int) -> np.ndarray:
-    """Per row of `family`, the median total of the same (program, step, occurrence) over the
+def _reference_from(h: _HostTime, source: np.ndarray, family: int, value: np.ndarray) -> np.ndarray:
+    """Per row of `family`, the median value of the same (program, step, occurrence) over the
     `source` rows (NaN where none)."""
     out = np.full(len(h.total), np.nan)
     src = np.flatnonzero(source & (h.family == family))
@@ -569,7 +655,7 @@ def _reference_from(h: _HostTime, source: np.ndarray, family: int) -> np.ndarray
         return out
     table: dict[tuple, list[int]] = {}
     for i in src.tolist():
-        table.setdefault((int(h.program[i]), int(h.step[i]), int(h.occurrence[i])), []).append(int(h.total[i]))
+        table.setdefault((int(h.program[i]), int(h.step[i]), int(h.occurrence[i])), []).append(int(value[i]))
     for i in np.flatnonzero(h.family == family).tolist():
         values = table.get((int(h.program[i]), int(h.step[i]), int(h.occurrence[i])))
         if values:
@@ -629,7 +715,7 @@ def _idle_candidates(job: Job, g: _Graph, tolerance: int, min_excess: int) -> li
 def _merged(changes: list[dict]) -> dict:
     """Every change at once: the shortest duration, gap total and transfer any of them gives."""
     out: dict = {}
-    for key, value in (("op", "op_ns"), ("segment", "segment_ns"), ("member", "member_ns")):
+    for key, value in (("op", "op_ns"), ("call", "call_ns"), ("segment", "segment_ns"), ("member", "member_ns")):
         ids = [np.asarray(c[key], np.int64) for c in changes if key in c]
         if not ids:
             continue

@@ -90,9 +90,11 @@ def _fmt_ms(ns: float) -> str:
     return f"{ms:,.2f} ms" if ms >= 0.1 else f"{ns / 1e3:,.0f} µs"
 
 
-def _rank_colours(ranks: list[int]) -> dict[int, str]:
+def _rank_colours(ranks: list[int | str]) -> dict[int | str, str]:
+    """A colour per rank (ranks by number, then hosts by name)."""
     cmap = matplotlib.colormaps["tab10" if len(ranks) <= 10 else "tab20"]
-    return {r: matplotlib.colors.to_hex(cmap(i % cmap.N)) for i, r in enumerate(sorted(ranks))}
+    order = sorted(ranks, key=lambda r: (isinstance(r, str), str(r) if isinstance(r, str) else r))
+    return {r: matplotlib.colors.to_hex(cmap(i % cmap.N)) for i, r in enumerate(order)}
 
 
 # Blocking causes --------------------------------------------------------------------------------

@@ -232,8 +232,9 @@ pub struct Graph {
     pub(crate) member_x_edge: Vec<u32>,
     pub(crate) inst_off: Vec<u32>,
     pub(crate) inst_member: Vec<u32>,
-    /// Host-gap edges by segment: (segment id, edge index), sorted.
-    pub(crate) seg_edges: Vec<(i64, u32)>,
+    /// Host-gap edges by segment: (segment id, call row, edge index), sorted (a segment's gaps in
+    /// the order of their calls).
+    pub(crate) seg_edges: Vec<(i64, u32, u32)>,
     /// End slots that can be a step's (per step and rank, CSR) or a rank's last (per rank, CSR).
     pub(crate) step_off: Vec<u32>,
     pub(crate) step_slot: Vec<u32>,
@@ -889,7 +890,7 @@ impl Graph {
         }
         g.seg_edges = (0..nc)
             .filter(|&i| call_gap_edge[i] != NONE && opt(c.segment, i, -1) >= 0)
-            .map(|i| (c.segment[i], call_gap_edge[i]))
+            .map(|i| (c.segment[i], i as u32, call_gap_edge[i]))
             .collect();
         g.seg_edges.sort_unstable();
         // Ends are non-decreasing along a stream and a thread (lags >= 0 on those edges), so only

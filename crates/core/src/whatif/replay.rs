@@ -22,9 +22,8 @@ pub struct Change {
     /// the GPU work it waits for is already done).
     pub call_durations: Vec<(usize, i64)>,
     /// (segment id, new total). The host gaps of the segment (see [`super::Calls::segment`]) are
-    /// scaled together to sum to the new total, each `g * new / old` rounded down, the remaining ns
-    /// going one each to the largest fractions (so with a smaller total no gap grows). Gaps below 0
-    /// (overlapping calls) are left alone; a segment whose gaps sum to 0 puts the total on its last.
+    /// cut to sum to the new total latest first (each down to 0 before an earlier one is touched);
+    /// a larger total goes on the last gap. Gaps below 0 (overlapping calls) are left alone.
     pub gaps: Vec<(i64, i64)>,
     /// (member row, new transfer time `x`): the member's op ends `x` after the transfer starts.
     pub transfers: Vec<(usize, i64)>,
@@ -189,14 +188,14 @@ impl Graph {
         }
         for &(segment, total) in &change.gaps {
             let total = checked("segment", segment as usize, total)?;
-            let a = self.seg_edges.partition_point(|&(s, _)| s < segment);
-            let b = self.seg_edges.partition_point(|&(s, _)| s <= segment);
+            let a = self.seg_edges.partition_point(|&(s, _, _)| s < segment);
+            let b = self.seg_edges.partition_point(|&(s, _, _)| s <= segment);
             if a == b {
                 return Err(input_error(format!("change: segment {segment} names no host gap")));
             }
-            let edges: Vec<u32> = self.seg_edges[a..b].iter().map(|&(_, e)| e).filter(|&e| self.lag(e as usize) >= 0).collect();
+            let edges: Vec<u32> = self.seg_edges[a..b].iter().map(|&(_, _, e)| e).filter(|&e| self.lag(e as usize) >= 0).collect();
             let gaps: Vec<i64> = edges.iter().map(|&e| self.lag(e as usize)).collect();
-            for (&e, lag) in edges.iter().zip(scale_gaps(&gaps, total)) {
+            for (&e, lag) in edges.iter().zip(cut_latest_first(&gaps, total)) {
                 out.push(Patch { pos: self.edge_unit(e), what: What::Lag(e, lag) });
             }
         }
@@ -403,28 +402,24 @@ impl Graph {
     }
 }
 
-/// Gaps `g` (all >= 0) scaled to sum to `total`: floor of the proportional share, the remainder
-/// one ns each to the largest fractions (ties: earliest). Sum 0: the total goes to the last gap.
-pub(crate) fn scale_gaps(g: &[i64], total: i64) -> Vec<i64> {
-    let old: i128 = g.iter().map(|&x| x as i128).sum();
-    if old == 0 {
-        let mut out = vec![0; g.len()];
+/// Gaps `g` (all >= 0, in time order) changed to sum to `total`: a cut is taken from the latest
+/// gaps first, each down to 0; what is added goes on the last gap. Latest first because the host
+/// time that makes a range end late is the time just before its end: a cut from an early gap would
+/// often be absorbed by a later wait in the range (a synchronize, a blocking copy) and move nothing,
+/// and the causes that ask for a cut size it by how late the range ended.
+pub(crate) fn cut_latest_first(g: &[i64], total: i64) -> Vec<i64> {
+    let mut out = g.to_vec();
+    let mut rest = g.iter().sum::<i64>() - total.max(0);
+    if rest < 0 {
         if let Some(last) = out.last_mut() {
-            *last = total;
+            *last -= rest;
         }
         return out;
     }
-    let mut out: Vec<i64> = g.iter().map(|&x| (x as i128 * total as i128 / old) as i64).collect();
-    let mut rest = total - out.iter().sum::<i64>();
-    let mut by_fraction: Vec<(std::cmp::Reverse<i128>, usize)> =
-        g.iter().enumerate().map(|(i, &x)| (std::cmp::Reverse(x as i128 * total as i128 % old), i)).collect();
-    by_fraction.sort_unstable();
-    for &(_, i) in &by_fraction {
-        if rest == 0 {
-            break;
-        }
-        out[i] += 1;
-        rest -= 1;
+    for x in out.iter_mut().rev() {
+        let take = rest.min(*x);
+        *x -= take;
+        rest -= take;
     }
     out
 }
@@ -434,14 +429,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn scaled_gaps_sum_to_the_total_and_none_grows_when_shrinking() {
-        assert_eq!(scale_gaps(&[10, 30], 20), [5, 15]);
-        assert_eq!(scale_gaps(&[1, 1, 1], 2), [1, 1, 0]);
-        assert_eq!(scale_gaps(&[0, 0], 7), [0, 7]);
-        assert_eq!(scale_gaps(&[10, 30], 80), [20, 60]);
+    fn a_cut_takes_the_latest_gaps_first_and_an_addition_goes_last() {
+        assert_eq!(cut_latest_first(&[10, 30], 20), [10, 10]);
+        assert_eq!(cut_latest_first(&[10, 30], 5), [5, 0]);
+        assert_eq!(cut_latest_first(&[1, 1, 1], 0), [0, 0, 0]);
+        assert_eq!(cut_latest_first(&[0, 0], 7), [0, 7]);
+        assert_eq!(cut_latest_first(&[10, 30], 80), [10, 70]);
         for total in 0..=9 {
             let g = [3, 1, 5];
-            let s = scale_gaps(&g, total);
+            let s = cut_latest_first(&g, total);
             assert_eq!(s.iter().sum::<i64>(), total);
             assert!(s.iter().zip(&g).all(|(a, b)| a <= b));
         }
