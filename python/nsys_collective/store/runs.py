@@ -44,6 +44,15 @@ def _url(url: str) -> str:
     return url if "://" in url else f"sqlite:///{url}"
 
 
+def store_file(url: str) -> str | None:
+    """The file of an SQLite store (None for a server, memory, or a URL that is not one)."""
+    try:
+        parsed = make_url(_url(url))
+    except ArgumentError:
+        return None
+    return parsed.database if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:") else None
+
+
 def display_url(url: str) -> str:
     try:
         return make_url(_url(url)).render_as_string(hide_password=True)
