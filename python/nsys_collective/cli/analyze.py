@@ -10,6 +10,7 @@ import typer
 
 from nsys_collective import outputs, pipeline
 from nsys_collective.cli.console import error_edge, stderr, warn
+from nsys_collective.errors import InputError
 from nsys_collective.ingest.discover import discover
 from nsys_collective.model.job import Filters
 from nsys_collective.render.outdir import check_target
@@ -29,14 +30,15 @@ def analyze(
     steps: str = typer.Option(None, "--steps", help="Only collectives inside NVTX ranges matching this pattern, with per-step results, e.g. 'ProfilerStep#*'."),
     nsys: str = typer.Option(None, "--nsys", help="The nsys executable used to export reports (default: nsys on PATH)."),
     cache_dir: Path = typer.Option(None, "--cache-dir", help="Where report exports go when not beside the report."),
-    threads: int = typer.Option(None, "--threads", min=1, help="Exports read at once (default: all cores)."),
+    threads: int = typer.Option(None, "--threads", help="Exports read at once (default: all cores; at most 4 per core)."),
 ) -> None:
     """Analyze the NCCL collectives of a job: one export or report per rank, or one with many ranks."""
-    try:
-        filters = Filters.parse(ranks=ranks, hosts=hosts, window=window, steps=steps)
-    except ValueError as e:
-        raise typer.BadParameter(str(e)) from None
     with error_edge():
+        try:
+            filters = Filters.parse(ranks=ranks, hosts=hosts, window=window, steps=steps)
+        except ValueError as e:
+            raise InputError(str(e)) from None
+        pipeline.check_threads(threads)
         # Refuse unwritable outputs before any work, never writing over an input.
         reports = discover(paths)
         if out is not None:

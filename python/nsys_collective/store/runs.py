@@ -238,6 +238,8 @@ def load_result(url_or_engine: str | Engine, run_id: int) -> Result:
     """The result stored for run `run_id` (its evidence None for runs stored before it was kept).
     Raises `InputError` when the store has no such run or the run failed (its error is in the
     message)."""
+    if not 0 <= run_id < 2**63:  # the database's integers are 64-bit
+        raise InputError(f"run {run_id}: not a run id (run ids are 1 to {2**63 - 1})")
     if isinstance(url_or_engine, str):
         url = make_url(_url(url_or_engine))
         if url.get_backend_name() == "sqlite" and url.database and not Path(url.database).is_file():
