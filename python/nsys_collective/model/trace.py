@@ -11,6 +11,8 @@ export's ranks, holding only the names they use.
 
 from __future__ import annotations
 
+import dataclasses
+import secrets
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -189,14 +191,35 @@ def _metric_samples(export: Export) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return out
 
 
+# No clock reads beyond this (year 2116 in UTC ns); later times are damage, and would overflow int64 sums.
+MAX_TIME_NS = 2**62
+
+
+def drop_bad_times(table: dict[str, np.ndarray], floor: int = 0) -> tuple[dict[str, np.ndarray], int]:
+    """The rows of a GPU work table whose times can be right (from `floor`, the start of the
+    capture, to MAX_TIME_NS, end >= start; a missing time reads -1), and how many were dropped."""
+    start, end = table["start"], table["end"]
+    good = (start >= floor) & (end >= start) & (end <= MAX_TIME_NS)
+    dropped = int(len(good) - np.count_nonzero(good))
+    return ({c: v[good] for c, v in table.items()} if dropped else table), dropped
+
+
 def trace_export(export: Export, index: int, report: str, key: int | None = None) -> tuple[InputFacts, list[RankTrace]]:
     """The facts of one input and a trace per rank it holds (at least one: a report without GPU
-    work is a rank with zero kernels, and a warning says so)."""
+    work is a rank with zero kernels, and a warning says so). GPU work with impossible times is
+    dropped, counted in a warning: it would become negative or absurd figures."""
+    warnings = [f"{report}: {w}" for w in export.warnings]
+    fixed = {}
+    for name in GPU_ACTIVITY_TABLES:
+        # Nothing runs on the GPU before the capture began (its times are relative to that start).
+        fixed[name], dropped = drop_bad_times(getattr(export, name), max(0, export.session.utc_epoch_ns or 0))
+        if dropped:
+            warnings.append(f"{report}: {dropped} {name} rows with missing, negative, reversed or out-of-range times dropped")
+    export = dataclasses.replace(export, **fixed)
     tables = [getattr(export, t) for t in GPU_ACTIVITY_TABLES]
     # (pid, device) packed in one integer: np.unique on rows is many times slower.
     packed = np.unique(np.concatenate([(t["pid"] << 20) + (t["device"] + 1) for t in tables]))
     keys = [(int(k >> 20), int((k & 0xFFFFF) - 1)) for k in packed]
-    warnings = [f"{report}: {w}" for w in export.warnings]
     if not keys:
         warnings.append(f"{report}: no CUDA kernels or copies captured; counted as a rank with zero kernels")
         keys = [(None, None)]
@@ -228,7 +251,8 @@ def trace_export(export: Export, index: int, report: str, key: int | None = None
         return remap[np.where(column >= 0, column, len(extended))]
 
     traces = []
-    key = id(export) if key is None else key
+    # Unique per export, across chunks and processes: id() is reused once an export is released.
+    key = secrets.randbits(63) if key is None else key
     for pid, device, gpu, ranges, ops in per_rank:
         if gpu is not None:
             gpu = GpuItems(**{**gpu.__dict__, "name": local(gpu.name), "short_name": local(gpu.short_name)})
