@@ -114,6 +114,7 @@ def _crafted(tmp_path, update: str):
     ("swapped", "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = end, end = start WHERE rowid = {row}"),
     ("text", "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'abc' WHERE rowid = {row}"),
     ("negative", "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = -5, end = -3 WHERE rowid = {row}"),
+    ("63 years long", "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = start + 2000000000000000000 WHERE rowid = {row}"),
 ])
 def test_odd_kernel_times_give_no_invalid_figure_and_a_warning(tmp_path, case, update):
     job = _crafted(tmp_path, update)
@@ -135,3 +136,24 @@ def test_rows_with_missing_negative_reversed_or_absurd_times_are_dropped_and_cou
     table = {"start": start, "end": end, "pid": np.arange(5)}
     kept, dropped = drop_bad_times(table)
     assert dropped == 3 and kept["pid"].tolist() == [0, 3] and kept["start"].tolist() == [10, 50]
+    # Nothing before the capture started, nothing more than 30 days after.
+    day = 24 * 3600 * 10**9
+    capture = 1_750_000_000 * 10**9
+    table = {"start": np.array([capture - 1, capture, capture + 29 * day]), "end": np.array([capture, capture + 5, capture + 31 * day])}
+    kept, dropped = drop_bad_times(table, capture_start=capture)
+    assert dropped == 2 and kept["start"].tolist() == [capture]
+
+
+def test_causality_violations_are_counted_right_whatever_the_durations():
+    from nsys_collective.model.alignment import count_violations
+
+    rng = np.random.default_rng(7)
+    inst = np.repeat(np.arange(40), 4)
+    start = rng.integers(0, 10**6, len(inst)) + 1_750_000_000 * 10**9
+    end = start + rng.integers(0, 10**6, len(inst))
+    end[5] = start[5] + 2 * 10**18  # a 63-year kernel made instance * span overflow int64
+
+    def brute(inst, start, end):
+        return sum(int(e < s2) for i, e in zip(inst, end) for j, s2 in zip(inst, start) if i == j)
+
+    assert count_violations(inst, start, end) == brute(inst, start, end) > 0

@@ -193,13 +193,18 @@ def _metric_samples(export: Export) -> dict[str, tuple[np.ndarray, np.ndarray]]:
 
 # No clock reads beyond this (year 2116 in UTC ns); later times are damage, and would overflow int64 sums.
 MAX_TIME_NS = 2**62
+# No capture lasts this long: later times are damage too (they would make sums of GPU time overflow).
+MAX_CAPTURE_NS = 30 * 24 * 3600 * 10**9
 
 
-def drop_bad_times(table: dict[str, np.ndarray], floor: int = 0) -> tuple[dict[str, np.ndarray], int]:
-    """The rows of a GPU work table whose times can be right (from `floor`, the start of the
-    capture, to MAX_TIME_NS, end >= start; a missing time reads -1), and how many were dropped."""
+def drop_bad_times(table: dict[str, np.ndarray], capture_start: int | None = None) -> tuple[dict[str, np.ndarray], int]:
+    """The rows of a GPU work table whose times can be right, and how many were dropped: end >=
+    start, within MAX_CAPTURE_NS from the capture's start where known (nothing runs before it),
+    else from 0 (a missing time reads -1) to MAX_TIME_NS."""
     start, end = table["start"], table["end"]
-    good = (start >= floor) & (end >= start) & (end <= MAX_TIME_NS)
+    lo = max(0, capture_start or 0)
+    hi = min(MAX_TIME_NS, lo + MAX_CAPTURE_NS) if capture_start else MAX_TIME_NS
+    good = (start >= lo) & (end >= start) & (end <= hi)
     dropped = int(len(good) - np.count_nonzero(good))
     return ({c: v[good] for c, v in table.items()} if dropped else table), dropped
 
@@ -211,8 +216,7 @@ def trace_export(export: Export, index: int, report: str, key: int | None = None
     warnings = [f"{report}: {w}" for w in export.warnings]
     fixed = {}
     for name in GPU_ACTIVITY_TABLES:
-        # Nothing runs on the GPU before the capture began (its times are relative to that start).
-        fixed[name], dropped = drop_bad_times(getattr(export, name), max(0, export.session.utc_epoch_ns or 0))
+        fixed[name], dropped = drop_bad_times(getattr(export, name), export.session.utc_epoch_ns)
         if dropped:
             warnings.append(f"{report}: {dropped} {name} rows with missing, negative, reversed or out-of-range times dropped")
     export = dataclasses.replace(export, **fixed)
