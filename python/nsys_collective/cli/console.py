@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from collections.abc import Iterator
 
 import typer
@@ -21,10 +22,26 @@ def warn(message: str) -> None:
     stderr.print(f"warning: {message}", markup=False)
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A Python warning (numpy's RuntimeWarnings, a chart left out) as one `warning:` line,
+    without the source line Python would print."""
+    text = str(message).strip()
+    warn(text.splitlines()[0] if text else category.__name__)
+
+
 @contextlib.contextmanager
 def error_edge() -> Iterator[None]:
     """Unusable input: one line on stderr, exit 2. Anything else: one line, exit 1; the traceback
-    only with COLLECTIVETRACE_DEBUG=1."""
+    only with COLLECTIVETRACE_DEBUG=1. Warnings: one line each."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        warnings.showwarning = _show_warning
+        with _errors():
+            yield
+
+
+@contextlib.contextmanager
+def _errors() -> Iterator[None]:
     try:
         yield
     except InputError as e:
