@@ -4,7 +4,7 @@ Paths may be files of any format in `formats` (exports, reports, Kineto traces),
 them (searched recursively) or glob patterns. A report and its own export side by side count
 once, as the report, whose cached export is reused when up to date. One job is one family of
 inputs: Nsight Systems and Kineto inputs together are refused. Temporaries an interrupted run of
-this tool left (outputs.is_leftover) are never inputs.
+this tool left (outputs.is_leftover) and its results store are never inputs.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 
 from nsys_collective.errors import InputError
 from nsys_collective.ingest.formats import DESCRIPTION, NSYS_EXPORT, NSYS_REPORT, format_of, is_input
+from nsys_collective.ingest.sqlite_kind import sqlite_kind
 from nsys_collective.outputs import is_leftover
 
 
@@ -48,6 +49,9 @@ def discover(paths: Sequence[str | os.PathLike]) -> list[Path]:
                 raise InputError(f"{given}: no {DESCRIPTION} in this directory")
             found.extend(inside)
         elif given.exists():
+            if format_of(given) in (None, NSYS_EXPORT) and sqlite_kind(given) == "store":
+                raise InputError(f"{given}: a collectivetrace-nsys results store, not an input "
+                                 "(its runs are read by `report` and `compare`)")
             found.append(given)
         else:
             raise InputError(f"{given}: no such file or directory")
