@@ -45,12 +45,15 @@ def _errors() -> Iterator[None]:
     try:
         yield
     except InputError as e:
-        stderr.print(f"error: {e}", markup=False)
+        # One line, whatever a name in it holds.
+        stderr.print("error: " + str(e).replace("\r", "\\r").replace("\n", "\\n"), markup=False)
         raise typer.Exit(EXIT_INPUT) from None
     except (typer.Exit, typer.Abort):
         raise
     except Exception as e:
         if os.environ.get("COLLECTIVETRACE_DEBUG"):
             raise
-        stderr.print(f"internal error: {type(e).__name__}: {e} (COLLECTIVETRACE_DEBUG=1 shows a traceback)", markup=False)
+        text = str(e).strip()
+        first = text.splitlines()[0] if text else ""  # the rest (SQL, context) is for the traceback
+        stderr.print(f"internal error: {type(e).__name__}: {first} (COLLECTIVETRACE_DEBUG=1 shows a traceback)", markup=False)
         raise typer.Exit(EXIT_INTERNAL) from None
