@@ -141,15 +141,34 @@ def _unheld(path: Path) -> bool | None:
         os.close(fd)  # releases the lock we may have taken
 
 
-def clean_leftovers(folder: Path) -> None:
+# What versions before the marker wrote, to tell their leftovers of `--out NAME` (`.NAME.XXXXXXXX`,
+# `.NAME.old.XXXXXXXX` holding NAME/) from anything else: only these files, nothing else.
+_LEGACY_FILES = re.compile(r"(analysis\.json|report\.html|[a-z_]+\.(csv|parquet)|charts/[a-z_]+\.(png|svg))")
+
+
+def _legacy_leftover(path: Path, out_name: str) -> bool:
+    if not re.fullmatch(rf"\.{re.escape(out_name)}\.(old\.)?[a-z0-9_]{{8}}", path.name) or not path.is_dir():
+        return False
+    files = [p.relative_to(path).as_posix() for p in path.rglob("*") if not p.is_dir()]
+    prefix = f"{out_name}/"
+    return bool(files) and all(_LEGACY_FILES.fullmatch(f[len(prefix):] if f.startswith(prefix) else f) for f in files)
+
+
+def clean_leftovers(folder: Path, out_name: str | None = None) -> None:
     """Remove the temporaries of our runs that died in `folder`: only our names, only what no
-    live run holds (and, for folders, only those holding our marker or nothing)."""
+    live run holds (and, for folders, only those holding our marker or nothing); with `out_name`,
+    also what earlier versions left of that --out folder."""
     try:
         entries = list(os.scandir(folder))
     except OSError:
         return
     now = time.time()
     for entry in entries:
+        if out_name and _legacy_leftover(Path(entry.path), out_name):
+            with contextlib.suppress(OSError):
+                if now - entry.stat(follow_symlinks=False).st_mtime > _ABANDONED_S:
+                    shutil.rmtree(entry.path)
+            continue
         if not _TEMP.match(entry.name):
             continue
         path = Path(entry.path)
@@ -290,14 +309,16 @@ def write_folder(out: Path, force: bool, protect: Iterable[str | os.PathLike], f
     """Write a folder: `fill(tmp)` writes the files into a temporary folder, which then becomes
     `out` whole (see the module's rules). Raises InputError when out must not be written or the
     disk refuses."""
-    out = Path(out)
+    out = Path(os.path.abspath(out))  # '.' has a name and a parent this way
     if out.is_symlink():
         out = out.resolve()  # write where it points; never swap the link itself away
+    if not out.name:
+        raise InputError(f"{out}: cannot be replaced; choose a folder below it")
     protect = list(protect)
     check_folder(out, force, protect)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        clean_leftovers(out.parent)
+        clean_leftovers(out.parent, out.name)
         with _locked_temp(out, folder=True) as (tmp, fd):
             fill(tmp)
             files = sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file() and p.name != MARKER)

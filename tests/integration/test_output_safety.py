@@ -192,12 +192,24 @@ def test_out_leftovers_of_killed_runs_are_cleaned_but_nothing_else(tmp_path):
     (stranger / "photo.jpg").write_text("not ours")
     look_alike = tmp_path / ".out.0123abcd"  # not our name
     look_alike.mkdir()
-    for p in (dead, busy, stranger, look_alike):
+    # What versions before the marker left: mkdtemp names holding only files they write.
+    legacy = tmp_path / ".out.k2j4_5g6"
+    (legacy / "charts").mkdir(parents=True)
+    (legacy / "analysis.json").write_text("{}")
+    (legacy / "charts" / "timeline.png").write_text("")
+    legacy_old = tmp_path / ".out.old.abcdefgh"
+    (legacy_old / "out").mkdir(parents=True)
+    (legacy_old / "out" / "report.html").write_text("")
+    legacy_look_alike = tmp_path / ".out.zzzzzzzz"
+    legacy_look_alike.mkdir()
+    (legacy_look_alike / "photo.jpg").write_text("not ours")
+    for p in (dead, busy, stranger, look_alike, legacy, legacy_old, legacy_look_alike):
         os.utime(p, (AGED, AGED))
     with open(busy / outputs.MARKER) as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         assert run(DEMO, "--out", out).exit_code == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["out", busy.name, stranger.name, look_alike.name])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["out", busy.name, stranger.name, look_alike.name,
+                                                                 legacy_look_alike.name])
 
 
 # --perfetto ------------------------------------------------------------------------------------
@@ -330,3 +342,12 @@ def test_out_below_a_file_is_one_line_exit_2(tmp_path):
     blocker.write_text("x")
     one_line_exit_2(run(DEMO, "--out", blocker / "report"), str(blocker))
     assert blocker.read_text() == "x"
+
+
+def test_leftover_folders_are_never_jobs(tmp_path):
+    from nsys_collective.ingest.discover import find_jobs
+
+    shutil.copytree(DEMO, tmp_path / "job")
+    shutil.copytree(DEMO, tmp_path / ".job.ct-0123abcd.tmp")  # an interrupted --out beside the job
+    assert [p.name for p in find_jobs(tmp_path)] == ["job"]
+    assert [p.name for p in find_jobs(tmp_path, "*")] == ["job"]

@@ -82,7 +82,7 @@ def find_jobs(root: str | os.PathLike, pattern: str | None = None) -> list[Path]
         raise InputError(f"{root}: not a directory")
     root = root.resolve()
     if pattern:
-        return sorted({p for p in root.glob(pattern) if p.is_dir()})
+        return sorted({p for p in root.glob(pattern) if p.is_dir() and not any(map(is_leftover, p.relative_to(root).parts))})
     jobs = []
     for folder, subfolders, files in os.walk(root):
         subfolders[:] = sorted(d for d in subfolders if not is_leftover(d))
