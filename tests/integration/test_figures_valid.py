@@ -142,6 +142,10 @@ def test_rows_with_missing_negative_reversed_or_absurd_times_are_dropped_and_cou
     table = {"start": np.array([capture - 1, capture, capture + 29 * day]), "end": np.array([capture, capture + 5, capture + 31 * day])}
     kept, dropped = drop_bad_times(table, capture_start=capture)
     assert dropped == 2 and kept["start"].tolist() == [capture]
+    # Where the capture's start is unknown (Kineto), nothing lasts longer than 30 days either.
+    table = {"start": np.array([capture, capture + 400 * day]), "end": np.array([capture + 31 * day, capture + 400 * day + 5])}
+    kept, dropped = drop_bad_times(table)
+    assert dropped == 1 and kept["start"].tolist() == [capture + 400 * day]
 
 
 def test_causality_violations_are_counted_right_whatever_the_durations():

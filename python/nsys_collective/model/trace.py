@@ -199,12 +199,12 @@ MAX_CAPTURE_NS = 30 * 24 * 3600 * 10**9
 
 def drop_bad_times(table: dict[str, np.ndarray], capture_start: int | None = None) -> tuple[dict[str, np.ndarray], int]:
     """The rows of a GPU work table whose times can be right, and how many were dropped: end >=
-    start, within MAX_CAPTURE_NS from the capture's start where known (nothing runs before it),
-    else from 0 (a missing time reads -1) to MAX_TIME_NS."""
+    start, lasting at most MAX_CAPTURE_NS, within MAX_CAPTURE_NS from the capture's start where
+    known (nothing runs before it), else from 0 (a missing time reads -1) to MAX_TIME_NS."""
     start, end = table["start"], table["end"]
     lo = max(0, capture_start or 0)
     hi = min(MAX_TIME_NS, lo + MAX_CAPTURE_NS) if capture_start else MAX_TIME_NS
-    good = (start >= lo) & (end >= start) & (end <= hi)
+    good = (start >= lo) & (end >= start) & (end <= hi) & (end - start <= MAX_CAPTURE_NS)
     dropped = int(len(good) - np.count_nonzero(good))
     return ({c: v[good] for c, v in table.items()} if dropped else table), dropped
 
@@ -214,9 +214,12 @@ def trace_export(export: Export, index: int, report: str, key: int | None = None
     work is a rank with zero kernels, and a warning says so). GPU work with impossible times is
     dropped, counted in a warning: it would become negative or absurd figures."""
     warnings = [f"{report}: {w}" for w in export.warnings]
+    # An Nsight Systems session starts at utc_epoch_ns; a Kineto trace's baseTimeNanoseconds is
+    # only the origin of its timestamps, which may lie days before the capture.
+    capture_start = export.session.utc_epoch_ns if export.session.schema_version != "kineto" else None
     fixed = {}
     for name in GPU_ACTIVITY_TABLES:
-        fixed[name], dropped = drop_bad_times(getattr(export, name), export.session.utc_epoch_ns)
+        fixed[name], dropped = drop_bad_times(getattr(export, name), capture_start)
         if dropped:
             warnings.append(f"{report}: {dropped} {name} rows with missing, negative, reversed or out-of-range times dropped")
     export = dataclasses.replace(export, **fixed)
