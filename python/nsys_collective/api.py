@@ -68,8 +68,10 @@ def load(source: PathLike | Sequence[PathLike] | int, *, db: str | None = None, 
 def _filters(ranks=None, hosts=None, window_s=None, steps=None) -> Filters:
     """model.job.Filters from load()'s keyword arguments, which also take analyze's text forms."""
     if isinstance(ranks, str):
-        ranks = Filters.parse(ranks=ranks).ranks
+        ranks = Filters.parse(ranks=ranks).ranks  # intervals: '0-99999999999' is two numbers
+    elif ranks is not None:
+        ranks = set(ranks)
     if isinstance(hosts, str):
         hosts = Filters.parse(hosts=hosts).hosts
-    return Filters(ranks=None if ranks is None else set(ranks), hosts=None if hosts is None else list(hosts),
+    return Filters(ranks=ranks, hosts=None if hosts is None else list(hosts),
                    window_s=None if window_s is None else (float(window_s[0]), float(window_s[1])), steps=steps)

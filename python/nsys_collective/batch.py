@@ -25,6 +25,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from sqlalchemy.exc import DBAPIError
+
 from nsys_collective import pipeline
 from nsys_collective.errors import InputError
 from nsys_collective.ingest.discover import discover, find_jobs
@@ -45,7 +47,12 @@ class Job:
 
 
 def _error_text(e: BaseException) -> str:
-    return str(e) if isinstance(e, InputError) else f"{type(e).__name__}: {e}"
+    """One line: the message of unusable input, else the error's type and first line (a
+    database's own message, without SQLAlchemy's SQL and "Background" lines)."""
+    if isinstance(e, InputError):
+        return str(e)
+    text = str(getattr(e, "orig", None) or e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"
 
 
 def _prepare(root: Path, path: Path) -> Job:
@@ -259,12 +266,15 @@ def _store(engine, job: Job, result: Result | str) -> dict:
         except Exception as e:
             if failed:
                 raise
-            # Results this store cannot take (the store itself failing fails again, and stops the batch).
+            # Results this store cannot take now (disk full, ...): recorded as retryable, so the
+            # next batch tries again. The store failing even for that stops the batch.
             failed, result = True, f"could not store the results: {_error_text(e)}"
-            row["run_id"] = write_run(engine, job.path, job.inputs, job.input_hash, result, name=job.name)
+            row["run_id"] = write_run(engine, job.path, job.inputs, job.input_hash, result, name=job.name, retryable=True)
         row["status"] = "failed" if failed else "analyzed"
     except AlreadyStored as e:  # another batch stored it meanwhile
         row["run_id"], row["status"] = e.run_id, "failed" if failed else "skipped"
+    except DBAPIError as e:
+        raise InputError(f"{display_url(engine.url)}: cannot write to the results store: {_error_text(e)}") from None
     if failed:
         row["error"] = result
     else:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from nsys_collective import __version__
 from nsys_collective.attribution import attribute
+from nsys_collective.errors import InputError
 from nsys_collective.ingest import formats
 from nsys_collective.ingest.discover import discover
 from nsys_collective.model.job import Filters, Job, build_job
@@ -49,9 +50,21 @@ def map_input(readable: Path, index: int, report: str) -> Traced:
     return trace_export(export, index, report)
 
 
+# More reader threads than this per core only cost memory and start-up time.
+THREADS_PER_CORE = 4
+
+
+def check_threads(threads: int | None) -> None:
+    """Refuse (InputError) a thread count below 1 or above THREADS_PER_CORE per core."""
+    cap = THREADS_PER_CORE * (os.cpu_count() or 1)
+    if threads is not None and not 1 <= threads <= cap:
+        raise InputError(f"--threads {threads}: must be 1 to {cap} ({THREADS_PER_CORE} per core)")
+
+
 def map_inputs(inputs: Inputs, threads: int | None = None, on_read: Callable[[int], None] | None = None) -> list[Traced]:
     """Every input read and traced, `threads` files at once (all cores when None): each chunk of
     inputs is read in parallel, traced, and released before the next is read."""
+    check_threads(threads)
     chunk = max(1, threads or os.cpu_count() or 1)
     traced = []
     for at in range(0, len(inputs.readable), chunk):

@@ -17,6 +17,8 @@ stored document and its extras. The JSON Schema of the document is generated fro
 from __future__ import annotations
 
 import json
+import math
+import numbers
 from collections import Counter
 from dataclasses import dataclass, field, fields, is_dataclass
 from functools import cached_property
@@ -375,6 +377,49 @@ def plain(value: Any) -> Any:
     return [plain(v) for v in value]
 
 
+# Figures that may be negative: clock corrections, relative changes (slowdown, at least -1),
+# instants on the aligned clock, and what-if savings (fixing one of two late hosts makes the
+# others wait longer for the second). Every other number (durations, counts, sizes, ids) may not.
+_SIGNED = frozenset({"clock_offset_ns", "offset_ns", "clock_drift_ppm", "drift_ppm", "slowdown", "t_ref_ns", "start_ns",
+                     "last_arrival_ns", "first_ns", "last_ns", "wait_saved_ns", "step_time_saved_ns", "avoidable_wait_ns"})
+_SHARES = frozenset({"overlap_share", "explained_wait_share", "explained_start_share"})
+
+
+class InvalidFigure(ValueError):
+    """The analysis produced a figure no input justifies (a bug): named by its place in the document."""
+
+
+def check_figures(value: Any, where: str = "", name: str | None = None) -> None:
+    """Raise InvalidFigure for a number of the document that is not finite, negative where it
+    cannot be, or a share outside [0, 1]."""
+    if value is None or isinstance(value, (str, bool)):
+        return
+    if isinstance(value, numbers.Real):
+        if not math.isfinite(value):
+            problem = "is not a number"
+        elif name in _SHARES and not 0 <= value <= 1:
+            problem = "is a share outside [0, 1]"
+        elif name == "slowdown" and value < -1:
+            problem = "is below -1 (a duration cannot shrink below zero)"
+        elif name not in _SIGNED and value < 0:
+            problem = "cannot be negative"
+        else:
+            problem = None
+        if problem:
+            raise InvalidFigure(f"the analysis produced {where.lstrip('.')} = {value}, which {problem}")
+        return
+    names = _field_names(type(value))
+    if names is not None:
+        for n in names:
+            check_figures(getattr(value, n), f"{where}.{n}", n)
+    elif isinstance(value, dict):
+        for k, v in value.items():  # a plain dict's keys name its figures as fields do
+            check_figures(v, f"{where}[{k}]", k if isinstance(k, str) else name)
+    else:
+        for i, v in enumerate(value):
+            check_figures(v, f"{where}[{i}]", name)
+
+
 def _document_adapter():
     """Validation of documents against the classes above (pydantic, imported only when needed:
     writing a document does not use it)."""
@@ -593,6 +638,7 @@ def build_result(job, attribution, inputs, tool_version: str, source: str = "") 
         findings=tuple(attribution.findings),
         warnings=tuple(job.warnings + attribution.warnings),
     )
+    check_figures(document)  # a negative wait or a share of -511% is a bug, never an output
     evidence = Evidence(
         verdict=tuple(verdict_lines(job)), clocks=tuple(a.clock_names), tolerance_ns=b.tolerance_ns,
         observations=Observations(instance=c.obs_instance, rank=c.obs_rank, start=job.aligned_start, end=job.aligned_end,

@@ -64,15 +64,15 @@ def test_report_loads_in_a_real_browser_without_errors(report, tmp_path):
 
 def test_existing_folder_is_refused_unless_forced(tmp_path):
     out = tmp_path / "out"
-    out.mkdir()
-    (out / "keep.txt").write_text("mine")
+    assert run(DEMO, "--out", out).exit_code == 0
+    (out / "report.html").write_text("old")
     result = run(DEMO, "--out", out)
     assert result.exit_code == 2 and "not empty" in result.stderr and "--force" in result.stderr
     assert result.stdout == "", "refused before any analysis"
-    assert [p.name for p in out.iterdir()] == ["keep.txt"]
+    assert (out / "report.html").read_text() == "old"
     result = run(DEMO, "--out", out, "--force")
     assert result.exit_code == 0, result.stderr
-    assert (out / "report.html").is_file() and not (out / "keep.txt").exists()
+    assert (out / "report.html").read_text() != "old"
     assert [p.name for p in tmp_path.iterdir()] == ["out"], "no temporary folder left"
 
 

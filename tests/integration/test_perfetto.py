@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import FIXTURES, NO_REAL_DATA, REAL, analyzed, gen
+from nsys_collective.errors import InputError
 from nsys_collective.render.perfetto import write_trace
 
 SET = dict(ranks=4, hosts=2, steps=6, kernels_per_step=40, buckets=3)
@@ -217,13 +218,19 @@ def test_slow_kernel_arrows_reach_every_collective_it_delayed(slow):
     assert delayed <= to_straggler
 
 
-def test_replaces_the_file_whole(demo, tmp_path):
+def test_replaces_its_own_trace_whole_and_only_with_force(demo, tmp_path):
     _, _, result = demo
     path = tmp_path / "trace.json"
-    path.write_text("old")
     write_trace(result, path)
+    with pytest.raises(InputError, match="--force"):
+        write_trace(result, path)
+    write_trace(result, path, force=True)
     json.loads(path.read_text())
     assert [p.name for p in tmp_path.iterdir()] == ["trace.json"], "no temporary file left behind"
+    path.write_text("someone else's")
+    with pytest.raises(InputError, match="not written by collectivetrace-nsys"):
+        write_trace(result, path, force=True)
+    assert path.read_text() == "someone else's"
 
 
 @pytest.mark.parametrize("name", ["fs24-allreduce2x-9rank-3node", "nsys-ai-2gpu"])

@@ -6,10 +6,13 @@ exit statuses).
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from nsys_collective import __version__
 from nsys_collective.cli import analyze, batch, compare, report
+from nsys_collective.cli.console import stderr
 
 app = typer.Typer(
     name="collectivetrace-nsys",
@@ -40,4 +43,23 @@ app.command("report")(report.report)
 
 
 def main() -> None:
-    app()
+    """The installed command. A bad command line (an unknown option, a value of the wrong type) is
+    one line and exit status 2, like any other bad input, instead of click's usage box."""
+    try:
+        code = app(standalone_mode=False)
+    except typer.Abort:
+        stderr.print("aborted", markup=False)
+        code = 1
+    except Exception as e:
+        # Click's usage errors, told by what they have: typer may vendor its own click.
+        if not (hasattr(e, "format_message") and isinstance(getattr(e, "exit_code", None), int)):
+            raise
+        if type(e).__name__ == "NoArgsIsHelpError":  # the command alone: its help
+            e.show()
+        else:
+            ctx = getattr(e, "ctx", None)
+            hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+            stderr.print(f"error: {' '.join(e.format_message().split())}{hint}", markup=False)
+        code = e.exit_code
+    sys.exit(code or 0)
+

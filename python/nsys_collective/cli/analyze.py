@@ -8,9 +8,13 @@ from pathlib import Path
 
 import typer
 
-from nsys_collective import pipeline
+from nsys_collective import outputs, pipeline
 from nsys_collective.cli.console import error_edge, stderr, warn
+from nsys_collective.errors import InputError
+from nsys_collective.ingest.discover import discover
 from nsys_collective.model.job import Filters
+from nsys_collective.render.outdir import check_target
+from nsys_collective.render.perfetto import write_trace, written_by_us
 from nsys_collective.render.terminal import render
 
 
@@ -18,7 +22,7 @@ def analyze(
     paths: list[Path] = typer.Argument(..., help="Exports (.sqlite), reports (.nsys-rep, .qdrep) or PyTorch profiler traces (.json, .json.gz), directories of them, or glob patterns."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON (the documented contract) on stdout."),
     out: Path = typer.Option(None, "--out", help="Write tables (CSV, Parquet), charts (PNG, SVG) and report.html into this folder."),
-    force: bool = typer.Option(False, "--force", help="Replace a non-empty --out folder."),
+    force: bool = typer.Option(False, "--force", help="Replace an --out folder or --perfetto file written by an earlier run (never anything else)."),
     perfetto: Path = typer.Option(None, "--perfetto", help="Write the aligned timeline as a Perfetto/Chrome trace (JSON)."),
     ranks: str = typer.Option(None, "--ranks", help="Only these ranks, e.g. 0-3,7."),
     hosts: str = typer.Option(None, "--hosts", help="Only ranks on these hosts (comma-separated, wildcards allowed)."),
@@ -26,32 +30,33 @@ def analyze(
     steps: str = typer.Option(None, "--steps", help="Only collectives inside NVTX ranges matching this pattern, with per-step results, e.g. 'ProfilerStep#*'."),
     nsys: str = typer.Option(None, "--nsys", help="The nsys executable used to export reports (default: nsys on PATH)."),
     cache_dir: Path = typer.Option(None, "--cache-dir", help="Where report exports go when not beside the report."),
-    threads: int = typer.Option(None, "--threads", min=1, help="Exports read at once (default: all cores)."),
+    threads: int = typer.Option(None, "--threads", help="Exports read at once (default: all cores; at most 4 per core)."),
 ) -> None:
     """Analyze the NCCL collectives of a job: one export or report per rank, or one with many ranks."""
-    try:
-        filters = Filters.parse(ranks=ranks, hosts=hosts, window=window, steps=steps)
-    except ValueError as e:
-        raise typer.BadParameter(str(e)) from None
     with error_edge():
+        try:
+            filters = Filters.parse(ranks=ranks, hosts=hosts, window=window, steps=steps)
+        except ValueError as e:
+            raise InputError(str(e)) from None
+        pipeline.check_threads(threads)
+        # Refuse unwritable outputs before any work, never writing over an input.
+        reports = discover(paths)
         if out is not None:
-            from nsys_collective.render.outdir import check_target
-
-            check_target(out, force)  # refuse before any work, not after
+            check_target(out, force, reports)
+        if perfetto is not None:
+            outputs.check_file(perfetto, force, reports, ours=written_by_us)
         progress = not as_json and sys.stderr.isatty()
-        inputs = pipeline.prepare(paths, nsys, cache_dir, progress)
+        inputs = pipeline.prepare(reports, nsys, cache_dir, progress)
         with _stage(progress, f"reading {len(inputs.readable)} inputs"):
             traced = pipeline.map_inputs(inputs, threads)
         with _stage(progress, "matching, aligning and attributing"):
             result = pipeline.reduce(traced, filters, pipeline.source_of(paths))
         # Files first: a reader of stdout that stops early (| head) must not cost the report.
         if out is not None:
-            write_out(result, out, force, progress)
+            write_out(result, out, force, progress, inputs.readable)
         if perfetto is not None:
-            from nsys_collective.render.perfetto import write_trace
-
             with _stage(progress, f"writing {perfetto}"):
-                write_trace(result, perfetto)
+                write_trace(result, perfetto, force, inputs.readable)
             stderr.print(f"wrote {perfetto} (open it in ui.perfetto.dev)", markup=False)
         if as_json:
             typer.echo(result.to_json())
@@ -61,12 +66,13 @@ def analyze(
             render(result)
 
 
-def write_out(result, out: Path, force: bool, progress: bool) -> None:
-    """`--out DIR`: the report, charts and tables of a result (analyze, report)."""
+def write_out(result, out: Path, force: bool, progress: bool, protect=()) -> None:
+    """`--out DIR`: the report, charts and tables of a result (analyze, report); never over
+    `protect` nor the result's inputs."""
     from nsys_collective.render.outdir import write_outputs
 
     with _stage(progress, f"writing {out}"):
-        write_outputs(result, out, force)
+        write_outputs(result, out, force, protect)
     stderr.print(f"wrote {out}/report.html, tables and charts", markup=False)
 
 

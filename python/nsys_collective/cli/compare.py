@@ -9,6 +9,7 @@ import typer
 
 from nsys_collective.api import DEFAULT_DB, load, parse_source
 from nsys_collective.cli.console import error_edge, stderr, warn
+from nsys_collective.errors import InputError
 
 
 def compare(
@@ -27,7 +28,10 @@ def compare(
         diff = run_a.compare(run_b)
         # Files first: a reader of stdout that stops early (| head) must not cost the chart.
         if chart is not None:
-            png, svg = diff.chart(chart)
+            try:
+                png, svg = diff.chart(chart)
+            except OSError as e:  # a missing, read-only or full destination
+                raise InputError(f"{chart}: cannot write: {e.strerror or e}") from None
             stderr.print(f"wrote {png} and {svg}", markup=False)
         if as_json:
             typer.echo(json.dumps(diff.doc, indent=2))

@@ -17,16 +17,17 @@ def report(
     run: int = typer.Argument(..., help="The id of a run stored by `collectivetrace-nsys batch` (batch prints it)."),
     db: str = typer.Option(DEFAULT_DB, "--db", help="The results store (an SQLAlchemy URL, or a path to an SQLite file)."),
     out: Path = typer.Option(..., "--out", help="Write tables (CSV, Parquet), charts (PNG, SVG) and report.html into this folder."),
-    force: bool = typer.Option(False, "--force", help="Replace a non-empty --out folder."),
+    force: bool = typer.Option(False, "--force", help="Replace an --out folder written by an earlier run (never anything else)."),
 ) -> None:
     """Render a stored run exactly as `analyze --out` rendered it when it was analyzed."""
     with error_edge():
         from nsys_collective.render.outdir import check_target
-        from nsys_collective.store import load_result
+        from nsys_collective.store import load_result, store_file
 
-        check_target(out, force)
+        store = store_file(db)
+        check_target(out, force, [store] if store else [])
         result = load_result(db, run)
         if result.evidence is None:
             raise InputError(f"run {run} was stored by an older collectivetrace-nsys, without what the report draws; "
                              "run batch again with --retry-failed or analyze its inputs")
-        write_out(result, out, force, progress=sys.stderr.isatty())
+        write_out(result, out, force, progress=sys.stderr.isatty(), protect=[store] if store else [])

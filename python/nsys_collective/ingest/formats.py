@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nsys_collective.ingest.capture import Export, read_exports, read_kineto
+from nsys_collective.ingest.sqlite_kind import sqlite_kind
 
 
 def _looks_like_kineto(path: Path) -> bool:
@@ -24,6 +25,11 @@ def _looks_like_kineto(path: Path) -> bool:
     except (OSError, EOFError):
         return True  # unreadable: let the reader say what is wrong with it
     return b'"schemaVersion"' in head or (b'"traceEvents"' in head and b"collectivetrace" not in head)
+
+
+def _not_our_store(path: Path) -> bool:
+    """A .sqlite in a folder is an export unless it is our own results store (`batch --db`)."""
+    return sqlite_kind(path) != "store"
 
 
 @dataclass(frozen=True)
@@ -41,7 +47,7 @@ class Format:
         return path.name.endswith(self.suffixes)
 
 
-NSYS_EXPORT = Format("Nsight Systems export", "nsys", (".sqlite",), read_exports)
+NSYS_EXPORT = Format("Nsight Systems export", "nsys", (".sqlite",), read_exports, sniff=_not_our_store)
 NSYS_REPORT = Format("Nsight Systems report", "nsys", (".nsys-rep", ".qdrep"), read_exports, exported=True)
 KINETO = Format("PyTorch profiler trace", "kineto", (".json", ".json.gz"), read_kineto, sniff=_looks_like_kineto)
 FORMATS = (NSYS_EXPORT, NSYS_REPORT, KINETO)

@@ -8,12 +8,14 @@ its folder is writable, else in a cache folder, and reused while newer than the 
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import os
 import re
 import secrets
 import shutil
 import subprocess
+import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Sequence
@@ -145,9 +147,25 @@ def _failure_message(report: Path, nsys: Path, proc: subprocess.CompletedProcess
     return f"{report}: nsys export failed: {line}"
 
 
+# An export left unfinished this long ago was interrupted (nsys writes its output as it goes).
+STALE_EXPORT_S = 6 * 3600
+
+
+def _clean_stale_exports(dest: Path) -> None:
+    """Remove what interrupted exports to `dest` left (their temporaries, see _export_one) once
+    stale: nothing else, and nothing an export still running may be writing."""
+    now = time.time()
+    ours = re.compile(rf"\.{re.escape(dest.stem)}\.[0-9a-f]{{8}}\.tmp\.sqlite")
+    for tmp in dest.parent.glob(f".{glob.escape(dest.stem)}.*.tmp.sqlite"):
+        with contextlib.suppress(OSError):
+            if ours.fullmatch(tmp.name) and now - tmp.stat().st_mtime > STALE_EXPORT_S:
+                tmp.unlink()
+
+
 def _export_one(nsys: Path, report: Path, dest: Path) -> None:
     """Run `nsys export` for one report; the export appears at `dest` whole or not at all."""
     dest.parent.mkdir(parents=True, exist_ok=True)
+    _clean_stale_exports(dest)
     # A fresh hidden name in the destination folder, so os.replace() is an atomic rename. It ends
     # in .sqlite because some nsys versions append that suffix when it is missing.
     tmp = dest.with_name(f".{dest.stem}.{secrets.token_hex(4)}.tmp.sqlite")

@@ -111,12 +111,13 @@ def count_violations(inst: np.ndarray, start: np.ndarray, end: np.ndarray) -> in
     synchronizing collective on correct clocks."""
     if len(inst) == 0:
         return 0
-    base = np.full(inst.max() + 1, np.iinfo(np.int64).max)
-    np.minimum.at(base, inst, np.minimum(start, end))
-    rel_start, rel_end = start - base[inst], end - base[inst]
-    span = int(max(rel_start.max(), rel_end.max())) + 1
-    start_keys = np.sort(inst * span + rel_start)
-    end_keys = inst * span + rel_end
+    # Times as dense ranks (order kept, ties kept), so that instance * span + time cannot
+    # overflow int64 whatever the durations.
+    _, ranked = np.unique(np.concatenate([start, end]), return_inverse=True)
+    rank_start, rank_end = ranked[:len(start)], ranked[len(start):]
+    span = int(ranked.max()) + 1
+    start_keys = np.sort(inst * span + rank_start)
+    end_keys = inst * span + rank_end
     later_starts = np.searchsorted(start_keys, (inst + 1) * span, side="left") - np.searchsorted(start_keys, end_keys, side="right")
     return int(later_starts.sum())
 

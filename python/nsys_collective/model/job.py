@@ -56,6 +56,43 @@ class Job:
         return {self.alignment.clock_of_rank[int(r)] for r in np.unique(self.collectives.obs_rank)}
 
 
+@dataclass(frozen=True)
+class RankRanges:
+    """Rank numbers as inclusive intervals: '0-99999999999' costs two numbers, not a set."""
+
+    intervals: tuple[tuple[int, int], ...]
+
+    def __contains__(self, rank: int) -> bool:
+        return any(lo <= rank <= hi for lo, hi in self.intervals)
+
+    @classmethod
+    def parse(cls, text: str) -> RankRanges:
+        """'0-3,7' -> [0, 3], [7, 7]. Raises ValueError saying what is wrong."""
+        intervals = []
+        for part in text.split(","):
+            lo, dash, hi = part.strip().partition("-")
+            if not lo.isdigit() or (dash and not hi.isdigit()):
+                raise ValueError(f"--ranks {text!r} is not a list of ranks such as 0-3,7")
+            lo, hi = int(lo), int(hi) if dash else int(lo)
+            if lo > hi:
+                raise ValueError(f"--ranks {text!r}: {part.strip()} is a reversed range")
+            intervals.append((lo, hi))
+        return cls(tuple(intervals))
+
+
+# A window bound beyond this many seconds is no time in a capture (and no int64 ns).
+MAX_WINDOW_S = 1e9
+
+
+def check_window(window_s: tuple[float, float]) -> None:
+    """A time window must be finite, ordered seconds (the end may be math.inf: no end)."""
+    lo, hi = window_s
+    if not (math.isfinite(lo) and abs(lo) <= MAX_WINDOW_S and (hi == math.inf or (math.isfinite(hi) and abs(hi) <= MAX_WINDOW_S))):
+        raise ValueError(f"--window {lo}:{hi}: START and END must be seconds between {-MAX_WINDOW_S:g} and {MAX_WINDOW_S:g}")
+    if lo > hi:
+        raise ValueError(f"--window {lo:g}:{hi:g}: START is after END")
+
+
 @dataclass
 class Filters:
     """What part of a job to analyze. Ranks and hosts select whole ranks, as if only their reports
@@ -63,24 +100,19 @@ class Filters:
     (an NVTX range name pattern, fnmatch style) select collectives, after the clocks were fitted
     on all of them."""
 
-    ranks: set[int] | None = None
+    ranks: set[int] | RankRanges | None = None
     hosts: list[str] | None = None
     window_s: tuple[float, float] | None = None
     steps: str | None = None
+
+    def __post_init__(self):
+        if self.window_s is not None:
+            check_window(self.window_s)
 
     @classmethod
     def parse(cls, ranks: str | None = None, hosts: str | None = None, window: str | None = None, steps: str | None = None) -> Filters:
         """Filters from their command-line forms: ranks '0-3,7', hosts 'node1,gpu*', window '1.5:3'
         (seconds; either end may be left out). Raises ValueError saying what is wrong."""
-        rank_set = None
-        if ranks is not None:
-            rank_set = set()
-            try:
-                for part in ranks.split(","):
-                    lo, _, hi = part.strip().partition("-")
-                    rank_set.update(range(int(lo), int(hi or lo) + 1))
-            except ValueError:
-                raise ValueError(f"{ranks!r} is not a list of ranks such as 0-3,7") from None
         window_s = None
         if window is not None:
             lo, sep, hi = window.partition(":")
@@ -88,9 +120,12 @@ class Filters:
                 window_s = (float(lo) if lo else 0.0, float(hi) if hi else math.inf)
             except ValueError:
                 window_s = None
-            if not sep or window_s is None or window_s[0] > window_s[1]:
-                raise ValueError(f"{window!r} is not a window START:END in seconds from the start of the capture")
-        return cls(ranks=rank_set, hosts=[h.strip() for h in hosts.split(",")] if hosts else None, window_s=window_s, steps=steps)
+            if not sep or window_s is None:
+                raise ValueError(f"--window {window!r} is not a window START:END in seconds from the start of the capture")
+            if (lo and not math.isfinite(window_s[0])) or (hi and not math.isfinite(window_s[1])):
+                raise ValueError(f"--window {window!r}: START and END must be finite seconds (leave END out for no end)")
+        return cls(ranks=RankRanges.parse(ranks) if ranks is not None else None,
+                   hosts=[h.strip() for h in hosts.split(",")] if hosts else None, window_s=window_s, steps=steps)
 
     def keeps_rank(self, rank: Rank) -> bool:
         in_ranks = self.ranks is None or rank.rank in self.ranks
@@ -160,8 +195,10 @@ def _select(collectives, aligned_start, ranks, traces, alignment, filters: Filte
     step_of = np.full(n, None, dtype=object)
     if filters.window_s is not None:
         origin = min(r.first_ns for r in ranks if r.first_ns is not None)
-        lo, hi = (origin + round(s * 1e9) for s in filters.window_s)
-        keep &= (first >= lo) & (first <= hi)
+        lo, hi = (origin + round(s * 1e9) if math.isfinite(s) else None for s in filters.window_s)
+        keep &= first >= lo
+        if hi is not None:  # an open end keeps everything after START
+            keep &= first <= hi
     if filters.steps is not None:
         # Each instance belongs to the step its lowest-numbered rank was in when it arrived.
         lowest = np.full(n, np.iinfo(np.int64).max)

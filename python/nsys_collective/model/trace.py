@@ -12,6 +12,8 @@ export's ranks, holding only the names they use.
 
 from __future__ import annotations
 
+import dataclasses
+import secrets
 from dataclasses import dataclass, field
 
 import re
@@ -274,14 +276,42 @@ def _metric_samples(export: Export) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return out
 
 
+# No clock reads beyond this (year 2116 in UTC ns); later times are damage, and would overflow int64 sums.
+MAX_TIME_NS = 2**62
+# No capture lasts this long: later times are damage too (they would make sums of GPU time overflow).
+MAX_CAPTURE_NS = 30 * 24 * 3600 * 10**9
+
+
+def drop_bad_times(table: dict[str, np.ndarray], capture_start: int | None = None) -> tuple[dict[str, np.ndarray], int]:
+    """The rows of a GPU work table whose times can be right, and how many were dropped: end >=
+    start, lasting at most MAX_CAPTURE_NS, within MAX_CAPTURE_NS from the capture's start where
+    known (nothing runs before it), else from 0 (a missing time reads -1) to MAX_TIME_NS."""
+    start, end = table["start"], table["end"]
+    lo = max(0, capture_start or 0)
+    hi = min(MAX_TIME_NS, lo + MAX_CAPTURE_NS) if capture_start else MAX_TIME_NS
+    good = (start >= lo) & (end >= start) & (end <= hi) & (end - start <= MAX_CAPTURE_NS)
+    dropped = int(len(good) - np.count_nonzero(good))
+    return ({c: v[good] for c, v in table.items()} if dropped else table), dropped
+
+
 def trace_export(export: Export, index: int, report: str, key: int | None = None) -> tuple[InputFacts, list[RankTrace]]:
     """The facts of one input and a trace per rank it holds (at least one: a report without GPU
-    work is a rank with zero kernels, and a warning says so)."""
+    work is a rank with zero kernels, and a warning says so). GPU work with impossible times is
+    dropped, counted in a warning: it would become negative or absurd figures."""
+    warnings = [f"{report}: {w}" for w in export.warnings]
+    # An Nsight Systems session starts at utc_epoch_ns; a Kineto trace's baseTimeNanoseconds is
+    # only the origin of its timestamps, which may lie days before the capture.
+    capture_start = export.session.utc_epoch_ns if export.session.schema_version != "kineto" else None
+    fixed = {}
+    for name in GPU_ACTIVITY_TABLES:
+        fixed[name], dropped = drop_bad_times(getattr(export, name), capture_start)
+        if dropped:
+            warnings.append(f"{report}: {dropped} {name} rows with missing, negative, reversed or out-of-range times dropped")
+    export = dataclasses.replace(export, **fixed)
     tables = [getattr(export, t) for t in GPU_ACTIVITY_TABLES]
     # (pid, device) packed in one integer: np.unique on rows is many times slower.
     packed = np.unique(np.concatenate([(t["pid"] << 20) + (t["device"] + 1) for t in tables]))
     keys = [(int(k >> 20), int((k & 0xFFFFF) - 1)) for k in packed]
-    warnings = [f"{report}: {w}" for w in export.warnings]
     if not keys:
         warnings.append(f"{report}: no CUDA kernels or copies captured; counted as a rank with zero kernels")
         keys = [(None, None)]
@@ -315,7 +345,8 @@ def trace_export(export: Export, index: int, report: str, key: int | None = None
         return remap[np.where(column >= 0, column, len(extended))]
 
     traces = []
-    key = id(export) if key is None else key
+    # Unique per export, across chunks and processes: id() is reused once an export is released.
+    key = secrets.randbits(63) if key is None else key
     for pid, device, gpu, ranges, ops, calls, syncs, events in per_rank:
         if gpu is not None:
             gpu = GpuItems(**{**gpu.__dict__, "name": local(gpu.name), "short_name": local(gpu.short_name)})

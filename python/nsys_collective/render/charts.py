@@ -13,6 +13,7 @@ global changes and any thread or server can call this. A chart with nothing to d
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import matplotlib
@@ -38,6 +39,7 @@ STYLE = {
     "axes.spines.right": False,
     "svg.hashsalt": "collectivetrace",  # stable ids: the same analysis gives the same SVG
     "hatch.linewidth": 0.8,
+    "text.parse_math": False,  # kernel and NVTX names are data: a '$' is a dollar sign, not TeX
 }
 # Timeline colours: compute is quiet, the collective and its cause are loud.
 C_COMPUTE = "#9aa7b4"
@@ -54,13 +56,28 @@ def write_charts(result: Result, out_dir: Path) -> dict[str, list[Path]]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = {}
+    failed = {}
     with matplotlib.rc_context(STYLE):
         for name, draw in (("blocking", _blocking), ("timeline", _timeline), ("wait_heatmap", _wait_heatmap),
                            ("transfer_vs_footprint", _transfer_vs_footprint), ("alignment", _alignment)):
-            fig = draw(result)
-            if fig is not None:
-                written[name] = _save(fig, out_dir / name)
+            try:
+                fig = draw(result)
+                if fig is not None:
+                    written[name] = _save(fig, out_dir / name)
+            except (OverflowError, ValueError, RuntimeError) as e:
+                # Values of absurd magnitude can exceed what Agg and FreeType rasterize: the report
+                # goes on without that chart.
+                failed[name] = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                for leftover in (out_dir / f"{name}.png", out_dir / f"{name}.svg"):
+                    leftover.unlink(missing_ok=True)
+    if failed:
+        warnings.warn(f"{len(failed)} chart{'s' * (len(failed) != 1)} not drawn: "
+                      + "; ".join(f"{name} ({why})" for name, why in failed.items()), ChartWarning, stacklevel=2)
     return written
+
+
+class ChartWarning(UserWarning):
+    """A chart could not be drawn; the rest of the report was written."""
 
 
 def _save(fig: Figure, stem: Path) -> list[Path]:

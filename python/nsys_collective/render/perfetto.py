@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 
-from nsys_collective import __version__
+from nsys_collective import __version__, outputs
 from nsys_collective.errors import InputError
+from nsys_collective.render.outdir import input_paths
 from nsys_collective.result import Result
 
 # Flows drawn per instance to the straggler: its largest kernel causes of at least the alignment
@@ -43,8 +45,24 @@ MAX_SOURCES = 3
 LANE_TID_STRIDE = 1_000_000
 
 
-def write_trace(result: Result, path: Path) -> dict:
-    """Write the trace of a fresh result to `path`; return {"events": n, "flows": n}."""
+_HEAD = '{"traceEvents": [\n'
+_TAG = b'"tool": "collectivetrace-nsys"'
+
+
+def written_by_us(path: Path) -> bool:
+    """Whether a file is a trace this tool wrote (its head, and the tool's name in its tail)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(_HEAD))
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 4096))
+            return head == _HEAD.encode() and _TAG in f.read()
+    except OSError:
+        return False
+
+
+def write_trace(result: Result, path: Path, force: bool = False, protect: Iterable[str | os.PathLike] = ()) -> dict:
+    """Write the trace of a fresh result to `path` (an existing file only with `force`, and only
+    a trace of ours; never an input nor `protect`); return {"events": n, "flows": n}."""
     if result.timeline is None:
         raise InputError(f"{result.source or 'this run'}: a stored run keeps no timeline for a Perfetto trace; "
                          "analyze its inputs again with --perfetto")
@@ -62,33 +80,27 @@ def write_trace(result: Result, path: Path) -> dict:
     other = {"tool": "collectivetrace-nsys", "version": __version__, "clock": "aligned",
              "t_ref_ns": t_ref, "origin_ns": origin, "reports": [i["path"] for i in result.doc["inputs"]]}
     counts = {"events": 0, "flows": 0}
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # same folder: os.replace stays atomic
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write('{"traceEvents": [\n')
-            first = True
+    with outputs.write_file(path, force, [*input_paths(result), *protect], ours=written_by_us) as f:
+        f.write(_HEAD)
+        first = True
 
-            def emit(lines):
-                nonlocal first
-                if lines:
-                    f.write(("" if first else ",\n") + ",\n".join(lines))
-                    first = False
-                    counts["events"] += len(lines)
+        def emit(lines):
+            nonlocal first
+            if lines:
+                f.write(("" if first else ",\n") + ",\n".join(lines))
+                first = False
+                counts["events"] += len(lines)
 
-            tids = {}
-            for r in view.ranks:
-                events, tids[r["rank"]] = _rank_events(view, r, item_of, us)
-                emit(events)
-            flows, instants = _blame_events(view, item_of, tids, us)
-            emit([_dumps(e) for e in instants + flows])
-            counts["flows"] = len(flows) // 2
-            f.write('\n],\n"displayTimeUnit": "ns",\n"otherData": ')
-            json.dump(other, f)
-            f.write("}\n")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+        tids = {}
+        for r in view.ranks:
+            events, tids[r["rank"]] = _rank_events(view, r, item_of, us)
+            emit(events)
+        flows, instants = _blame_events(view, item_of, tids, us)
+        emit([_dumps(e) for e in instants + flows])
+        counts["flows"] = len(flows) // 2
+        f.write('\n],\n"displayTimeUnit": "ns",\n"otherData": ')
+        json.dump(other, f)
+        f.write("}\n")
     return counts
 
 

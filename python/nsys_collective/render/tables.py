@@ -52,6 +52,16 @@ def arrow_tables(result: Result) -> dict[str, pa.Table]:
     return out
 
 
+# What a spreadsheet evaluates at the start of a cell (OWASP, CSV injection).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value):
+    """A value as a CSV cell: text a spreadsheet would evaluate (a kernel named '=cmd|...') gets a
+    leading ' so it stays text. CSV only: Parquet and JSON keep names exactly."""
+    return "'" + value if isinstance(value, str) and value.startswith(_FORMULA_START) else value
+
+
 def write_tables(result: Result, folder: Path) -> list[Path]:
     """Each table as folder/<name>.csv and .parquet."""
     written = []
@@ -59,7 +69,7 @@ def write_tables(result: Result, folder: Path) -> list[Path]:
         with open(folder / f"{name}.csv", "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=table.column_names)
             writer.writeheader()
-            writer.writerows(table.to_pylist())
+            writer.writerows({k: csv_cell(v) for k, v in row.items()} for row in table.to_pylist())
         pq.write_table(table, folder / f"{name}.parquet")
         written += [folder / f"{name}.csv", folder / f"{name}.parquet"]
     return written

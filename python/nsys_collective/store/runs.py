@@ -20,12 +20,13 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from sqlalchemy import Engine, create_engine, delete, event, inspect, insert, select, text
+from sqlalchemy import URL, Engine, create_engine, delete, event, inspect, insert, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModuleError
 
 from nsys_collective import __version__
 from nsys_collective.errors import InputError
+from nsys_collective.ingest.sqlite_kind import STORE_APPLICATION_ID, sqlite_kind
 from nsys_collective.result import SCHEMA_VERSION, Result
 from nsys_collective.store.schema import (AlignmentHostRow, Base, BlameRow, BlockingRow, CollectiveRow, ContentionRow,
                                           RankRow, Run)
@@ -39,20 +40,66 @@ class AlreadyStored(Exception):
         self.run_id = run_id
 
 
-def _url(url: str) -> str:
-    """A SQLAlchemy URL as given; a bare file path means an SQLite file."""
-    return url if "://" in url else f"sqlite:///{url}"
+def _url(url: str | URL) -> str | URL:
+    """A SQLAlchemy URL as given; a bare path is an SQLite file of exactly that name (built, not
+    pasted into a URL, so 'we?ird.db' and 'pct%41.db' stay themselves)."""
+    return url if isinstance(url, URL) or "://" in url else URL.create("sqlite", database=url)
 
 
-def display_url(url: str) -> str:
+def _reason(e: BaseException) -> str:
+    """The first line of a database error: the driver's own message, without SQLAlchemy's SQL,
+    parameters and "Background on this error" lines."""
+    text = str(getattr(e, "orig", None) or e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def _refuse_foreign_sqlite(url: str | URL) -> None:
+    """Raise InputError when an SQLite store's file exists and is not a store (nor empty): an
+    Nsight Systems export or any other database must never get our tables (checked read-only)."""
+    path = store_file(url)
+    if path is None or not Path(path).is_file():
+        return
+    kind = sqlite_kind(path)
+    if kind == "nsys":
+        raise InputError(f"{path}: an Nsight Systems export, not a results store; name another file with --db")
+    if kind == "other":
+        raise InputError(f"{path}: an SQLite file with tables that are not a results store's; name another file with --db")
+    if kind == "not-sqlite":
+        raise InputError(f"{path}: not an SQLite file, so not a results store; name another file with --db")
+
+
+def _connect(url: str | URL) -> Engine:
+    """The engine of a store URL; InputError (one line) for a bad URL, a missing driver or a file
+    that is not a store."""
+    _refuse_foreign_sqlite(url)
     try:
-        return make_url(_url(url)).render_as_string(hide_password=True)
+        return _engine(url)
+    except (ArgumentError, NoSuchModuleError, ImportError) as e:
+        raise InputError(f"{display_url(url)}: cannot open the results store: {_reason(e)}") from None
+
+
+def store_file(url: str | URL) -> str | None:
+    """The file of an SQLite store (None for a server, memory, or a URL that is not one)."""
+    try:
+        parsed = make_url(_url(url))
     except ArgumentError:
+        return None
+    return parsed.database if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:") else None
+
+
+def display_url(url: str | URL) -> str:
+    """The store for people: a bare path as given, a URL without its password."""
+    if isinstance(url, str) and "://" not in url:
         return url
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return str(url)
 
 
-def _engine(url: str) -> Engine:
-    engine = create_engine(_url(url), connect_args={"timeout": 60} if _url(url).startswith("sqlite") else {})
+def _engine(url: str | URL) -> Engine:
+    sqlite = make_url(_url(url)).get_backend_name() == "sqlite"
+    engine = create_engine(_url(url), connect_args={"timeout": 60} if sqlite else {})
     if engine.dialect.name == "sqlite":
         # Two processes on one file: WAL lets readers run beside the writer, the busy timeout makes
         # a writer wait instead of failing, and writers BEGIN IMMEDIATE, taking the write lock up
@@ -82,8 +129,8 @@ def _writer(engine: Engine) -> Engine:
 def open_store(url: str) -> Engine:
     """The store at `url`, its tables created if absent. Raises `InputError` when it cannot be
     opened (bad URL, missing driver, server unreachable, folder missing)."""
+    engine = _connect(url)
     try:
-        engine = _engine(url)
         for attempt in range(3):
             try:
                 Base.metadata.create_all(_writer(engine))
@@ -93,9 +140,12 @@ def open_store(url: str) -> Engine:
                 # Another process created the tables between our check and our CREATE: check again.
                 if attempt == 2:
                     raise
-    except (ArgumentError, NoSuchModuleError, DBAPIError, ImportError) as e:
-        reason = str(getattr(e, "orig", None) or e).strip().splitlines()[0]
-        raise InputError(f"{display_url(url)}: cannot open the results store: {reason}") from None
+        if engine.dialect.name == "sqlite":  # says "a results store" in the file's header
+            with _writer(engine).begin() as conn:
+                conn.exec_driver_sql(f"PRAGMA application_id = {STORE_APPLICATION_ID}")
+    except (DBAPIError, ImportError) as e:
+        engine.dispose()
+        raise InputError(f"{display_url(url)}: cannot open the results store: {_reason(e)}") from None
     return engine
 
 
@@ -142,11 +192,12 @@ def stored_hash(engine: Engine, job_path: str) -> str | None:
 
 def stored_failure(engine: Engine, job_path: str, input_hash: str) -> str | None:
     """The error of a failed run of the job with these very inputs by this tool version, if any:
-    analyzing it again would fail again."""
+    analyzing it again would fail again. Failures of the store or the machine (retryable) are not
+    counted: the next batch tries again."""
     with engine.begin() as conn:
         return conn.scalar(select(Run.error).where(
             Run.job_path == str(job_path), Run.input_hash == input_hash, Run.status == "failed",
-            Run.tool_version == __version__).order_by(Run.id.desc()).limit(1))
+            Run.tool_version == __version__, Run.retryable.is_not(True)).order_by(Run.id.desc()).limit(1))
 
 
 def _pick(model, row: dict, **extra) -> dict:
@@ -193,9 +244,10 @@ def _child_rows(run_id: int, doc: dict) -> dict:
 
 
 def write_run(engine: Engine, job: str | Path, inputs: Sequence, input_hash: str, result_or_error: Result | str,
-              *, name: str | None = None) -> int:
+              *, name: str | None = None, retryable: bool = False) -> int:
     """Stores one run of the job folder `job` (`name`: how to call it, default the folder's name)
-    in one transaction: the result with its tables, or a failure (the error text). Earlier failed
+    in one transaction: the result with its tables, or a failure (the error text; `retryable`
+    when the store or the machine failed, not the inputs). Earlier failed
     runs of the job go: it has a newer record now. Returns the run id; raises `AlreadyStored` when
     another writer stored the job with these inputs first."""
     failed = isinstance(result_or_error, str)
@@ -206,6 +258,7 @@ def write_run(engine: Engine, job: str | Path, inputs: Sequence, input_hash: str
         "tool_version": __version__, "schema_version": SCHEMA_VERSION if failed else doc["schema_version"],
         "created_at": datetime.datetime.now(datetime.timezone.utc),
         "status": "failed" if failed else "ok", "error": result_or_error if failed else None,
+        "retryable": retryable if failed else None,
         "document": None if failed else json.dumps(doc),
         "evidence": None if failed else result_or_error.evidence.to_json(),
         **({} if failed else _summary_columns(doc)),
@@ -239,22 +292,24 @@ def load_result(url_or_engine: str | Engine, run_id: int) -> Result:
     """The result stored for run `run_id` (its evidence None for runs stored before it was kept).
     Raises `InputError` when the store has no such run or the run failed (its error is in the
     message)."""
+    if not 0 <= run_id < 2**63:  # the database's integers are 64-bit
+        raise InputError(f"run {run_id}: not a run id (run ids are 1 to {2**63 - 1})")
     if isinstance(url_or_engine, str):
-        url = make_url(_url(url_or_engine))
-        if url.get_backend_name() == "sqlite" and url.database and not Path(url.database).is_file():
-            raise InputError(f"{url.database}: no such results store")
-    engine = _engine(url_or_engine) if isinstance(url_or_engine, str) else url_or_engine
+        path = store_file(url_or_engine)
+        if path is not None and not Path(path).is_file():
+            raise InputError(f"{path}: no such results store")
+    engine = _connect(url_or_engine) if isinstance(url_or_engine, str) else url_or_engine
+    where = display_url(url_or_engine if isinstance(url_or_engine, str) else engine.url)
     try:
         with engine.begin() as conn:
             row = conn.execute(select(Run.status, Run.error, Run.document, Run.evidence, Run.job).where(Run.id == run_id)).first()
-    except DBAPIError as e:  # no store there, or no runs table in it
-        reason = str(getattr(e, "orig", None) or e).strip().splitlines()[0]
-        raise InputError(f"{display_url(str(engine.url))}: cannot read run {run_id}: {reason}") from None
+    except (DBAPIError, ImportError) as e:  # no store there, no runs table in it, no driver
+        raise InputError(f"{where}: cannot read run {run_id}: {_reason(e)}") from None
     finally:
         if engine is not url_or_engine:
             engine.dispose()
     if row is None:
-        raise InputError(f"run {run_id}: not in the results store at {display_url(str(engine.url))}")
+        raise InputError(f"run {run_id}: not in the results store at {where}")
     if row.status != "ok":
         raise InputError(f"run {run_id} ({row.job}) failed, it has no results: {row.error}")
     return Result.from_stored(row.document, row.evidence, source=f"run {run_id}")

@@ -36,6 +36,9 @@ class Run(Base):
     created_at: Mapped[datetime.datetime] = mapped_column(DateTime(timezone=True))
     status: Mapped[str] = mapped_column(String(8))  # 'ok' or 'failed'
     error: Mapped[str | None]
+    # A failure of the store or the machine (disk full), not of the inputs: the next batch tries
+    # again without --retry-failed. Null for runs stored before it was kept (not retried).
+    retryable: Mapped[bool | None]
     # The document's summary and alignment, for queries across runs; null for failed runs.
     ranks: Mapped[int | None]
     collectives: Mapped[int | None]
