@@ -21,6 +21,7 @@ from nsys_collective import __version__
 from nsys_collective.attribution import attribute
 from nsys_collective.errors import InputError
 from nsys_collective.ingest import formats
+from nsys_collective.ingest.capture import Limits
 from nsys_collective.ingest.discover import discover
 from nsys_collective.model.job import Filters, Job, build_job
 from nsys_collective.model.trace import InputFacts, RankTrace, trace_export
@@ -35,18 +36,19 @@ class Inputs:
 
     reports: list[Path]
     readable: list[Path]
+    limits: Limits = Limits()
 
 
 def prepare(paths: Sequence[str | os.PathLike], nsys: str | None = None, cache_dir: Path | None = None,
-            progress: bool = False) -> Inputs:
+            progress: bool = False, limits: Limits = Limits()) -> Inputs:
     """The inputs `paths` name (files, folders, globs), reports exported with nsys (cached)."""
     reports = discover(paths)
-    return Inputs(reports=reports, readable=formats.readable_paths(reports, nsys, cache_dir, progress))
+    return Inputs(reports=reports, readable=formats.readable_paths(reports, nsys, cache_dir, progress), limits=limits)
 
 
-def map_input(readable: Path, index: int, report: str) -> Traced:
+def map_input(readable: Path, index: int, report: str, limits: Limits = Limits()) -> Traced:
     """Read one input and trace its ranks."""
-    [export] = formats.read([readable], 1)
+    [export] = formats.read([readable], 1, limits)
     return trace_export(export, index, report)
 
 
@@ -75,7 +77,7 @@ def map_inputs(inputs: Inputs, threads: int | None = None, on_read: Callable[[in
 
 
 def _map_chunk(inputs: Inputs, lo: int, hi: int, threads: int | None) -> list[Traced]:
-    exports = formats.read(inputs.readable[lo:hi], threads)
+    exports = formats.read(inputs.readable[lo:hi], threads, inputs.limits)
     return [trace_export(export, lo + k, str(inputs.reports[lo + k])) for k, export in enumerate(exports)]
 
 
@@ -102,7 +104,8 @@ def source_of(paths: Sequence[str | os.PathLike]) -> str:
 
 
 def analyze(paths: Sequence[str | os.PathLike], filters: Filters | None = None, *, nsys: str | None = None,
-            cache_dir: Path | None = None, threads: int | None = None, progress: bool = False) -> Result:
+            cache_dir: Path | None = None, threads: int | None = None, progress: bool = False,
+            limits: Limits = Limits()) -> Result:
     """`collectivetrace-nsys analyze PATHS`: the whole pipeline on this machine."""
-    inputs = prepare(paths, nsys, cache_dir, progress)
+    inputs = prepare(paths, nsys, cache_dir, progress, limits)
     return reduce(map_inputs(inputs, threads), filters, source_of(paths))

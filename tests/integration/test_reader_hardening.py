@@ -248,6 +248,33 @@ def test_a_gzip_bomb_is_refused_by_its_expansion_ratio(tmp_path):
     assert len(kineto(path, max_gzip_ratio=2000)["kernels"]["start"]) == 1
 
 
+def test_the_limits_are_analyze_options(tmp_path):
+    """--max-trace-bytes and --max-gzip-ratio reach the reader: a generated job padded with 20 MiB
+    of whitespace (about 1000-fold) is refused by default, in one line naming the flag, and read
+    with a higher ratio; a lower byte limit refuses it too."""
+    import gzip
+
+    from typer.testing import CliRunner
+
+    from conftest import gen
+    from nsys_collective.cli import app
+
+    job = tmp_path / "job"
+    gen.generate(job, ranks=2, hosts=1, steps=2, kernels_per_step=12, buckets=2, scenario="balanced", seed=3, format="kineto")
+    trace = job / "rank_0.json.gz"
+    text = gzip.decompress(trace.read_bytes())
+    trace.write_bytes(_gzip(text[:-1] + b" " * 20 * 2**20 + text[-1:]))
+    run = CliRunner().invoke
+    for args, words in (([], "expands more than 200-fold"), (["--max-trace-bytes", "1000"], "more than 1000 bytes")):
+        result = run(app, ["analyze", str(job), "--json", *args])
+        lines = result.stderr.strip().splitlines()
+        assert result.exit_code == 2 and result.stdout == "" and len(lines) == 1, result.stderr
+        assert words in lines[0] and ("--max-trace-bytes" if args else "--max-gzip-ratio") in lines[0], lines[0]
+    result = run(app, ["analyze", str(job), "--json", "--max-gzip-ratio", "100000"])
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["summary"]["ranks"] == 2
+
+
 # ---------------------------------------------------------------------------------------------
 # Memory: a child process under an address-space limit
 

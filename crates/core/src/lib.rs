@@ -8,7 +8,6 @@ pub mod error;
 pub mod export;
 pub mod intervals;
 pub mod kineto;
-pub mod lateness;
 mod memory;
 mod scan;
 pub mod schema;

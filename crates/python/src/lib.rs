@@ -3,13 +3,12 @@
 
 use collectivetrace_core::error::ReadError;
 use collectivetrace_core::export::{self, Export};
-use collectivetrace_core::lateness::{self, RankOps, Target};
 use collectivetrace_core::whatif::{
     self, Calls, Change, EdgeKind, EventRecords, Graph, Job, Members, NodeKind, NodeRef, Ops, Outcome, ReplayOptions,
     SyncRecords, WhatIfError, Workspace,
 };
 use collectivetrace_core::{intervals, kineto, tables};
-use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2};
+use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray1};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -136,54 +135,6 @@ fn innermost_covering<'py>(
     }
     let out = py.detach(|| intervals::innermost_covering(s, e, p));
     Ok(out.into_pyarray(py))
-}
-
-/// Lateness accounting of straggler s against reference q for many collectives (see lateness.rs).
-/// `windows_s`/`windows_q`: per target, window start indices, smallest window first, -1 = none.
-/// Returns (explanations, blames) as dicts of columns.
-#[pyfunction]
-#[allow(clippy::too_many_arguments)]
-fn explain_lateness<'py>(
-    py: Python<'py>,
-    s: (PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, i64>),
-    q: (PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, i64>),
-    target_s: PyReadonlyArray1<'py, i64>,
-    target_q: PyReadonlyArray1<'py, i64>,
-    windows_s: PyReadonlyArray2<'py, i64>,
-    windows_q: PyReadonlyArray2<'py, i64>,
-    tol: i64,
-) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyDict>)> {
-    let s_ops = RankOps { start: s.0.as_slice()?, end: s.1.as_slice()?, name: s.2.as_slice()?, launch: s.3.as_slice()? };
-    let q_ops = RankOps { start: q.0.as_slice()?, end: q.1.as_slice()?, name: q.2.as_slice()?, launch: q.3.as_slice()? };
-    let (ws, wq) = (windows_s.as_array(), windows_q.as_array());
-    let targets: Vec<Target> = target_s
-        .as_slice()?
-        .iter()
-        .zip(target_q.as_slice()?)
-        .enumerate()
-        .map(|(t, (&ts, &tq))| Target {
-            s: ts as usize,
-            q: tq as usize,
-            windows: ws.row(t).iter().zip(wq.row(t)).filter(|(a, b)| **a >= 0 && **b >= 0).map(|(&a, &b)| (a as usize, b as usize)).collect(),
-        })
-        .collect();
-    let n = (s_ops.start.len(), q_ops.start.len());
-    if targets.iter().any(|t| t.s >= n.0 || t.q >= n.1 || t.windows.iter().any(|&(a, b)| a > t.s || b > t.q)) {
-        return Err(pyo3::exceptions::PyValueError::new_err("target or window index out of range"));
-    }
-    let (explanations, blames) = py.detach(|| lateness::explain(&s_ops, &q_ops, &targets, tol));
-    let e = PyDict::new(py);
-    e.set_item("lateness", explanations.iter().map(|x| x.lateness).collect::<Vec<_>>().into_pyarray(py))?;
-    e.set_item("unexplained", explanations.iter().map(|x| x.unexplained).collect::<Vec<_>>().into_pyarray(py))?;
-    e.set_item("matched", explanations.iter().map(|x| x.matched).collect::<Vec<_>>())?;
-    e.set_item("on_time_point", explanations.iter().map(|x| x.on_time_point).collect::<Vec<_>>())?;
-    let b = PyDict::new(py);
-    b.set_item("target", blames.iter().map(|x| x.target as i64).collect::<Vec<_>>().into_pyarray(py))?;
-    b.set_item("cause", blames.iter().map(|x| x.cause as i64).collect::<Vec<_>>().into_pyarray(py))?;
-    b.set_item("key", blames.iter().map(|x| x.key).collect::<Vec<_>>().into_pyarray(py))?;
-    b.set_item("ns", blames.iter().map(|x| x.ns).collect::<Vec<_>>().into_pyarray(py))?;
-    b.set_item("ready", blames.iter().map(|x| x.ready).collect::<Vec<_>>().into_pyarray(py))?;
-    Ok((e, b))
 }
 
 fn export_to_dict(py: Python<'_>, export: Export) -> PyResult<Bound<'_, PyDict>> {
@@ -669,7 +620,6 @@ fn native_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(table_specs, m)?)?;
     m.add_function(wrap_pyfunction!(overlaps, m)?)?;
     m.add_function(wrap_pyfunction!(innermost_covering, m)?)?;
-    m.add_function(wrap_pyfunction!(explain_lateness, m)?)?;
     m.add_class::<ReplayGraph>()?;
     m.add("CollectiveTraceError", m.py().get_type::<CollectiveTraceError>())?;
     m.add("InputError", m.py().get_type::<InputError>())?;

@@ -11,6 +11,7 @@ import typer
 from nsys_collective import outputs, pipeline
 from nsys_collective.cli.console import error_edge, stderr, warn
 from nsys_collective.errors import InputError
+from nsys_collective.ingest.capture import Limits
 from nsys_collective.ingest.discover import discover
 from nsys_collective.model.job import Filters
 from nsys_collective.render.outdir import check_target
@@ -31,6 +32,8 @@ def analyze(
     nsys: str = typer.Option(None, "--nsys", help="The nsys executable used to export reports (default: nsys on PATH)."),
     cache_dir: Path = typer.Option(None, "--cache-dir", help="Where report exports go when not beside the report."),
     threads: int = typer.Option(None, "--threads", help="Exports read at once (default: all cores; at most 4 per core)."),
+    max_trace_bytes: int = typer.Option(Limits.max_trace_bytes, "--max-trace-bytes", min=1, help="Refuse a PyTorch profiler trace whose JSON is larger than this (bytes)."),
+    max_gzip_ratio: int = typer.Option(Limits.max_gzip_ratio, "--max-gzip-ratio", min=1, help="Refuse a .json.gz trace that expands more than this many times."),
 ) -> None:
     """Analyze the NCCL collectives of a job: one export or report per rank, or one with many ranks."""
     with error_edge():
@@ -46,7 +49,7 @@ def analyze(
         if perfetto is not None:
             outputs.check_file(perfetto, force, reports, ours=written_by_us)
         progress = not as_json and sys.stderr.isatty()
-        inputs = pipeline.prepare(reports, nsys, cache_dir, progress)
+        inputs = pipeline.prepare(reports, nsys, cache_dir, progress, Limits(max_trace_bytes, max_gzip_ratio))
         with _stage(progress, f"reading {len(inputs.readable)} inputs"):
             traced = pipeline.map_inputs(inputs, threads)
         with _stage(progress, "matching, aligning and attributing"):

@@ -94,8 +94,18 @@ class Export:
         return table[np.where(string_ids >= 0, string_ids, len(self.strings))]
 
 
-def read_exports(paths: Sequence[str | os.PathLike], threads: int | None = None) -> list[Export]:
+@dataclass(frozen=True)
+class Limits:
+    """How much one input may make a reader hold, whatever the file claims: a PyTorch profiler
+    trace's JSON size, and how many times a gzip may expand (a small bomb is refused, not read)."""
+
+    max_trace_bytes: int = _native.DEFAULT_MAX_TRACE_BYTES
+    max_gzip_ratio: int = _native.DEFAULT_MAX_GZIP_RATIO
+
+
+def read_exports(paths: Sequence[str | os.PathLike], threads: int | None = None, limits: Limits = Limits()) -> list[Export]:
     """Reads exports with the native reader, `threads` files at once (all cores when None).
+    (`limits` is every reader's signature: an export's reads are bounded by its own row counts.)
 
     Raises `InputError` (one line, naming the file) for the first unusable input.
     """
@@ -103,7 +113,7 @@ def read_exports(paths: Sequence[str | os.PathLike], threads: int | None = None)
     return [Export.from_dict(r) for r in raw]
 
 
-def read_kineto(paths: Sequence[str | os.PathLike], threads: int | None = None) -> list[Export]:
+def read_kineto(paths: Sequence[str | os.PathLike], threads: int | None = None, limits: Limits = Limits()) -> list[Export]:
     """Reads PyTorch profiler (Kineto) traces, `.json` or `.json.gz`, one per rank, with the native
     reader, `threads` files at once (all cores when None). Same `Export` as `read_exports`: times are
     absolute UTC ns (`baseTimeNanoseconds` + ts), GPU rows carry the host pid, `record_param_comms`
@@ -112,5 +122,5 @@ def read_kineto(paths: Sequence[str | os.PathLike], threads: int | None = None) 
 
     Raises `InputError` (one line, naming the file) for the first unusable input.
     """
-    raw = _native.read_kineto_traces([os.fspath(p) for p in paths], threads)
+    raw = _native.read_kineto_traces([os.fspath(p) for p in paths], threads, limits.max_trace_bytes, limits.max_gzip_ratio)
     return [Export.from_dict(r) for r in raw]

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from nsys_collective.ingest.capture import Export, read_exports, read_kineto
+from nsys_collective.ingest.capture import Export, Limits, read_exports, read_kineto
 from nsys_collective.ingest.sqlite_kind import sqlite_kind
 
 
@@ -37,7 +37,7 @@ class Format:
     name: str
     family: str  # inputs of one job are all of one family
     suffixes: tuple[str, ...]
-    read: Callable[[Sequence[str | os.PathLike], int | None], list[Export]]
+    read: Callable[[Sequence[str | os.PathLike], int | None, Limits], list[Export]]
     # Whether a file of these suffixes found in a folder really is one (named files are taken as given).
     sniff: Callable[[Path], bool] | None = None
     # Reports are read through their SQLite export (ingest.nsys_export).
@@ -65,13 +65,13 @@ def is_input(path: Path) -> bool:
     return fmt is not None and (fmt.sniff is None or fmt.sniff(path))
 
 
-def read(paths: Sequence[Path], threads: int | None = None) -> list[Export]:
+def read(paths: Sequence[Path], threads: int | None = None, limits: Limits = Limits()) -> list[Export]:
     """The captures of one job's files (exports, not reports; one family), read in parallel by
     the native readers."""
     if not paths:
         return []
     fmt = format_of(Path(paths[0])) or NSYS_EXPORT
-    return fmt.read([os.fspath(p) for p in paths], threads)
+    return fmt.read([os.fspath(p) for p in paths], threads, limits)
 
 
 def readable_paths(inputs: Sequence[Path], nsys: str | None = None, cache_dir: Path | None = None,
