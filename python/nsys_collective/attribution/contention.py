@@ -125,22 +125,29 @@ def attribute(job: Job) -> Contention:
     weight_sum = np.bincount(inst[obs], weights=weight, minlength=n)
     share = np.where(weight_sum[inst[obs]] > 0, weight / np.maximum(weight_sum[inst[obs]], 1e-9), 0.0)
     pair_excess = np.where(excess[inst[obs]] >= 0, share * excess[inst[obs]], np.nan)
-    entries: dict = defaultdict(lambda: {"overlap_ns": 0, "contention_ns": 0.0, "known": False, "sm_footprint": 0.0, "instances": set()})
-    for k in range(len(obs)):
-        r, item = int(items[0, k]), int(items[1, k])
-        w = work[r]
-        e = entries[(int(w.name[item]), int(w.short_name[item]))]
-        e["overlap_ns"] += int(ns[k])
-        if not np.isnan(pair_excess[k]):
-            e["contention_ns"] += pair_excess[k]
-            e["known"] = True
-        e["sm_footprint"] = max(e["sm_footprint"], float(footprint[k]))
-        e["instances"].add(int(inst[obs[k]]))
+    # Per kernel (full and short name), summed over the pairs: one group per name, in numpy.
+    full = np.zeros(len(obs), np.int64)
+    short = np.zeros(len(obs), np.int64)
+    for r in np.unique(items[0]).tolist():
+        at = np.flatnonzero(items[0] == r)
+        full[at], short[at] = work[r].name[items[1, at]], work[r].short_name[items[1, at]]
+    (names, group) = np.unique(np.stack([full, short]), axis=1, return_inverse=True) if len(obs) else (np.zeros((2, 0), np.int64), np.zeros(0, np.int64))
+    group = group.ravel()
+    g = names.shape[1]
+    known = ~np.isnan(pair_excess)
+    overlap_ns = np.bincount(group, weights=ns, minlength=g)
+    contention_ns = np.bincount(group[known], weights=pair_excess[known], minlength=g)
+    any_known = np.bincount(group[known], minlength=g) > 0
+    sm_footprint = np.zeros(g)
+    np.maximum.at(sm_footprint, group, footprint)
+    first_seen = np.full(g, len(obs))
+    np.minimum.at(first_seen, group, np.arange(len(obs)))
+    collectives = np.bincount(np.unique(np.stack([group, inst[obs]]), axis=1)[0], minlength=g) if len(obs) else np.zeros(0, np.int64)
     listed = sorted(
-        ({"kernel": work.names.values[short], "kernel_full": work.names.values[full], "rank": None,
-          "overlap_ns": e["overlap_ns"], "contention_ns": round(e["contention_ns"]) if e["known"] else None,
-          "sm_footprint": round(e["sm_footprint"], 3), "collectives": len(e["instances"])}
-         for (full, short), e in entries.items()),
+        ({"kernel": work.names.values[int(names[1, k])], "kernel_full": work.names.values[int(names[0, k])], "rank": None,
+          "overlap_ns": int(overlap_ns[k]), "contention_ns": round(float(contention_ns[k])) if any_known[k] else None,
+          "sm_footprint": round(float(sm_footprint[k]), 3), "collectives": int(collectives[k])}
+         for k in np.argsort(first_seen, kind="stable").tolist()),  # ties keep the order the pairs came in
         key=lambda e: (-(e["contention_ns"] or 0), -e["overlap_ns"]))
     metrics, metric_warnings = gpu_metrics.during_transfers(job)
     phases = np.bincount(inst, weights=transfer_on_rank, minlength=n)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -98,7 +99,7 @@ class WhatIf:
 class _Graph:
     """The job's graph and the rows it was built from."""
 
-    graph: object  # _native.ReplayGraph
+    building: Future  # of the _native.ReplayGraph, built in a thread (without the GIL) while candidates are picked
     ranks: list[int]  # rank number of each dense rank
     op_offset: dict[int, int]  # rank number -> its first op row (ops in timeline order)
     call_offset: dict[int, int]
@@ -106,6 +107,10 @@ class _Graph:
     member_rows: np.ndarray  # per observation of job.collectives, its member row
     step_names: list[str]
     has_steps: bool  # the ranks mark steps (else the capture is one step)
+
+    @property
+    def graph(self):
+        return self.building.result()
 
 
 def _first_of_thread(tid: np.ndarray) -> np.ndarray:
@@ -251,38 +256,63 @@ def build_graph(job: Job, tolerance_ns: int, step_pattern: str | None = None) ->
     members = {"instance": col.obs_instance, "op": member_rows}
 
     def joined(parts):
-        return {k: np.concatenate([p[k] for p in parts]).astype(np.int64) for k in parts[0]} if parts else None
+        return {k: np.concatenate([p[k] for p in parts]).astype(np.int64, copy=False) for k in parts[0]} if parts else None
 
-    graph = _native.ReplayGraph(joined(calls), joined(ops), members, syncs=joined(syncs), events=joined(events),
-                                tolerance_ns=int(tolerance_ns))
+    # Building the graph is the what-if's largest single cost: it runs beside the candidate picking.
+    pool = ThreadPoolExecutor(max_workers=1)
+    building = pool.submit(_native.ReplayGraph, joined(calls), joined(ops), members, syncs=joined(syncs),
+                           events=joined(events), tolerance_ns=int(tolerance_ns))
+    pool.shutdown(wait=False)  # the thread ends with the build
     op_step = np.concatenate([o["step"] for o in ops])
-    return _Graph(graph=graph, ranks=ranks, op_offset=op_offset, call_offset=call_offset,
+    return _Graph(building=building, ranks=ranks, op_offset=op_offset, call_offset=call_offset,
                   op_step=op_step, member_rows=member_rows, step_names=step_names or ["(the whole capture)"],
                   has_steps=bool(step_names))
 
 
 # Candidates -------------------------------------------------------------------------------------
 
+def _sorted_rows(keys: tuple[np.ndarray, ...], then: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Rows in the order of the keys (the first key first), rows with equal keys by `then`, else
+    in row order; and where each group of equal keys starts, as a bool per sorted row.
+    The keys are packed into one int64 where their ranges fit: a stable argsort of one column is
+    several times faster than np.lexsort of many (a million kernel runs, every analysis)."""
+    n = len(keys[0])
+    code, bits = np.zeros(n, np.int64), 0
+    for key in keys:
+        lo = int(key.min()) if n else 0
+        width = (int(key.max()) - lo + 1).bit_length() if n else 1
+        bits += width
+        if bits > 62:
+            code = None
+            break
+        code = (code << width) | (key - lo)
+    if code is None:
+        order = np.lexsort(((then,) if then is not None else ()) + keys[::-1])
+        new = np.r_[True, np.any([k[order][1:] != k[order][:-1] for k in keys], axis=0)] if n else np.zeros(0, bool)
+        return order, new
+    order = np.argsort(then, kind="stable") if then is not None else np.arange(n)
+    order = order[np.argsort(code[order], kind="stable")]
+    sorted_code = code[order]
+    return order, np.r_[True, sorted_code[1:] != sorted_code[:-1]] if n else np.zeros(0, bool)
+
+
 def _groups(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Rows sorted by the keys (last key first, as np.lexsort), each row's group number in that
-    order, and each group's first position."""
-    order = np.lexsort(keys[::-1])
-    if not len(order):
-        return order, order, order
-    sorted_keys = [k[order] for k in keys]
-    new = np.ones(len(order), dtype=bool)
-    new[1:] = np.any([k[1:] != k[:-1] for k in sorted_keys], axis=0)
+    """Rows sorted by the keys (the first key first), each row's group number in that order, and
+    each group's first position."""
+    order, new = _sorted_rows(keys)
     return order, np.cumsum(new) - 1, np.flatnonzero(new)
 
 
 def _group_medians(value: np.ndarray, *keys: np.ndarray):
-    """`_groups` of the keys, and the median value of each group."""
-    order, group, first = _groups(*keys)
+    """`_groups` of the keys (rows sorted by the keys, then by value), and the median value of
+    each group."""
+    order, new = _sorted_rows(keys, then=value)
     if not len(order):
-        return order, group, first, np.zeros(0)
+        return order, order, order, np.zeros(0)
+    first = np.flatnonzero(new)
     counts = np.diff(np.r_[first, len(order)])
-    v_sorted = value[order].astype(np.float64)[np.lexsort((value[order], group))]
-    return order, group, first, (v_sorted[first + (counts - 1) // 2] + v_sorted[first + counts // 2]) / 2
+    v_sorted = value[order].astype(np.float64)
+    return order, np.cumsum(new) - 1, first, (v_sorted[first + (counts - 1) // 2] + v_sorted[first + counts // 2]) / 2
 
 
 def _reference(value: np.ndarray, *keys: np.ndarray) -> np.ndarray:
@@ -308,16 +338,10 @@ def _reference(value: np.ndarray, *keys: np.ndarray) -> np.ndarray:
 
 def _occurrence(*keys: np.ndarray) -> np.ndarray:
     """Each row's position among the rows with the same keys, in row order."""
-    order = np.lexsort((np.arange(len(keys[0])),) + keys[::-1])
+    order, new = _sorted_rows(keys)
     occ = np.empty(len(order), dtype=np.int64)
-    if not len(order):
-        return occ
-    sorted_keys = [k[order] for k in keys]
-    new = np.ones(len(order), dtype=bool)
-    new[1:] = np.any([k[1:] != k[:-1] for k in sorted_keys], axis=0)
     starts = np.flatnonzero(new)
-    pos = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
-    occ[order] = pos
+    occ[order] = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
     return occ
 
 
@@ -371,9 +395,11 @@ def _kernel_candidates(job: Job, k: _Kernels, min_excess: int) -> list[Candidate
     """Kernels that ran longer than their reference: the same run on the peers, else on the same
     rank in other steps."""
     peers = _reference(k.duration, k.program, k.step, k.name, k.occurrence)
-    selfs = _reference(k.duration, k.rank, k.name, k.occurrence)
     use_peers = ~np.isnan(peers)
-    ref = np.where(use_peers, peers, selfs)
+    ref = peers.copy()
+    alone = np.flatnonzero(~use_peers)  # only runs no other rank has need their own steps
+    if len(alone):
+        ref[alone] = _reference(k.duration[alone], k.rank[alone], k.name[alone], k.occurrence[alone])
     known = ~np.isnan(ref)
     out = []
     for reference, pick in (("peers", known & use_peers), ("self", known & ~use_peers)):
@@ -420,10 +446,13 @@ def _extra_candidates(job: Job, k: _Kernels, program: dict[int, int], min_excess
             continue
         mine = np.flatnonzero(k.program == p)
         # Runs per (step, name, rank), zeros included, as a dense table.
-        keys, key_of = np.unique(np.stack([k.step[mine], k.name[mine]]), axis=1, return_inverse=True)
-        col = {r: i for i, r in enumerate(members)}
-        counts = np.zeros((keys.shape[1], len(members)), dtype=np.int64)
-        np.add.at(counts, (key_of.ravel(), [col[int(r)] for r in k.rank[mine]]), 1)
+        names = int(k.name[mine].max()) + 1 if len(mine) else 1
+        key, key_of = np.unique(k.step[mine] * names + k.name[mine], return_inverse=True)
+        keys = np.stack([key // names, key % names])
+        col = np.full(max(members) + 1, -1, dtype=np.int64)
+        col[members] = np.arange(len(members))
+        counts = np.zeros((len(key), len(members)), dtype=np.int64)
+        np.add.at(counts, (key_of.ravel(), col[k.rank[mine]]), 1)
         peer = np.median(counts, axis=1)
         for j, rank in enumerate(members):
             extra_keys = np.flatnonzero(counts[:, j] > peer)

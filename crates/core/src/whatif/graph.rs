@@ -47,6 +47,7 @@
 //! Records that contradict the trace (a waited op that ended after the call returned, a recorded
 //! dependency that ended after the dependent op started) are dropped and counted unresolved.
 
+use rayon::slice::ParallelSliceMut;
 use super::fidelity::Fidelity;
 use super::input::{opt, Job, SyncType};
 use super::topo;
@@ -295,7 +296,7 @@ impl CorrIndex {
     fn new(rank: &[i64], corr: &[i64]) -> CorrIndex {
         let mut v: Vec<(i64, i64, u32)> =
             (0..rank.len()).filter(|&i| corr[i] >= 0).map(|i| (rank[i], corr[i], i as u32)).collect();
-        v.sort_unstable();
+        v.par_sort_unstable();
         CorrIndex(v)
     }
 
@@ -309,11 +310,12 @@ impl CorrIndex {
     }
 }
 
-/// Row numbers sorted by their keys (ties by row).
+/// Row numbers sorted by their keys (ties by row). Sorting is most of building a graph: the
+/// sorts run on every core.
 fn sorted_rows(keys: impl Iterator<Item = (i64, i64, i64, i64, u32)>) -> Vec<u32> {
     let mut keys: Vec<(i64, i64, i64, i64, u32)> = keys.collect();
     if !keys.is_sorted() {
-        keys.sort_unstable();
+        keys.par_sort_unstable();
     }
     keys.into_iter().map(|k| k.4).collect()
 }

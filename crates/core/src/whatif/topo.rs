@@ -8,6 +8,7 @@
 //! broken by releasing the earliest waiting unit and dropping its edges from units not yet placed;
 //! the dropped edges are reported.
 
+use rayon::slice::ParallelSliceMut;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -16,7 +17,7 @@ use std::collections::BinaryHeap;
 pub(crate) fn order(key: &[i64], src: &[u32], dst: &[u32]) -> (Vec<u32>, Vec<bool>) {
     let n = key.len();
     let mut keyed: Vec<(i64, u32)> = key.iter().enumerate().map(|(u, &k)| (k, u as u32)).collect();
-    keyed.sort_unstable();
+    keyed.par_sort_unstable();
     let by_time: Vec<u32> = keyed.into_iter().map(|(_, u)| u).collect();
     let mut rank = vec![0u32; n];
     for (p, &u) in by_time.iter().enumerate() {
@@ -27,7 +28,9 @@ pub(crate) fn order(key: &[i64], src: &[u32], dst: &[u32]) -> (Vec<u32>, Vec<boo
         return (by_time, dropped);
     }
 
-    // Kahn: out-edges by source (CSR), in-degrees; ready units by their time rank.
+    // Kahn, taking the earliest ready unit each time. Most units become ready before time order
+    // reaches them, so a cursor walks the time order and only the units that become ready after
+    // the cursor passed them (behind a backward edge) wait in a heap: it stays small.
     let (out_off, out_edge) = csr(n, src);
     let mut incoming = None; // in-edges by destination, made at the first cycle
     let mut indeg = vec![0u32; n];
@@ -35,18 +38,26 @@ pub(crate) fn order(key: &[i64], src: &[u32], dst: &[u32]) -> (Vec<u32>, Vec<boo
         indeg[d as usize] += 1;
     }
     let mut placed = vec![false; n];
-    let mut heap: BinaryHeap<Reverse<u32>> = (0..n).filter(|&u| indeg[u] == 0).map(|u| Reverse(rank[u])).collect();
+    let mut late: BinaryHeap<Reverse<u32>> = BinaryHeap::new(); // ready, behind the cursor
     let mut order = Vec::with_capacity(n);
-    let mut cursor = 0usize; // in by_time: every unit before it is placed
+    let mut cursor = 0usize; // in by_time: the next unit not yet passed
+    let mut oldest = 0usize; // in by_time: every unit before it is placed
     while order.len() < n {
-        let u = match heap.pop() {
-            Some(Reverse(r)) => by_time[r as usize],
-            None => {
+        while cursor < n && (placed[by_time[cursor] as usize] || indeg[by_time[cursor] as usize] > 0) {
+            cursor += 1; // passed: placed, or waiting (it goes to `late` when ready)
+        }
+        let u = match late.peek() {
+            Some(&Reverse(r)) if cursor >= n || (r as usize) < cursor => {
+                late.pop();
+                by_time[r as usize]
+            }
+            _ if cursor < n => by_time[cursor],
+            _ => {
                 // A cycle: release the earliest unit not yet placed, dropping its waiting edges.
-                while placed[by_time[cursor] as usize] {
-                    cursor += 1;
+                while placed[by_time[oldest] as usize] {
+                    oldest += 1;
                 }
-                let u = by_time[cursor];
+                let u = by_time[oldest];
                 let (in_off, in_edge) = incoming.get_or_insert_with(|| csr(n, dst));
                 for &e in &in_edge[in_off[u as usize] as usize..in_off[u as usize + 1] as usize] {
                     if !placed[src[e as usize] as usize] {
@@ -68,8 +79,8 @@ pub(crate) fn order(key: &[i64], src: &[u32], dst: &[u32]) -> (Vec<u32>, Vec<boo
                 continue;
             }
             indeg[d] -= 1;
-            if indeg[d] == 0 {
-                heap.push(Reverse(rank[d]));
+            if indeg[d] == 0 && (rank[d] as usize) < cursor {
+                late.push(Reverse(rank[d]));
             }
         }
     }
