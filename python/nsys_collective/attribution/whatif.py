@@ -271,11 +271,9 @@ def build_graph(job: Job, tolerance_ns: int, step_pattern: str | None = None) ->
 
 # Candidates -------------------------------------------------------------------------------------
 
-def _sorted_rows(keys: tuple[np.ndarray, ...], then: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Rows in the order of the keys (the first key first), rows with equal keys by `then`, else
-    in row order; and where each group of equal keys starts, as a bool per sorted row.
-    The keys are packed into one int64 where their ranges fit: a stable argsort of one column is
-    several times faster than np.lexsort of many (a million kernel runs, every analysis)."""
+def _packed(keys: tuple[np.ndarray, ...]) -> np.ndarray | None:
+    """The keys packed into one int64 per row, ordered as the keys are (the first key first);
+    None where their ranges do not fit in 62 bits."""
     n = len(keys[0])
     code, bits = np.zeros(n, np.int64), 0
     for key in keys:
@@ -283,9 +281,18 @@ def _sorted_rows(keys: tuple[np.ndarray, ...], then: np.ndarray | None = None) -
         width = (int(key.max()) - lo + 1).bit_length() if n else 1
         bits += width
         if bits > 62:
-            code = None
-            break
+            return None
         code = (code << width) | (key - lo)
+    return code
+
+
+def _sorted_rows(keys: tuple[np.ndarray, ...], then: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Rows in the order of the keys (the first key first), rows with equal keys by `then`, else
+    in row order; and where each group of equal keys starts, as a bool per sorted row.
+    The keys are packed into one int64 where their ranges fit: a stable argsort of one column is
+    several times faster than np.lexsort of many (a million kernel runs, every analysis)."""
+    n = len(keys[0])
+    code = _packed(keys)
     if code is None:
         order = np.lexsort(((then,) if then is not None else ()) + keys[::-1])
         new = np.r_[True, np.any([k[order][1:] != k[order][:-1] for k in keys], axis=0)] if n else np.zeros(0, bool)
@@ -414,7 +421,7 @@ def _kernel_candidates(job: Job, k: _Kernels, min_excess: int) -> list[Candidate
         excess = np.add.reduceat(over, first)
         slowdown = total / np.maximum(total_ref, 1) - 1
         for g_ in np.flatnonzero((slowdown >= MIN_SLOWDOWN) & (excess >= min_excess)).tolist():
-            members = rows[group == g_]
+            members = rows[first[g_]:first[g_ + 1] if g_ + 1 < len(first) else len(rows)]
             slow = members[k.duration[members] > ref[members]]
             rank, name = int(k.rank[members[0]]), int(k.name[members[0]])
             out.append(Candidate(
@@ -576,7 +583,7 @@ def _host_candidates(job: Job, h: _HostTime, min_excess: int) -> list[Candidate]
         longer = total / np.maximum(reference, 1) - 1
         # As for kernels: jitter averages out over the occurrences, a real stall does not.
         for g_ in np.flatnonzero((excess >= min_excess) & (excess >= MIN_SLOWDOWN * reference)).tolist():
-            members = rows[group == g_]
+            members = rows[first[g_]:first[g_ + 1] if g_ + 1 < len(first) else len(rows)]
             late = members[cut[members] > 0]
             rank, family = int(h.rank[members[0]]), int(h.family[members[0]])
             out.append(Candidate(
@@ -679,16 +686,19 @@ def _reference_from(h: _HostTime, source: np.ndarray, family: int, value: np.nda
     """Per row of `family`, the median value of the same (program, step, occurrence) over the
     `source` rows (NaN where none)."""
     out = np.full(len(h.total), np.nan)
-    src = np.flatnonzero(source & (h.family == family))
+    rows = np.flatnonzero(h.family == family)
+    src = np.flatnonzero(source[rows])
     if not len(src):
         return out
-    table: dict[tuple, list[int]] = {}
-    for i in src.tolist():
-        table.setdefault((int(h.program[i]), int(h.step[i]), int(h.occurrence[i])), []).append(int(value[i]))
-    for i in np.flatnonzero(h.family == family).tolist():
-        values = table.get((int(h.program[i]), int(h.step[i]), int(h.occurrence[i])))
-        if values:
-            out[i] = float(np.median(values))
+    code = _packed((h.program[rows], h.step[rows], h.occurrence[rows]))
+    if code is None:  # ranges too wide to pack: number the keys instead
+        _, code = np.unique(np.stack([h.program[rows], h.step[rows], h.occurrence[rows]]), axis=1, return_inverse=True)
+        code = code.ravel()
+    order, _, first, median = _group_medians(value[rows[src]], code[src])
+    keys = code[src][order[first]]  # ascending
+    at = np.minimum(np.searchsorted(keys, code), len(keys) - 1)
+    found = keys[at] == code
+    out[rows[found]] = median[at[found]]
     return out
 
 
@@ -783,8 +793,11 @@ def analyze(job: Job, kind: np.ndarray, tolerance_ns: int, step_pattern: str | N
         return None
     pattern = step_pattern or STEP_PATTERN
     total_wait = int(job.timing.wait_cost.sum())
-    # A cause must be worth a few tolerances, and at least a small share of the wait it could explain.
-    min_excess = max(MIN_EXCESS_TOLERANCES * tolerance_ns, int(0.002 * total_wait))
+    # A cause's own excess is time on one rank: it must be worth a few tolerances and a small share
+    # of a rank's wait (the wait summed over the ranks grows with the job, one rank's excess does not).
+    min_excess = max(MIN_EXCESS_TOLERANCES * tolerance_ns, int(0.002 * total_wait / len(g.ranks)))
+    # What fixing it saves is summed over the ranks, as the wait is.
+    min_saved = max(MIN_EXCESS_TOLERANCES * tolerance_ns, int(0.002 * total_wait))
     program = _programs(job, g.ranks)
     kernels = _kernel_runs(job, g, program)
     candidates = (_kernel_candidates(job, kernels, min_excess) + _extra_candidates(job, kernels, program, min_excess)
@@ -811,7 +824,7 @@ def analyze(job: Job, kind: np.ndarray, tolerance_ns: int, step_pattern: str | N
         wait_saved = int(base["total_wait"] - out["total_wait"])
         step_saved = _step_time_saved(base, out, job_start)
         # A candidate whose fix changes nothing worth a word is no cause.
-        if wait_saved >= min_excess or step_saved >= min_step_saved:
+        if wait_saved >= min_saved or step_saved >= min_step_saved:
             rows.append((c, wait_saved, step_saved, saved_wait))
     rows.sort(key=lambda r: (-r[1], -r[2]))
     causes, saved = [], []
