@@ -329,14 +329,19 @@ def write_folder(out: Path, force: bool, protect: Iterable[str | os.PathLike], f
                 exchange(tmp, out)
                 shutil.rmtree(tmp)  # the old folder, now under the temporary name
             else:
-                try:
-                    rename_new(tmp, out)
-                except FileExistsError:
-                    raise InputError(f"{out}: was written by another run meanwhile; pass --force to replace it") from None
+                _rename_new(tmp, out)
     except InputError:
         raise
     except OSError as e:
         raise _destination_error(out, e) from None
+
+
+def _rename_new(tmp: Path, target: Path) -> None:
+    """Move tmp to target, which must still not exist: a run that wrote it meanwhile keeps it."""
+    try:
+        rename_new(tmp, target)
+    except FileExistsError:
+        raise InputError(f"{target}: was written by another run meanwhile; pass --force to replace it") from None
 
 
 @contextlib.contextmanager
@@ -356,10 +361,7 @@ def write_file(path: Path, force: bool, protect: Iterable[str | os.PathLike],
             if path.exists():
                 os.replace(tmp, path)
             else:
-                try:
-                    rename_new(tmp, path)
-                except FileExistsError:
-                    raise InputError(f"{path}: was written by another run meanwhile; pass --force to replace it") from None
+                _rename_new(tmp, path)
     except InputError:
         raise
     except OSError as e:
