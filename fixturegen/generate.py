@@ -52,6 +52,7 @@ def args_text(a):
     t += ["--shuffle-rows"] if a["shuffle_rows"] else []
     t += ["--no-sync-records"] if not a["sync_records"] else []
     t += ["--kineto-base-boundary"] if a["kineto_base_boundary"] else []
+    t += [f"--report-clock-ns {a['report_clock_ns']}"] if a.get("report_clock_ns") else []
     return " ".join(t)
 
 
@@ -71,9 +72,14 @@ def boundary_t0(session_rel, host_of, offsets, drifts):
 def generate(out_dir, ranks=8, hosts=2, steps=10, kernels_per_step=64, buckets=4, scenario="mixed", seed=0,
              normalized_time=False, shuffle_rows=False, drift_ppm=0.0, nsys_version="2024.5",
              contention_ranks="one", force=False, format="nsys", kineto_base_boundary=False,  # noqa: A002
-             style="ddp", microbatches=4, stall="dataloader", sync_records=True):
+             style="ddp", microbatches=4, stall="dataloader", sync_records=True, report_clock_ns=0):
     """Write rep_<rank>.sqlite (format "nsys") or rank_<rank>.json.gz (format "kineto") for every
-    rank and truth.json into out_dir; return the truth."""
+    rank and truth.json into out_dir; return the truth.
+
+    report_clock_ns: each report's own clock error, on top of its host's offset: rank r's recorded
+    times are shifted by +-report_clock_ns x U(0.5, 1) (its own random stream), as when each
+    process's profiler converts its timestamps to UTC on its own (the real FS24 sets: ranks of one
+    host end a collective milliseconds apart). 0: the ranks of a host share its clock exactly."""
     if format not in FORMATS:
         raise ValueError(f"unknown format {format!r}; one of {', '.join(FORMATS)}")
     if format == "kineto" and (normalized_time or nsys_version != "2024.5"):
@@ -90,6 +96,8 @@ def generate(out_dir, ranks=8, hosts=2, steps=10, kernels_per_step=64, buckets=4
         raise ValueError(f"unknown stall kind {stall!r}; one of {', '.join(STALL_KINDS)}")
     if ranks < 2 or not 1 <= hosts <= ranks:
         raise ValueError("need ranks >= 2 and 1 <= hosts <= ranks")
+    if report_clock_ns < 0:
+        raise ValueError("report_clock_ns must be >= 0")
     if steps < 1 or kernels_per_step < 12 or buckets < 1 or microbatches < 1:
         raise ValueError("need steps >= 1, kernels_per_step >= 12, buckets >= 1, microbatches >= 1")
     out = Path(out_dir)
@@ -108,6 +116,8 @@ def generate(out_dir, ranks=8, hosts=2, steps=10, kernels_per_step=64, buckets=4
             "normalized_time": normalized_time, "shuffle_rows": shuffle_rows, "drift_ppm": float(drift_ppm),
             "nsys_version": nsys_version, "contention_ranks": contention_ranks, "format": format,
             "kineto_base_boundary": bool(kineto_base_boundary), "sync_records": bool(sync_records)}
+    if report_clock_ns:  # only when used: the committed sets' truth and files stay as they were
+        args["report_clock_ns"] = int(report_clock_ns)
     lay = job.lay
 
     # clocks, identities
@@ -131,10 +141,15 @@ def generate(out_dir, ranks=8, hosts=2, steps=10, kernels_per_step=64, buckets=4
         gpid = GLOBAL_VID | (pid << 24)
         irng = _rng(seed, 9, r)
         n_comms = sum(1 for c in lay.comms if r in c.ranks)
+        report_error = 0
+        if report_clock_ns:
+            crng = _rng(seed, 12, r)
+            report_error = int(crng.choice([-1, 1]) * crng.uniform(0.5, 1.0) * report_clock_ns)
+        offset = offsets[h] + report_error
         info = {"rank": r, "host": f"node{h}", "host_index": h, "local_rank": lay.local_of[r],
                 "device": lay.local_of[r], "gpus_on_host": lay.sizes[h], "pid": pid, "global_pid": gpid,
-                "global_tid": gpid | pid, "offset_ns": offsets[h], "drift_ppm": drifts[h], "t0_ns": t0,
-                "utc_epoch_ns": int(clock(session_rel[r], offsets[h], drifts[h], t0)),
+                "global_tid": gpid | pid, "offset_ns": offset, "drift_ppm": drifts[h], "t0_ns": t0,
+                "utc_epoch_ns": int(clock(session_rel[r], offset, drifts[h], t0)),
                 "system_clock_ns": 28_254_349_605 + int(session_rel[r] % 10**9),
                 "gpu_uuids": host_uuids[h], "session_uuid": session_uuids[r],
                 "nccl_channels": 16 if hosts > 1 else 32,
@@ -143,6 +158,8 @@ def generate(out_dir, ranks=8, hosts=2, steps=10, kernels_per_step=64, buckets=4
         rec = RankRecords(job.progs[r], job.statics[r], r_all, seed)
         shuffle = _rng(seed, 5, r) if shuffle_rows else None
         ident = {"rank": r, "host": info["host"], "local_rank": lay.local_of[r], "pid": pid}
+        if report_clock_ns:
+            ident["report_clock_error_ns"] = report_error
         if format == "kineto":
             # Kineto's base: the wall clock at program load (this rank's own clock), floored to a block
             info["base_time_ns"] = info["utc_epoch_ns"] - info["utc_epoch_ns"] % KINETO_BLOCK_NS
@@ -224,6 +241,8 @@ def main(argv=None):
     ap.add_argument("--kineto-base-boundary", action="store_true",
                     help="start the ranks' programs on either side of a Kineto base-time block boundary, so "
                          "their baseTimeNanoseconds differ by one block (~91 days)")
+    ap.add_argument("--report-clock-ns", type=int, default=0,
+                    help="each report's own clock error (ns, up to this much either way) on top of its host's offset")
     ap.add_argument("--force", action="store_true", help="write into a non-empty OUT_DIR")
     a = ap.parse_args(argv)
     try:
@@ -232,7 +251,7 @@ def main(argv=None):
                          shuffle_rows=a.shuffle_rows, drift_ppm=a.drift_ppm, nsys_version=a.nsys_version,
                          contention_ranks=a.contention_ranks, force=a.force, format=a.format,
                          kineto_base_boundary=a.kineto_base_boundary, style=a.style, microbatches=a.microbatches,
-                         stall=a.stall, sync_records=not a.no_sync_records)
+                         stall=a.stall, sync_records=not a.no_sync_records, report_clock_ns=a.report_clock_ns)
     except (ValueError, FileExistsError) as e:
         print(f"generate_fixture: {e}", file=sys.stderr)
         return 2

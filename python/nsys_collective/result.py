@@ -85,6 +85,19 @@ class RanksClock(HostClock):
 
 
 @dataclass(frozen=True)
+class AlignmentQuality:
+    """How far to trust the clock fit (model.alignment_quality)."""
+
+    __pydantic_config__ = _STRICT
+    collectives: int
+    fitted: bool
+    spread_shrunk: bool | None
+    same_clock_end_spread_ns: Spread | None
+    tolerance_ns: int
+    issues: tuple[Literal["few_collectives", "spread_not_shrunk", "same_clock_ranks_disagree"], ...]
+
+
+@dataclass(frozen=True)
 class AlignmentInfo:
     __pydantic_config__ = _STRICT
     method: str
@@ -96,6 +109,7 @@ class AlignmentInfo:
     violations_after: int
     drift_fitted: bool
     instances_used: int
+    quality: AlignmentQuality | None = None  # None in documents stored before it existed
 
 
 @dataclass(frozen=True)
@@ -563,6 +577,13 @@ def _whatif(w) -> WhatIfBlock | None:
         ideal=Saving(**w.ideal), causes=tuple(WhatIfCause(**c) for c in w.causes))
 
 
+def _alignment_quality(q) -> AlignmentQuality:
+    spread = q.same_clock_end_spread
+    return AlignmentQuality(collectives=q.collectives, fitted=q.fitted, spread_shrunk=q.spread_shrunk,
+                            same_clock_end_spread_ns=Spread(**spread.as_dict()) if spread else None,
+                            tolerance_ns=q.tolerance_ns, issues=q.issues)
+
+
 def build_result(job, attribution, inputs, tool_version: str, source: str = "") -> Result:
     """The result of a job (model.job.Job), its attribution (attribution.Attribution) and its
     inputs (model.trace.InputFacts, in input order)."""
@@ -618,7 +639,8 @@ def build_result(job, attribution, inputs, tool_version: str, source: str = "") 
             end_spread_ns_before=Spread(**a.spread_before.as_dict()) if a.spread_before else None,
             end_spread_ns_after=Spread(**a.spread_after.as_dict()) if a.spread_after else None,
             violations_before=a.violations_before, violations_after=a.violations_after,
-            drift_fitted=a.drift_fitted, instances_used=a.instances_used),
+            drift_fitted=a.drift_fitted, instances_used=a.instances_used,
+            quality=_alignment_quality(job.alignment_quality)),
         collectives=tuple(collectives),
         blocking_kernels=tuple(BlockingKernel(**e) for e in b.kernels),
         blocking_launches=tuple(BlockingLaunch(**e) for e in b.launches),

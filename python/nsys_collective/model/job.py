@@ -16,6 +16,7 @@ import numpy as np
 
 from nsys_collective.errors import InputError
 from nsys_collective.model.alignment import Alignment, align
+from nsys_collective.model.alignment_quality import Quality, assess
 from nsys_collective.model.matching import Collectives, match
 from nsys_collective.model.nccl import OPS, SYNC_OPS, NcclOps
 from nsys_collective.model.ranks import Rank, number_ranks
@@ -31,6 +32,7 @@ class Job:
     ops: dict[int, NcclOps]
     collectives: Collectives
     alignment: Alignment
+    alignment_quality: Quality
     timing: Timing
     aligned_start: np.ndarray  # per observation of `collectives`
     aligned_end: np.ndarray
@@ -172,6 +174,9 @@ def build_job(traces: list[RankTrace], warnings: list[str], filters: Filters | N
     alignment = align(collectives.obs_instance, collectives.obs_rank, collectives.obs_start, collectives.obs_end,
                       sync, {r.rank: r.host for r in ranks})
     warnings += alignment.warnings
+    host_of_rank = {r.rank: r.host for r in ranks}
+    quality = assess(alignment, collectives.obs_instance, collectives.obs_rank, collectives.obs_end, sync, host_of_rank)
+    warnings += quality.warnings
     aligned_start = alignment.correct(collectives.obs_rank, collectives.obs_start)
     step_of = np.full(len(collectives), None, dtype=object)
     if filters.window_s is not None or filters.steps is not None:
@@ -180,7 +185,8 @@ def build_job(traces: list[RankTrace], warnings: list[str], filters: Filters | N
         aligned_start = alignment.correct(collectives.obs_rank, collectives.obs_start)
     aligned_end = alignment.correct(collectives.obs_rank, collectives.obs_end)
     timing = instance_timing(collectives.obs_instance, collectives.obs_rank, aligned_start, aligned_end)
-    return Job(ranks=ranks, traces=traces_of, ops=ops, collectives=collectives, alignment=alignment, timing=timing,
+    return Job(ranks=ranks, traces=traces_of, ops=ops, collectives=collectives, alignment=alignment,
+               alignment_quality=quality, timing=timing,
                aligned_start=aligned_start, aligned_end=aligned_end, step=step_of,
                timeline=Timeline(traces_of, alignment), warnings=warnings)
 
