@@ -200,6 +200,8 @@ class Collective:
     contention_excess_ns: int | None
     gpu_metrics: dict[str, float | None]
     step: str | None
+    # Where `bytes` came from; None where nothing recorded it (a warning says so).
+    bytes_source: Literal["record_param_comms", "nccl_net_nvtx"] | None = None
 
 
 @dataclass(frozen=True)
@@ -616,7 +618,7 @@ def build_result(job, attribution, inputs, tool_version: str, source: str = "") 
             compute_overlap_ns=int(ct.overlap[i]), sm_pressure=round(float(ct.sm_pressure[i]), 4),
             baseline_transfer_ns=_int_or_none(ct.baseline[i]), contention_excess_ns=_int_or_none(ct.excess[i]),
             gpu_metrics={f: None if np.isnan(v[i]) else round(float(v[i]), 2) for f, v in ct.metrics.items()},
-            step=job.step[i] if job.step is not None else None))
+            step=job.step[i] if job.step is not None else None, bytes_source=c.bytes_source[i]))
     inflicted = Counter()
     for straggler, cost in zip(t.straggler.tolist(), t.wait_cost.tolist()):
         inflicted[straggler] += cost

@@ -184,11 +184,31 @@ def build_job(traces: list[RankTrace], warnings: list[str], filters: Filters | N
         collectives, step_of = collectives.subset(keep), step_of[keep]
         aligned_start = alignment.correct(collectives.obs_rank, collectives.obs_start)
     aligned_end = alignment.correct(collectives.obs_rank, collectives.obs_end)
+    warnings += unsized_warnings(collectives)
     timing = instance_timing(collectives.obs_instance, collectives.obs_rank, aligned_start, aligned_end)
     return Job(ranks=ranks, traces=traces_of, ops=ops, collectives=collectives, alignment=alignment,
                alignment_quality=quality, timing=timing,
                aligned_start=aligned_start, aligned_end=aligned_end, step=step_of,
                timeline=Timeline(traces_of, alignment), warnings=warnings)
+
+
+def unsized_warnings(collectives: Collectives) -> list[str]:
+    """Why `bytes` (and so `busbw_gbps`) is null where it is."""
+    unsized = collectives.bytes < 0
+    sent = unsized & (collectives.wire_bytes >= 0)  # network sends recorded, but not by a ring
+    out = []
+    n = len(collectives)
+    if sent.any():
+        out.append(f"message size unknown for {int(sent.sum())} of {n} collectives whose network sends NCCL's NVTX "
+                   "recorded: they did not run as a ring (the kernel names another algorithm, e.g. TREE), and only a "
+                   "ring's sends give the size by the bus factor; bytes and busbw_gbps are null there")
+    rest = int((unsized & ~sent).sum())
+    if rest:
+        out.append(f"message size unknown for {rest} of {n} collective{'s' * (n != 1)}, so bytes and busbw_gbps are "
+                   "null: nothing in the capture records it (PyTorch profiler traces carry it in record_param_comms, "
+                   "NCCL's network NVTX in Data_Size marks; NCCL's NVTX payloads hold it only in exports made with "
+                   "--include-blobs, which are not read)")
+    return out
 
 
 def _select(collectives, aligned_start, ranks, traces, alignment, filters: Filters, warnings):
