@@ -53,6 +53,7 @@ def args_text(a):
     t += ["--no-sync-records"] if not a["sync_records"] else []
     t += ["--kineto-base-boundary"] if a["kineto_base_boundary"] else []
     t += [f"--report-clock-ns {a['report_clock_ns']}"] if a.get("report_clock_ns") else []
+    t += [f"--capture-stop {a['capture_stop']}"] if a.get("capture_stop") is not None else []
     return " ".join(t)
 
 
@@ -72,14 +73,21 @@ def boundary_t0(session_rel, host_of, offsets, drifts):
 def generate(out_dir, ranks=8, hosts=2, steps=10, kernels_per_step=64, buckets=4, scenario="mixed", seed=0,
              normalized_time=False, shuffle_rows=False, drift_ppm=0.0, nsys_version="2024.5",
              contention_ranks="one", force=False, format="nsys", kineto_base_boundary=False,  # noqa: A002
-             style="ddp", microbatches=4, stall="dataloader", sync_records=True, report_clock_ns=0):
+             style="ddp", microbatches=4, stall="dataloader", sync_records=True, report_clock_ns=0,
+             capture_stop=None):
     """Write rep_<rank>.sqlite (format "nsys") or rank_<rank>.json.gz (format "kineto") for every
     rank and truth.json into out_dir; return the truth.
 
     report_clock_ns: each report's own clock error, on top of its host's offset: rank r's recorded
     times are shifted by +-report_clock_ns x U(0.5, 1) (its own random stream), as when each
     process's profiler converts its timestamps to UTC on its own (the real FS24 sets: ranks of one
-    host end a collective milliseconds apart). 0: the ranks of a host share its clock exactly."""
+    host end a collective milliseconds apart). 0: the ranks of a host share its clock exactly.
+
+    capture_stop: a fraction f in (0, 1): every rank's profiler stops f of the way through the last
+    step (from the previous step's end to the last one's, true time), as a capture limited in time
+    does: calls not returned by then are not recorded, GPU work still running or queued is lost
+    although its launch call was recorded, and the step's range ends at the stop. The truth
+    (`capture_stop_ns`, `steps_cut`) still describes the whole run. None: the whole run."""
     if format not in FORMATS:
         raise ValueError(f"unknown format {format!r}; one of {', '.join(FORMATS)}")
     if format == "kineto" and (normalized_time or nsys_version != "2024.5"):
@@ -98,6 +106,8 @@ def generate(out_dir, ranks=8, hosts=2, steps=10, kernels_per_step=64, buckets=4
         raise ValueError("need ranks >= 2 and 1 <= hosts <= ranks")
     if report_clock_ns < 0:
         raise ValueError("report_clock_ns must be >= 0")
+    if capture_stop is not None and not (0 < capture_stop < 1 and steps >= 2):
+        raise ValueError("capture_stop must be a fraction strictly between 0 and 1, with 2 or more steps")
     if steps < 1 or kernels_per_step < 12 or buckets < 1 or microbatches < 1:
         raise ValueError("need steps >= 1, kernels_per_step >= 12, buckets >= 1, microbatches >= 1")
     out = Path(out_dir)
@@ -118,6 +128,8 @@ def generate(out_dir, ranks=8, hosts=2, steps=10, kernels_per_step=64, buckets=4
             "kineto_base_boundary": bool(kineto_base_boundary), "sync_records": bool(sync_records)}
     if report_clock_ns:  # only when used: the committed sets' truth and files stay as they were
         args["report_clock_ns"] = int(report_clock_ns)
+    if capture_stop is not None:
+        args["capture_stop"] = float(capture_stop)
     lay = job.lay
 
     # clocks, identities
@@ -133,6 +145,10 @@ def generate(out_dir, ranks=8, hosts=2, steps=10, kernels_per_step=64, buckets=4
 
     runs, colls, causes, whatif = build_truth(job, t0)
     r_all = runs["all"]
+    stop = None
+    if capture_stop is not None:
+        ends = whatif["actual"]["step_end_ns"]
+        stop = int(ends[-2] + capture_stop * (ends[-1] - ends[-2])) - t0  # true time, relative to t0
     generated_by = f"{SCRIPT} {args_text(args)}"
     rank_truth = []
     for r in range(ranks):
@@ -155,7 +171,7 @@ def generate(out_dir, ranks=8, hosts=2, steps=10, kernels_per_step=64, buckets=4
                 "nccl_channels": 16 if hosts > 1 else 32,
                 "init_ns": -600 * MS - n_comms * 360 * MS + int(irng.integers(0, 2 * MS)),
                 "init_durations": (350 * MS + irng.integers(0, MS, n_comms)).tolist()}
-        rec = RankRecords(job.progs[r], job.statics[r], r_all, seed)
+        rec = RankRecords(job.progs[r], job.statics[r], r_all, seed, stop)
         shuffle = _rng(seed, 5, r) if shuffle_rows else None
         ident = {"rank": r, "host": info["host"], "local_rank": lay.local_of[r], "pid": pid}
         if report_clock_ns:
@@ -199,6 +215,7 @@ def generate(out_dir, ranks=8, hosts=2, steps=10, kernels_per_step=64, buckets=4
         "hosts": {f"node{h}": {"offset_ns": offsets[h], "drift_ppm": drifts[h],
                                "ranks": [r for r in range(ranks) if lay.host_of[r] == h]} for h in range(hosts)},
         "ranks": rank_truth,
+        **({"capture_stop_ns": stop + t0, "steps_cut": [steps - 1]} if stop is not None else {}),
         "whatif": whatif,
         "causes": causes,
         "collectives": colls,
@@ -243,6 +260,8 @@ def main(argv=None):
                          "their baseTimeNanoseconds differ by one block (~91 days)")
     ap.add_argument("--report-clock-ns", type=int, default=0,
                     help="each report's own clock error (ns, up to this much either way) on top of its host's offset")
+    ap.add_argument("--capture-stop", type=float, default=None,
+                    help="stop every profiler this fraction of the way through the last step (GPU work in flight is lost)")
     ap.add_argument("--force", action="store_true", help="write into a non-empty OUT_DIR")
     a = ap.parse_args(argv)
     try:
@@ -251,7 +270,8 @@ def main(argv=None):
                          shuffle_rows=a.shuffle_rows, drift_ppm=a.drift_ppm, nsys_version=a.nsys_version,
                          contention_ranks=a.contention_ranks, force=a.force, format=a.format,
                          kineto_base_boundary=a.kineto_base_boundary, style=a.style, microbatches=a.microbatches,
-                         stall=a.stall, sync_records=not a.no_sync_records, report_clock_ns=a.report_clock_ns)
+                         stall=a.stall, sync_records=not a.no_sync_records, report_clock_ns=a.report_clock_ns,
+                         capture_stop=a.capture_stop)
     except (ValueError, FileExistsError) as e:
         print(f"generate_fixture: {e}", file=sys.stderr)
         return 2

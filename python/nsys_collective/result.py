@@ -349,6 +349,27 @@ class StepRow:
 
 
 @dataclass(frozen=True)
+class LeftOutStep:
+    __pydantic_config__ = _STRICT
+    step: str
+    reason: Literal["not_closed", "lost_gpu_work", "missing"]
+    ranks: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class StepSelectionInfo:
+    """Which training steps were analyzed (model.steps)."""
+
+    __pydantic_config__ = _STRICT
+    pattern: str
+    complete_only: bool
+    steps: tuple[str, ...]
+    analyzed: tuple[str, ...]
+    left_out: tuple[LeftOutStep, ...]
+    collectives_left_out: int
+
+
+@dataclass(frozen=True)
 class Document:
     """The `analyze --json` document."""
 
@@ -368,6 +389,8 @@ class Document:
     steps: tuple[StepRow, ...]
     findings: tuple[str, ...]
     warnings: tuple[str, ...]
+    # None where no rank marks a step (and in documents stored before it existed).
+    step_selection: StepSelectionInfo | None = None
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
@@ -579,6 +602,16 @@ def _whatif(w) -> WhatIfBlock | None:
         ideal=Saving(**w.ideal), causes=tuple(WhatIfCause(**c) for c in w.causes))
 
 
+def _step_selection(job) -> StepSelectionInfo | None:
+    sel = job.steps
+    if sel is None:
+        return None
+    return StepSelectionInfo(pattern=sel.pattern, complete_only=sel.complete_only, steps=sel.steps,
+                             analyzed=sel.kept if sel.restricts else sel.steps,
+                             left_out=tuple(LeftOutStep(lo.step, lo.reason, lo.ranks) for lo in sel.left_out),
+                             collectives_left_out=job.collectives_outside_steps)
+
+
 def _alignment_quality(q) -> AlignmentQuality:
     spread = q.same_clock_end_spread
     return AlignmentQuality(collectives=q.collectives, fitted=q.fitted, spread_shrunk=q.spread_shrunk,
@@ -661,6 +694,7 @@ def build_result(job, attribution, inputs, tool_version: str, source: str = "") 
         steps=tuple(StepRow(**s) for s in attribution.steps),
         findings=tuple(attribution.findings),
         warnings=tuple(job.warnings + attribution.warnings),
+        step_selection=_step_selection(job),
     )
     check_figures(document)  # a negative wait or a share of -511% is a bug, never an output
     evidence = Evidence(

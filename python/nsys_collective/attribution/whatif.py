@@ -39,8 +39,7 @@ import numpy as np
 from nsys_collective import _native
 from nsys_collective.attribution.causes import nvtx_family
 from nsys_collective.model.job import Job
-
-STEP_PATTERN = "ProfilerStep#*"
+from nsys_collective.model.steps import STEP_PATTERN
 # A kernel is a candidate when it ran at least this much longer than its reference, summed over its
 # runs (run-to-run jitter averages out in the sum: a real slowdown does not).
 MIN_SLOWDOWN = 0.05
@@ -203,6 +202,8 @@ def build_graph(job: Job, tolerance_ns: int, step_pattern: str | None = None) ->
     if not ranks or not len(job.collectives):
         return None
     step_names = _step_names(job, step_pattern or STEP_PATTERN)
+    if job.steps is not None and job.steps.restricts:  # steps left out as incomplete are no steps here
+        step_names = [n for n in step_names if n not in {lo.step for lo in job.steps.left_out}]
     step_index = {n: i for i, n in enumerate(step_names)}
     calls, ops, syncs, events = [], [], [], []
     op_offset, call_offset = {}, {}
