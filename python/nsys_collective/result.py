@@ -60,6 +60,14 @@ class RankRow:
     overlap_share: float | None
     first_ns: int | None
     last_ns: int | None
+    # Explanations (attribution: overlap, idle, host_sync); None in documents stored before them.
+    zero_overlap_cause: Literal["same_stream", "no_compute", "serialized"] | None = None
+    idle_ns: int | None = None
+    idle_host_wait_ns: int | None = None
+    idle_sync_wait_ns: int | None = None
+    idle_other_ns: int | None = None
+    host_sync_ns: int | None = None  # the rank's process's
+    host_sync_calls: int | None = None
 
 
 @dataclass(frozen=True)
@@ -636,7 +644,8 @@ def build_result(job, attribution, inputs, tool_version: str, source: str = "") 
             clock_offset_ns=a.rank_offset_ns(r.rank) if fitted else None,
             clock_drift_ppm=a.rank_drift_ppm(r.rank) if fitted else None,
             kernels=r.kernels, nccl_kernels=r.nccl_kernels, nccl_time_ns=r.nccl_time_ns,
-            compute_overlap_ns=r.compute_overlap_ns, overlap_share=r.overlap_share, first_ns=r.first_ns, last_ns=r.last_ns))
+            compute_overlap_ns=r.compute_overlap_ns, overlap_share=r.overlap_share, first_ns=r.first_ns, last_ns=r.last_ns,
+            **attribution.ranks.get(r.rank, {})))
     collectives = []
     for i in range(len(c)):
         op, n = job.op_name(i), int(c.nranks[i])
