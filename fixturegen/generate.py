@@ -52,6 +52,8 @@ def args_text(a):
     t += ["--shuffle-rows"] if a["shuffle_rows"] else []
     t += ["--no-sync-records"] if not a["sync_records"] else []
     t += ["--kineto-base-boundary"] if a["kineto_base_boundary"] else []
+    t += [f"--report-clock-ns {a['report_clock_ns']}"] if a.get("report_clock_ns") else []
+    t += [f"--capture-stop {a['capture_stop']}"] if a.get("capture_stop") is not None else []
     return " ".join(t)
 
 
@@ -71,9 +73,21 @@ def boundary_t0(session_rel, host_of, offsets, drifts):
 def generate(out_dir, ranks=8, hosts=2, steps=10, kernels_per_step=64, buckets=4, scenario="mixed", seed=0,
              normalized_time=False, shuffle_rows=False, drift_ppm=0.0, nsys_version="2024.5",
              contention_ranks="one", force=False, format="nsys", kineto_base_boundary=False,  # noqa: A002
-             style="ddp", microbatches=4, stall="dataloader", sync_records=True):
+             style="ddp", microbatches=4, stall="dataloader", sync_records=True, report_clock_ns=0,
+             capture_stop=None):
     """Write rep_<rank>.sqlite (format "nsys") or rank_<rank>.json.gz (format "kineto") for every
-    rank and truth.json into out_dir; return the truth."""
+    rank and truth.json into out_dir; return the truth.
+
+    report_clock_ns: each report's own clock error, on top of its host's offset: rank r's recorded
+    times are shifted by +-report_clock_ns x U(0.5, 1) (its own random stream), as when each
+    process's profiler converts its timestamps to UTC on its own (the real FS24 sets: ranks of one
+    host end a collective milliseconds apart). 0: the ranks of a host share its clock exactly.
+
+    capture_stop: a fraction f in (0, 1): every rank's profiler stops f of the way through the last
+    step (from the previous step's end to the last one's, true time), as a capture limited in time
+    does: calls not returned by then are not recorded, GPU work still running or queued is lost
+    although its launch call was recorded, and the step's range ends at the stop. The truth
+    (`capture_stop_ns`, `steps_cut`) still describes the whole run. None: the whole run."""
     if format not in FORMATS:
         raise ValueError(f"unknown format {format!r}; one of {', '.join(FORMATS)}")
     if format == "kineto" and (normalized_time or nsys_version != "2024.5"):
@@ -90,6 +104,10 @@ def generate(out_dir, ranks=8, hosts=2, steps=10, kernels_per_step=64, buckets=4
         raise ValueError(f"unknown stall kind {stall!r}; one of {', '.join(STALL_KINDS)}")
     if ranks < 2 or not 1 <= hosts <= ranks:
         raise ValueError("need ranks >= 2 and 1 <= hosts <= ranks")
+    if report_clock_ns < 0:
+        raise ValueError("report_clock_ns must be >= 0")
+    if capture_stop is not None and not (0 < capture_stop < 1 and steps >= 2):
+        raise ValueError("capture_stop must be a fraction strictly between 0 and 1, with 2 or more steps")
     if steps < 1 or kernels_per_step < 12 or buckets < 1 or microbatches < 1:
         raise ValueError("need steps >= 1, kernels_per_step >= 12, buckets >= 1, microbatches >= 1")
     out = Path(out_dir)
@@ -108,6 +126,10 @@ def generate(out_dir, ranks=8, hosts=2, steps=10, kernels_per_step=64, buckets=4
             "normalized_time": normalized_time, "shuffle_rows": shuffle_rows, "drift_ppm": float(drift_ppm),
             "nsys_version": nsys_version, "contention_ranks": contention_ranks, "format": format,
             "kineto_base_boundary": bool(kineto_base_boundary), "sync_records": bool(sync_records)}
+    if report_clock_ns:  # only when used: the committed sets' truth and files stay as they were
+        args["report_clock_ns"] = int(report_clock_ns)
+    if capture_stop is not None:
+        args["capture_stop"] = float(capture_stop)
     lay = job.lay
 
     # clocks, identities
@@ -123,6 +145,10 @@ def generate(out_dir, ranks=8, hosts=2, steps=10, kernels_per_step=64, buckets=4
 
     runs, colls, causes, whatif = build_truth(job, t0)
     r_all = runs["all"]
+    stop = None
+    if capture_stop is not None:
+        ends = whatif["actual"]["step_end_ns"]
+        stop = int(ends[-2] + capture_stop * (ends[-1] - ends[-2])) - t0  # true time, relative to t0
     generated_by = f"{SCRIPT} {args_text(args)}"
     rank_truth = []
     for r in range(ranks):
@@ -131,18 +157,25 @@ def generate(out_dir, ranks=8, hosts=2, steps=10, kernels_per_step=64, buckets=4
         gpid = GLOBAL_VID | (pid << 24)
         irng = _rng(seed, 9, r)
         n_comms = sum(1 for c in lay.comms if r in c.ranks)
+        report_error = 0
+        if report_clock_ns:
+            crng = _rng(seed, 12, r)
+            report_error = int(crng.choice([-1, 1]) * crng.uniform(0.5, 1.0) * report_clock_ns)
+        offset = offsets[h] + report_error
         info = {"rank": r, "host": f"node{h}", "host_index": h, "local_rank": lay.local_of[r],
                 "device": lay.local_of[r], "gpus_on_host": lay.sizes[h], "pid": pid, "global_pid": gpid,
-                "global_tid": gpid | pid, "offset_ns": offsets[h], "drift_ppm": drifts[h], "t0_ns": t0,
-                "utc_epoch_ns": int(clock(session_rel[r], offsets[h], drifts[h], t0)),
+                "global_tid": gpid | pid, "offset_ns": offset, "drift_ppm": drifts[h], "t0_ns": t0,
+                "utc_epoch_ns": int(clock(session_rel[r], offset, drifts[h], t0)),
                 "system_clock_ns": 28_254_349_605 + int(session_rel[r] % 10**9),
                 "gpu_uuids": host_uuids[h], "session_uuid": session_uuids[r],
                 "nccl_channels": 16 if hosts > 1 else 32,
                 "init_ns": -600 * MS - n_comms * 360 * MS + int(irng.integers(0, 2 * MS)),
                 "init_durations": (350 * MS + irng.integers(0, MS, n_comms)).tolist()}
-        rec = RankRecords(job.progs[r], job.statics[r], r_all, seed)
+        rec = RankRecords(job.progs[r], job.statics[r], r_all, seed, stop)
         shuffle = _rng(seed, 5, r) if shuffle_rows else None
         ident = {"rank": r, "host": info["host"], "local_rank": lay.local_of[r], "pid": pid}
+        if report_clock_ns:
+            ident["report_clock_error_ns"] = report_error
         if format == "kineto":
             # Kineto's base: the wall clock at program load (this rank's own clock), floored to a block
             info["base_time_ns"] = info["utc_epoch_ns"] - info["utc_epoch_ns"] % KINETO_BLOCK_NS
@@ -182,6 +215,7 @@ def generate(out_dir, ranks=8, hosts=2, steps=10, kernels_per_step=64, buckets=4
         "hosts": {f"node{h}": {"offset_ns": offsets[h], "drift_ppm": drifts[h],
                                "ranks": [r for r in range(ranks) if lay.host_of[r] == h]} for h in range(hosts)},
         "ranks": rank_truth,
+        **({"capture_stop_ns": stop + t0, "steps_cut": [steps - 1]} if stop is not None else {}),
         "whatif": whatif,
         "causes": causes,
         "collectives": colls,
@@ -224,6 +258,10 @@ def main(argv=None):
     ap.add_argument("--kineto-base-boundary", action="store_true",
                     help="start the ranks' programs on either side of a Kineto base-time block boundary, so "
                          "their baseTimeNanoseconds differ by one block (~91 days)")
+    ap.add_argument("--report-clock-ns", type=int, default=0,
+                    help="each report's own clock error (ns, up to this much either way) on top of its host's offset")
+    ap.add_argument("--capture-stop", type=float, default=None,
+                    help="stop every profiler this fraction of the way through the last step (GPU work in flight is lost)")
     ap.add_argument("--force", action="store_true", help="write into a non-empty OUT_DIR")
     a = ap.parse_args(argv)
     try:
@@ -232,7 +270,8 @@ def main(argv=None):
                          shuffle_rows=a.shuffle_rows, drift_ppm=a.drift_ppm, nsys_version=a.nsys_version,
                          contention_ranks=a.contention_ranks, force=a.force, format=a.format,
                          kineto_base_boundary=a.kineto_base_boundary, style=a.style, microbatches=a.microbatches,
-                         stall=a.stall, sync_records=not a.no_sync_records)
+                         stall=a.stall, sync_records=not a.no_sync_records, report_clock_ns=a.report_clock_ns,
+                         capture_stop=a.capture_stop)
     except (ValueError, FileExistsError) as e:
         print(f"generate_fixture: {e}", file=sys.stderr)
         return 2

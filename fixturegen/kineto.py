@@ -198,7 +198,7 @@ def write_rank(path, rec, info, lay, args, generated_by, seed):
         records.append((ts, kx(category, name, pid, tid, ts, te - ts,
                                {"External id": int(ext_of_row[i]), "cbid": cbid, "correlation": c})))
         records.append((ts, kflow("s" if flow_start else "f", c, pid, tid, ts)))
-    work = np.flatnonzero(rec.act & (gk >= G_KERNEL) & (gk <= G_MEMSET))
+    work = np.flatnonzero(rec.gpu_act & (gk >= G_KERNEL) & (gk <= G_MEMSET))
     g_ts = rel(rec.gs[work]).tolist()
     g_te = rel(rec.ge[work]).tolist()
     n_sm = 132

@@ -164,7 +164,7 @@ def write_rank(path, rec, info, args, generated_by, shuffle_rng):
 
     # --- kernels: the per-row values go through a temporary table, the per-kernel ones are joined in
     # SQL (a million 28-column rows bind 4x fewer Python values this way)
-    kidx = np.flatnonzero(act & ((gk == G_KERNEL) | (gk == G_NCCL)))
+    kidx = np.flatnonzero(rec.gpu_act & ((gk == G_KERNEL) | (gk == G_NCCL)))
     ko = kidx[order(rec.gs[kidx])]
     is_nccl = gk[ko] == G_NCCL
     n_k = len(ko)
@@ -202,7 +202,7 @@ def write_rank(path, rec, info, args, generated_by, shuffle_rng):
     db.execute("DROP TABLE temp.spec")
 
     # --- memcpys: pinned H2D (the batch), D2H into pageable memory (.item())
-    cidx = np.flatnonzero(act & ((gk == G_H2D) | (gk == G_D2H)))
+    cidx = np.flatnonzero(rec.gpu_act & ((gk == G_H2D) | (gk == G_D2H)))
     co = cidx[order(rec.gs[cidx])]
     n_c = len(co)
     h2d = gk[co] == G_H2D
@@ -217,7 +217,7 @@ def write_rank(path, rec, info, args, generated_by, shuffle_rng):
     _insert(db, "CUPTI_ACTIVITY_KIND_MEMCPY", mcols, zip(*mdata))
 
     # --- memsets
-    sidx = np.flatnonzero(act & (gk == G_MEMSET))
+    sidx = np.flatnonzero(rec.gpu_act & (gk == G_MEMSET))
     so = sidx[order(rec.gs[sidx])]
     n_s = len(so)
     _insert(db, "CUPTI_ACTIVITY_KIND_MEMSET",

@@ -37,12 +37,16 @@ def pad_fraction(depth):
 class RankRecords:
     """A rank's recorded run. Row-indexed arrays are the program's; only active rows are recorded."""
 
-    def __init__(self, prog, static, r, seed):
+    def __init__(self, prog, static, r, seed, stop=None):
+        """stop: when the profiler stopped (true time, relative to t0), None for a whole run: a
+        call (or host work) not ended by then is not recorded, nor is GPU work not ended by then
+        even when its call was (lost in flight), and ranges still open end at the stop."""
         rank = prog.rank
         self.prog = prog
-        act = r.act[rank]
-        self.act = act
         self.hs, self.he, self.gs, self.ge = r.hs[rank], r.he[rank], r.gs[rank], r.ge[rank]
+        act = r.act[rank] if stop is None else r.act[rank] & (self.he <= stop)
+        self.act = act
+        self.gpu_act = act if stop is None else act & (self.ge <= stop)  # recorded GPU work (rows with some)
         api = prog.api
         self.calls = np.flatnonzero(act & (api != A_HOST))
         corr = np.full(prog.n, -1, np.int64)
@@ -60,6 +64,10 @@ class RankRecords:
         first, last = self.rg["first"], self.rg["last"]
         self.rg_start = self.hs[first] - np.floor(prog.gap[first] * f).astype(np.int64)
         self.rg_end = self.he[last] + np.floor(gap_next[last] * f).astype(np.int64)
+        if stop is not None:  # ranges begun before the stop end at it at the latest; later ones are not there
+            opened = self.rg_start < stop
+            self.rg = {k: v[opened] for k, v in self.rg.items()}
+            self.rg_start, self.rg_end = self.rg_start[opened], np.minimum(self.rg_end[opened], stop)
         meta = prog.range_meta
         flags = np.array([m.flags for m in meta], np.int64)
         self.rg_nvtx = (flags[self.rg["meta"]] & R_NVTX) > 0

@@ -20,7 +20,7 @@ from nsys_collective.model.job import Filters
 from nsys_collective.result import Result
 
 DEFAULT_DB = "sqlite:///collectivetrace.db"
-FILTERS = {"ranks", "hosts", "window_s", "steps"}
+FILTERS = {"ranks", "hosts", "window_s", "steps", "keep_all"}
 PathLike = str | os.PathLike
 
 
@@ -43,7 +43,8 @@ def load(source: PathLike | Sequence[PathLike] | int, *, db: str | None = None, 
     nsys: the nsys executable that exports reports (default: nsys on PATH).
     filters (paths only), as `analyze`'s options: ranks (iterable of ints, or '0-3,7'),
     hosts (iterable of patterns, or 'node1,node2*'), window_s ((start, end) seconds from the start
-    of the capture), steps (an NVTX range name pattern such as 'ProfilerStep#*').
+    of the capture), steps (an NVTX range name pattern; default 'ProfilerStep#*': only the collectives
+    of complete steps count where ranks mark steps), keep_all (True: every collective, as --all).
 
     Raises InputError (nsys_collective.InputError) for unusable input: a missing path, an export
     that is not one, an unknown run id.
@@ -65,7 +66,7 @@ def load(source: PathLike | Sequence[PathLike] | int, *, db: str | None = None, 
     return analyze(paths, _filters(**filters), nsys=nsys)
 
 
-def _filters(ranks=None, hosts=None, window_s=None, steps=None) -> Filters:
+def _filters(ranks=None, hosts=None, window_s=None, steps=None, keep_all=False) -> Filters:
     """model.job.Filters from load()'s keyword arguments, which also take analyze's text forms."""
     if isinstance(ranks, str):
         ranks = Filters.parse(ranks=ranks).ranks  # intervals: '0-99999999999' is two numbers
@@ -74,4 +75,5 @@ def _filters(ranks=None, hosts=None, window_s=None, steps=None) -> Filters:
     if isinstance(hosts, str):
         hosts = Filters.parse(hosts=hosts).hosts
     return Filters(ranks=ranks, hosts=None if hosts is None else list(hosts),
-                   window_s=None if window_s is None else (float(window_s[0]), float(window_s[1])), steps=steps)
+                   window_s=None if window_s is None else (float(window_s[0]), float(window_s[1])), steps=steps,
+                   keep_all=bool(keep_all))

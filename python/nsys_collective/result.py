@@ -60,6 +60,14 @@ class RankRow:
     overlap_share: float | None
     first_ns: int | None
     last_ns: int | None
+    # Explanations (attribution: overlap, idle, host_sync); None in documents stored before them.
+    zero_overlap_cause: Literal["same_stream", "no_compute", "serialized"] | None = None
+    idle_ns: int | None = None
+    idle_host_wait_ns: int | None = None
+    idle_sync_wait_ns: int | None = None
+    idle_other_ns: int | None = None
+    host_sync_ns: int | None = None  # the rank's process's
+    host_sync_calls: int | None = None
 
 
 @dataclass(frozen=True)
@@ -85,6 +93,19 @@ class RanksClock(HostClock):
 
 
 @dataclass(frozen=True)
+class AlignmentQuality:
+    """How far to trust the clock fit (model.alignment_quality)."""
+
+    __pydantic_config__ = _STRICT
+    collectives: int
+    fitted: bool
+    spread_shrunk: bool | None
+    same_clock_end_spread_ns: Spread | None
+    tolerance_ns: int
+    issues: tuple[Literal["few_collectives", "spread_not_shrunk", "same_clock_ranks_disagree"], ...]
+
+
+@dataclass(frozen=True)
 class AlignmentInfo:
     __pydantic_config__ = _STRICT
     method: str
@@ -96,6 +117,7 @@ class AlignmentInfo:
     violations_after: int
     drift_fitted: bool
     instances_used: int
+    quality: AlignmentQuality | None = None  # None in documents stored before it existed
 
 
 @dataclass(frozen=True)
@@ -186,6 +208,8 @@ class Collective:
     contention_excess_ns: int | None
     gpu_metrics: dict[str, float | None]
     step: str | None
+    # Where `bytes` came from; None where nothing recorded it (a warning says so).
+    bytes_source: Literal["record_param_comms", "nccl_net_nvtx"] | None = None
 
 
 @dataclass(frozen=True)
@@ -333,6 +357,27 @@ class StepRow:
 
 
 @dataclass(frozen=True)
+class LeftOutStep:
+    __pydantic_config__ = _STRICT
+    step: str
+    reason: Literal["not_closed", "lost_gpu_work", "missing"]
+    ranks: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class StepSelectionInfo:
+    """Which training steps were analyzed (model.steps)."""
+
+    __pydantic_config__ = _STRICT
+    pattern: str
+    complete_only: bool
+    steps: tuple[str, ...]
+    analyzed: tuple[str, ...]
+    left_out: tuple[LeftOutStep, ...]
+    collectives_left_out: int
+
+
+@dataclass(frozen=True)
 class Document:
     """The `analyze --json` document."""
 
@@ -352,6 +397,8 @@ class Document:
     steps: tuple[StepRow, ...]
     findings: tuple[str, ...]
     warnings: tuple[str, ...]
+    # None where no rank marks a step (and in documents stored before it existed).
+    step_selection: StepSelectionInfo | None = None
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
@@ -563,6 +610,23 @@ def _whatif(w) -> WhatIfBlock | None:
         ideal=Saving(**w.ideal), causes=tuple(WhatIfCause(**c) for c in w.causes))
 
 
+def _step_selection(job) -> StepSelectionInfo | None:
+    sel = job.steps
+    if sel is None:
+        return None
+    return StepSelectionInfo(pattern=sel.pattern, complete_only=sel.complete_only, steps=sel.steps,
+                             analyzed=sel.kept if sel.restricts else sel.steps,
+                             left_out=tuple(LeftOutStep(lo.step, lo.reason, lo.ranks) for lo in sel.left_out),
+                             collectives_left_out=job.collectives_outside_steps)
+
+
+def _alignment_quality(q) -> AlignmentQuality:
+    spread = q.same_clock_end_spread
+    return AlignmentQuality(collectives=q.collectives, fitted=q.fitted, spread_shrunk=q.spread_shrunk,
+                            same_clock_end_spread_ns=Spread(**spread.as_dict()) if spread else None,
+                            tolerance_ns=q.tolerance_ns, issues=q.issues)
+
+
 def build_result(job, attribution, inputs, tool_version: str, source: str = "") -> Result:
     """The result of a job (model.job.Job), its attribution (attribution.Attribution) and its
     inputs (model.trace.InputFacts, in input order)."""
@@ -580,7 +644,8 @@ def build_result(job, attribution, inputs, tool_version: str, source: str = "") 
             clock_offset_ns=a.rank_offset_ns(r.rank) if fitted else None,
             clock_drift_ppm=a.rank_drift_ppm(r.rank) if fitted else None,
             kernels=r.kernels, nccl_kernels=r.nccl_kernels, nccl_time_ns=r.nccl_time_ns,
-            compute_overlap_ns=r.compute_overlap_ns, overlap_share=r.overlap_share, first_ns=r.first_ns, last_ns=r.last_ns))
+            compute_overlap_ns=r.compute_overlap_ns, overlap_share=r.overlap_share, first_ns=r.first_ns, last_ns=r.last_ns,
+            **attribution.ranks.get(r.rank, {})))
     collectives = []
     for i in range(len(c)):
         op, n = job.op_name(i), int(c.nranks[i])
@@ -595,7 +660,7 @@ def build_result(job, attribution, inputs, tool_version: str, source: str = "") 
             compute_overlap_ns=int(ct.overlap[i]), sm_pressure=round(float(ct.sm_pressure[i]), 4),
             baseline_transfer_ns=_int_or_none(ct.baseline[i]), contention_excess_ns=_int_or_none(ct.excess[i]),
             gpu_metrics={f: None if np.isnan(v[i]) else round(float(v[i]), 2) for f, v in ct.metrics.items()},
-            step=job.step[i] if job.step is not None else None))
+            step=job.step[i] if job.step is not None else None, bytes_source=c.bytes_source[i]))
     inflicted = Counter()
     for straggler, cost in zip(t.straggler.tolist(), t.wait_cost.tolist()):
         inflicted[straggler] += cost
@@ -618,7 +683,8 @@ def build_result(job, attribution, inputs, tool_version: str, source: str = "") 
             end_spread_ns_before=Spread(**a.spread_before.as_dict()) if a.spread_before else None,
             end_spread_ns_after=Spread(**a.spread_after.as_dict()) if a.spread_after else None,
             violations_before=a.violations_before, violations_after=a.violations_after,
-            drift_fitted=a.drift_fitted, instances_used=a.instances_used),
+            drift_fitted=a.drift_fitted, instances_used=a.instances_used,
+            quality=_alignment_quality(job.alignment_quality)),
         collectives=tuple(collectives),
         blocking_kernels=tuple(BlockingKernel(**e) for e in b.kernels),
         blocking_launches=tuple(BlockingLaunch(**e) for e in b.launches),
@@ -637,6 +703,7 @@ def build_result(job, attribution, inputs, tool_version: str, source: str = "") 
         steps=tuple(StepRow(**s) for s in attribution.steps),
         findings=tuple(attribution.findings),
         warnings=tuple(job.warnings + attribution.warnings),
+        step_selection=_step_selection(job),
     )
     check_figures(document)  # a negative wait or a share of -511% is a bug, never an output
     evidence = Evidence(

@@ -20,11 +20,11 @@ def most_alive_while_mapping(folder, threads: int, monkeypatch) -> tuple[int, st
     most = 0
     read = formats.read
 
-    def counting(paths, threads=None):
+    def counting(paths, *args):
         nonlocal most
         gc.collect()
         before = sum(r() is not None for r in alive)
-        exports = read(paths, threads)
+        exports = read(paths, *args)
         alive.extend(weakref.ref(e) for e in exports)
         most = max(most, before + len(exports))
         return exports

@@ -1,5 +1,6 @@
 """Attribution (method.md sections 4 and 5): what blocked each collective (blocking), what slowed
-its transfer (contention, with GPU metrics), per-step results and the findings in plain words.
+its transfer (contention, with GPU metrics), per-step results, per-rank explanations (why overlap
+is zero, where the GPU sat idle, how long the host synchronized) and the findings in plain words.
 It works on the model (`model.job.Job`) only, never on raw capture columns."""
 
 from __future__ import annotations
@@ -8,6 +9,9 @@ from dataclasses import dataclass
 
 from nsys_collective.attribution import blocking, contention, whatif
 from nsys_collective.attribution.findings import findings
+from nsys_collective.attribution.host_sync import host_sync
+from nsys_collective.attribution.idle import idle_split
+from nsys_collective.attribution.overlap import same_stream_finding, zero_overlap
 from nsys_collective.attribution.steps import per_step
 from nsys_collective.model.job import Job
 
@@ -19,6 +23,19 @@ class Attribution:
     steps: list[dict]
     findings: list[str]
     warnings: list[str]
+    ranks: dict[int, dict]  # per rank number: zero_overlap_cause, idle split, host synchronization
+
+
+def explain_ranks(job: Job) -> tuple[dict[int, dict], str | None]:
+    """Per rank: why its overlap is zero, its idle split and its process's host synchronization
+    time; and the finding sentence for ranks whose NCCL shares the compute stream."""
+    out, notes = {}, {}
+    for r in job.ranks:
+        trace = job.traces[r.rank]
+        notes[r.rank] = zero_overlap(trace, job.steps, r.rank, r.compute_overlap_ns, r.nccl_time_ns)
+        out[r.rank] = {"zero_overlap_cause": notes[r.rank][0], **idle_split(trace, job.steps, r.rank),
+                       **host_sync(trace, job.steps, r.rank)}
+    return out, same_stream_finding(notes)
 
 
 def attribute(job: Job, step_pattern: str | None = None) -> Attribution:
@@ -27,4 +44,6 @@ def attribute(job: Job, step_pattern: str | None = None) -> Attribution:
     w = whatif.analyze(job, ct.kind, tolerance, step_pattern)
     b = blocking.attribute(job, w, tolerance)
     warnings = ct.warnings + (w.warnings if w else [])
-    return Attribution(blocking=b, contention=ct, steps=per_step(job, b), findings=findings(job, b, ct), warnings=warnings)
+    ranks, same_stream = explain_ranks(job)
+    said = findings(job, b, ct) + ([same_stream] if same_stream else [])
+    return Attribution(blocking=b, contention=ct, steps=per_step(job, b), findings=said, warnings=warnings, ranks=ranks)

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import re
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -40,8 +39,8 @@ import numpy as np
 from nsys_collective import _native
 from nsys_collective.attribution.causes import nvtx_family
 from nsys_collective.model.job import Job
-
-STEP_PATTERN = "ProfilerStep#*"
+from nsys_collective.model.steps import STEP_PATTERN
+from nsys_collective.model.stream_waits import stream_waits_from_calls
 # A kernel is a candidate when it ran at least this much longer than its reference, summed over its
 # runs (run-to-run jitter averages out in the sum: a real slowdown does not).
 MIN_SLOWDOWN = 0.05
@@ -151,63 +150,14 @@ def _step_names(job: Job, pattern: str) -> list[str]:
     return sorted(first, key=first.get)
 
 
-_EVENT_RECORD = re.compile(r"^(cudaEventRecord(WithFlags)?|cuEventRecord(WithFlags)?)(_v\d+|_ptsz)?$")
-_STREAM_WAIT = re.compile(r"^(cudaStreamWaitEvent|cuStreamWaitEvent)(_v\d+|_ptsz)?$")
-
-
-def _stream_waits_from_calls(trace) -> tuple[dict | None, dict | None]:
-    """Stream waits inferred where the capture recorded none (no SYNCHRONIZATION or CUDA_EVENT
-    rows, no Kineto cuda_sync): a `cudaStreamWaitEvent` waits for the latest `cudaEventRecord`
-    before it on the same thread that recorded another stream; the recording stream is the one the
-    thread last launched work on before the record, the waiting stream the one it next launches
-    work on. PyTorch records and waits on the thread that launches (DDP's reducer, FSDP's
-    prefetch, tensor-parallel collectives). Marked inferred: the fidelity counts them so."""
-    calls, gpu = trace.calls, trace.gpu
-    names = trace.names(calls.name)
-    is_record = np.array([bool(n and _EVENT_RECORD.match(n)) for n in names.tolist()], dtype=bool)
-    is_wait = np.array([bool(n and _STREAM_WAIT.match(n)) for n in names.tolist()], dtype=bool)
-    if not is_record.any() or not is_wait.any():
-        return None, None
-    rec_call, rec_stream, wait_call, wait_stream, wait_record = [], [], [], [], []
-    for t in np.unique(calls.tid[is_record | is_wait]).tolist():
-        launched = np.flatnonzero((gpu.launch_tid == t) & (gpu.launch >= 0))
-        order = launched[np.argsort(gpu.launch[launched], kind="stable")]
-        when, stream = gpu.launch[order], gpu.stream[order]
-        if not len(order):
-            continue
-        records = np.flatnonzero(is_record & (calls.tid == t))
-        before = np.searchsorted(when, calls.start[records], side="left") - 1
-        records, r_stream = records[before >= 0], stream[before[before >= 0]]
-        waits = np.flatnonzero(is_wait & (calls.tid == t))
-        after = np.searchsorted(when, calls.start[waits], side="right")
-        waits, w_stream = waits[after < len(order)], stream[after[after < len(order)]]
-        for wait, ws in zip(waits.tolist(), w_stream.tolist()):
-            earlier = np.flatnonzero((calls.start[records] <= calls.start[wait]) & (r_stream != ws))
-            if len(earlier):
-                k = int(earlier[-1])
-                rec_call.append(int(records[k]))
-                rec_stream.append(int(r_stream[k]))
-                wait_call.append(wait)
-                wait_stream.append(ws)
-                wait_record.append(len(rec_call) - 1)
-    if not wait_call:
-        return None, None
-    rec_call, wait_call = np.array(rec_call, np.int64), np.array(wait_call, np.int64)
-    event = np.arange(len(rec_call), dtype=np.int64)  # each pairing its own event id
-    events = {"stream": np.array(rec_stream, np.int64), "event": event, "correlation": calls.correlation[rec_call]}
-    syncs = {"kind": np.full(len(wait_call), 2, np.int64), "stream": np.array(wait_stream, np.int64),
-             "event": event[np.array(wait_record, np.int64)], "correlation": calls.correlation[wait_call],
-             "record_correlation": calls.correlation[rec_call[np.array(wait_record, np.int64)]],
-             "inferred": np.ones(len(wait_call), np.int64)}
-    return syncs, events
-
-
 def build_graph(job: Job, tolerance_ns: int, step_pattern: str | None = None) -> _Graph | None:
     """The job's ReplayGraph (None when there is nothing to replay: no collective, no GPU work)."""
     ranks = [r.rank for r in job.ranks if job.traces[r.rank].gpu is not None]
     if not ranks or not len(job.collectives):
         return None
     step_names = _step_names(job, step_pattern or STEP_PATTERN)
+    if job.steps is not None and job.steps.restricts:  # steps left out as incomplete are no steps here
+        step_names = [n for n in step_names if n not in {lo.step for lo in job.steps.left_out}]
     step_index = {n: i for i, n in enumerate(step_names)}
     calls, ops, syncs, events = [], [], [], []
     op_offset, call_offset = {}, {}
@@ -239,7 +189,7 @@ def build_graph(job: Job, tolerance_ns: int, step_pattern: str | None = None) ->
                       "segment": np.full(len(early), -1)})
         recorded_syncs, recorded_events = trace.syncs, trace.events
         if recorded_syncs is None or not len(recorded_syncs["correlation"]):
-            recorded_syncs, recorded_events = _stream_waits_from_calls(trace)
+            recorded_syncs, recorded_events = stream_waits_from_calls(trace)
         for table, rows in ((syncs, recorded_syncs), (events, recorded_events)):
             if rows is not None and len(rows["correlation"]):
                 table.append({"rank": np.full(len(rows["correlation"]), dense), **rows})

@@ -28,7 +28,8 @@ def analyze(
     ranks: str = typer.Option(None, "--ranks", help="Only these ranks, e.g. 0-3,7."),
     hosts: str = typer.Option(None, "--hosts", help="Only ranks on these hosts (comma-separated, wildcards allowed)."),
     window: str = typer.Option(None, "--window", help="Only collectives starting in START:END, seconds from the start of the capture."),
-    steps: str = typer.Option(None, "--steps", help="Only collectives inside NVTX ranges matching this pattern, with per-step results, e.g. 'ProfilerStep#*'."),
+    steps: str = typer.Option(None, "--steps", help="Steps are the NVTX ranges matching this pattern (default 'ProfilerStep#*'): only collectives inside complete ones, with per-step results."),
+    keep_all: bool = typer.Option(False, "--all", help="Keep every collective: incomplete steps and what lies outside steps too."),
     nsys: str = typer.Option(None, "--nsys", help="The nsys executable used to export reports (default: nsys on PATH)."),
     cache_dir: Path = typer.Option(None, "--cache-dir", help="Where report exports go when not beside the report."),
     threads: int = typer.Option(None, "--threads", help="Exports read at once (default: all cores; at most 4 per core)."),
@@ -38,7 +39,7 @@ def analyze(
     """Analyze the NCCL collectives of a job: one export or report per rank, or one with many ranks."""
     with error_edge():
         try:
-            filters = Filters.parse(ranks=ranks, hosts=hosts, window=window, steps=steps)
+            filters = Filters.parse(ranks=ranks, hosts=hosts, window=window, steps=steps, keep_all=keep_all)
         except ValueError as e:
             raise InputError(str(e)) from None
         pipeline.check_threads(threads)

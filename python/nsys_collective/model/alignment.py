@@ -102,8 +102,14 @@ def _spread(inst: np.ndarray, end: np.ndarray) -> Spread | None:
     np.maximum.at(hi, inst, end)
     np.minimum.at(lo, inst, end)
     present = hi >= lo
-    spread = (hi - lo)[present]
-    return Spread(int(np.percentile(spread, 50)), int(np.percentile(spread, 95)), int(spread.max()))
+    return spread_of((hi - lo)[present])
+
+
+def spread_of(spreads: np.ndarray) -> Spread | None:
+    """Median, 95th percentile and maximum of some spreads (None for none)."""
+    if len(spreads) == 0:
+        return None
+    return Spread(int(np.percentile(spreads, 50)), int(np.percentile(spreads, 95)), int(spreads.max()))
 
 
 def count_violations(inst: np.ndarray, start: np.ndarray, end: np.ndarray) -> int:

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import fnmatch
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
 
 from nsys_collective.errors import InputError
 from nsys_collective.model.alignment import Alignment, align
+from nsys_collective.model.alignment_quality import Quality, assess
 from nsys_collective.model.matching import Collectives, match
 from nsys_collective.model.nccl import OPS, SYNC_OPS, NcclOps
+from nsys_collective.model.activity import overlap_figures
 from nsys_collective.model.ranks import Rank, number_ranks
+from nsys_collective.model.steps import StepSelection, instance_steps, select_steps
 from nsys_collective.model.timeline import Timeline
 from nsys_collective.model.timing import Timing, instance_timing
 from nsys_collective.model.trace import RankTrace
@@ -31,12 +34,15 @@ class Job:
     ops: dict[int, NcclOps]
     collectives: Collectives
     alignment: Alignment
+    alignment_quality: Quality
     timing: Timing
     aligned_start: np.ndarray  # per observation of `collectives`
     aligned_end: np.ndarray
-    step: np.ndarray  # per instance: the training step (NVTX range name) it ran in, with --steps; else None
+    step: np.ndarray  # per instance: the training step (NVTX range name) it was launched in; else None
     timeline: Timeline  # each rank's GPU work on the aligned clock, built on first use
     warnings: list[str]
+    steps: StepSelection | None = None  # the job's steps and the analyzed ones; None where no rank marks one
+    collectives_outside_steps: int = 0  # instances the step selection left out
 
     def op_name(self, instance: int) -> str:
         return OPS[int(self.collectives.op[instance])]
@@ -104,13 +110,15 @@ class Filters:
     hosts: list[str] | None = None
     window_s: tuple[float, float] | None = None
     steps: str | None = None
+    keep_all: bool = False  # --all: every step, complete or not, and (without --steps) what lies outside steps
 
     def __post_init__(self):
         if self.window_s is not None:
             check_window(self.window_s)
 
     @classmethod
-    def parse(cls, ranks: str | None = None, hosts: str | None = None, window: str | None = None, steps: str | None = None) -> Filters:
+    def parse(cls, ranks: str | None = None, hosts: str | None = None, window: str | None = None, steps: str | None = None,
+              keep_all: bool = False) -> Filters:
         """Filters from their command-line forms: ranks '0-3,7', hosts 'node1,gpu*', window '1.5:3'
         (seconds; either end may be left out). Raises ValueError saying what is wrong."""
         window_s = None
@@ -125,23 +133,13 @@ class Filters:
             if (lo and not math.isfinite(window_s[0])) or (hi and not math.isfinite(window_s[1])):
                 raise ValueError(f"--window {window!r}: START and END must be finite seconds (leave END out for no end)")
         return cls(ranks=RankRanges.parse(ranks) if ranks is not None else None,
-                   hosts=[h.strip() for h in hosts.split(",")] if hosts else None, window_s=window_s, steps=steps)
+                   hosts=[h.strip() for h in hosts.split(",")] if hosts else None, window_s=window_s, steps=steps,
+                   keep_all=keep_all)
 
     def keeps_rank(self, rank: Rank) -> bool:
         in_ranks = self.ranks is None or rank.rank in self.ranks
         in_hosts = self.hosts is None or any(fnmatch.fnmatchcase(rank.host or "", h) for h in self.hosts)
         return in_ranks and in_hosts
-
-
-def step_ranges(trace: RankTrace, pattern: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """The host ranges of the rank whose names match pattern (fnmatch): start, end, names."""
-    ranges = trace.ranges
-    if ranges is None:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), []
-    names = trace.names(ranges.name)
-    hit = np.array([bool(n) and fnmatch.fnmatchcase(n, pattern) for n in names], dtype=bool)
-    rows = np.flatnonzero(hit)
-    return ranges.start[rows], ranges.end[rows], list(names[hit]) if len(names) else []
 
 
 def build_job(traces: list[RankTrace], warnings: list[str], filters: Filters | None = None) -> Job:
@@ -172,50 +170,94 @@ def build_job(traces: list[RankTrace], warnings: list[str], filters: Filters | N
     alignment = align(collectives.obs_instance, collectives.obs_rank, collectives.obs_start, collectives.obs_end,
                       sync, {r.rank: r.host for r in ranks})
     warnings += alignment.warnings
+    host_of_rank = {r.rank: r.host for r in ranks}
+    quality = assess(alignment, collectives.obs_instance, collectives.obs_rank, collectives.obs_end, sync, host_of_rank)
+    warnings += quality.warnings
     aligned_start = alignment.correct(collectives.obs_rank, collectives.obs_start)
-    step_of = np.full(len(collectives), None, dtype=object)
-    if filters.window_s is not None or filters.steps is not None:
-        keep, step_of = _select(collectives, aligned_start, ranks, traces_of, alignment, filters, warnings)
+    selection = select_steps(traces_of, filters.steps, filters.keep_all)
+    keep, step_of, outside = _select(collectives, aligned_start, ranks, selection, filters, warnings)
+    if not keep.all():
         collectives, step_of = collectives.subset(keep), step_of[keep]
         aligned_start = alignment.correct(collectives.obs_rank, collectives.obs_start)
+    if selection is not None and selection.restricts:
+        # Per-rank figures (NCCL time, overlap) over the analyzed steps only, as the collectives.
+        ranks = [replace(r, **overlap_figures(traces_of[r.rank], selection, r.rank)) for r in ranks]
     aligned_end = alignment.correct(collectives.obs_rank, collectives.obs_end)
+    warnings += unsized_warnings(collectives)
     timing = instance_timing(collectives.obs_instance, collectives.obs_rank, aligned_start, aligned_end)
-    return Job(ranks=ranks, traces=traces_of, ops=ops, collectives=collectives, alignment=alignment, timing=timing,
+    return Job(ranks=ranks, traces=traces_of, ops=ops, collectives=collectives, alignment=alignment,
+               alignment_quality=quality, timing=timing,
                aligned_start=aligned_start, aligned_end=aligned_end, step=step_of,
-               timeline=Timeline(traces_of, alignment), warnings=warnings)
+               timeline=Timeline(traces_of, alignment), warnings=warnings, steps=selection,
+               collectives_outside_steps=outside)
 
 
-def _select(collectives, aligned_start, ranks, traces, alignment, filters: Filters, warnings):
-    """Which instances the time window and the steps keep, and each instance's step name."""
+def unsized_warnings(collectives: Collectives) -> list[str]:
+    """Why `bytes` (and so `busbw_gbps`) is null where it is."""
+    unsized = collectives.bytes < 0
+    sent = unsized & (collectives.wire_bytes >= 0)  # network sends recorded, but not by a ring
+    out = []
     n = len(collectives)
-    inst, rank = collectives.obs_instance, collectives.obs_rank
-    first = np.full(n, np.iinfo(np.int64).max)
-    np.minimum.at(first, inst, aligned_start)
+    if sent.any():
+        out.append(f"message size unknown for {int(sent.sum())} of {n} collectives whose network sends NCCL's NVTX "
+                   "recorded: they did not run as a ring (the kernel names another algorithm, e.g. TREE), and only a "
+                   "ring's sends give the size by the bus factor; bytes and busbw_gbps are null there")
+    rest = int((unsized & ~sent).sum())
+    if rest:
+        out.append(f"message size unknown for {rest} of {n} collective{'s' * (n != 1)}, so bytes and busbw_gbps are "
+                   "null: nothing in the capture records it (PyTorch profiler traces carry it in record_param_comms, "
+                   "NCCL's network NVTX in Data_Size marks; NCCL's NVTX payloads hold it only in exports made with "
+                   "--include-blobs, which are not read)")
+    return out
+
+
+def _select(collectives: Collectives, aligned_start: np.ndarray, ranks: list[Rank], selection: StepSelection | None,
+            filters: Filters, warnings: list[str]) -> tuple[np.ndarray, np.ndarray, int]:
+    """Which instances the time window and the steps keep, each instance's step name, and how many
+    the steps left out."""
+    n = len(collectives)
     keep = np.ones(n, dtype=bool)
     step_of = np.full(n, None, dtype=object)
-    if filters.window_s is not None:
+    if filters.window_s is not None and n:
+        first = np.full(n, np.iinfo(np.int64).max)
+        np.minimum.at(first, collectives.obs_instance, aligned_start)
         origin = min(r.first_ns for r in ranks if r.first_ns is not None)
         lo, hi = (origin + round(s * 1e9) if math.isfinite(s) else None for s in filters.window_s)
         keep &= first >= lo
         if hi is not None:  # an open end keeps everything after START
             keep &= first <= hi
-    if filters.steps is not None:
-        # Each instance belongs to the step its lowest-numbered rank was in when it arrived.
-        lowest = np.full(n, np.iinfo(np.int64).max)
-        np.minimum.at(lowest, inst, rank)
-        in_step = np.zeros(n, dtype=bool)
-        for number in np.unique(lowest[lowest < np.iinfo(np.int64).max]).tolist():
-            start, end, names = step_ranges(traces[number], filters.steps)
-            if not len(start):
-                continue
-            start, end = alignment.correct_rank(number, start), alignment.correct_rank(number, end)
-            mine = np.flatnonzero(lowest == number)
-            order = np.argsort(start, kind="stable")
-            at = np.searchsorted(start[order], first[mine], side="right") - 1
-            ok = (at >= 0) & (end[order][np.maximum(at, 0)] >= first[mine])
-            in_step[mine[ok]] = True
-            step_of[mine[ok]] = [names[order[k]] for k in at[ok]]
-        if not in_step.any():
+    if selection is None:
+        if filters.steps is not None:
             warnings.append(f"no NVTX range matches --steps {filters.steps!r}: no collective selected")
-        keep &= in_step
-    return keep, step_of
+            keep[:] = False
+        return keep, step_of, 0
+    code = instance_steps(selection, collectives.obs_instance, collectives.obs_rank, collectives.obs_launch,
+                          collectives.obs_start, n)
+    names = np.array(list(selection.steps) + [None], dtype=object)
+    step_of = names[np.where(code >= 0, code, len(selection.steps))]
+    outside = 0
+    if selection.restricts:
+        kept = np.isin(code, [selection.steps.index(k) for k in selection.kept])
+        outside = int(np.count_nonzero(keep & ~kept))
+        keep &= kept
+    said = steps_warning(selection, outside, n)
+    if said:
+        warnings.append(said)
+    return keep, step_of, outside
+
+
+def steps_warning(selection: StepSelection, outside: int, total: int) -> str | None:
+    """What the step selection left out, in words (None when nothing)."""
+    if not selection.restricts or (not selection.left_out and not outside):
+        return None
+    reasons = {"not_closed": "its range has no end", "lost_gpu_work": "kernels it launched are missing from the capture",
+               "missing": "not recorded"}
+    parts = [f"{lo.step} ({reasons[lo.reason]} on rank{'s' * (len(lo.ranks) != 1)} {', '.join(map(str, lo.ranks))})"
+             for lo in selection.left_out]
+    what = f"left out the incomplete step{'s' * (len(parts) != 1)} " + "; ".join(parts) if parts else ""
+    kept = len(selection.kept)
+    said = (f"analyzed the {kept} complete step{'s' * (kept != 1)} matching {selection.pattern!r}"
+            if selection.complete_only else f"analyzed the {kept} step{'s' * (kept != 1)} matching {selection.pattern!r}")
+    tail = (f"{outside} of {total} collective{'s' * (total != 1)} lay outside them and are not analyzed"
+            if outside else "no collective lay outside them")
+    return f"{said}: {what + '; ' if what else ''}{tail} (--all keeps everything)"

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nsys_collective.model.nccl import OPS, NcclOps
+from nsys_collective.model.timing import message_sizes
 
 # Kinds taken from a kernel name alone say little: `SendRecv` and `Generic` kernels carry many
 # collectives. They match any kind; a named kind in another rank's sequence decides.
@@ -123,6 +124,19 @@ class Collectives:
     obs_end: np.ndarray
     communicators: dict[str, list[int]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # Per instance: where `bytes` came from (model.nccl.BYTES_SOURCES), None where unknown.
+    bytes_source: np.ndarray | None = None
+    obs_launch: np.ndarray | None = None  # per observation: its op's launch call start (own clock), -1 unknown
+    # Per instance: the most bytes a member sent over the network (model.nccl_net), -1 where none.
+    wire_bytes: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.wire_bytes is None:
+            self.wire_bytes = np.full(len(self.seq), -1, dtype=np.int64)
+        if self.bytes_source is None:
+            self.bytes_source = np.where(self.bytes >= 0, "record_param_comms", None).astype(object)
+        if self.obs_launch is None:
+            self.obs_launch = np.full(len(self.obs_instance), -1, dtype=np.int64)
 
     def __len__(self) -> int:
         return len(self.seq)
@@ -136,7 +150,8 @@ class Collectives:
             comm=[self.comm[i] for i in kept], seq=self.seq[kept], op=self.op[kept], bytes=self.bytes[kept],
             nranks=self.nranks[kept], obs_instance=new_id[self.obs_instance[rows]], obs_rank=self.obs_rank[rows],
             obs_start=self.obs_start[rows], obs_end=self.obs_end[rows], communicators=self.communicators,
-            warnings=self.warnings)
+            warnings=self.warnings, bytes_source=self.bytes_source[kept], obs_launch=self.obs_launch[rows],
+            wire_bytes=self.wire_bytes[kept])
 
 
 def _streams(rank: int, ops: NcclOps) -> list[_Stream]:
@@ -162,8 +177,8 @@ def match(ops_by_rank: dict[int, NcclOps]) -> Collectives:
             groups.append(_Group([s], s.op.copy(), s.end))
 
     ranks_with_work = len(ops_by_rank)
-    comm, seq, op, nranks, nbytes = [], [], [], [], []
-    obs_inst, obs_rank, obs_start, obs_end = [], [], [], []
+    comm, seq, op, nranks, nbytes, wire, algorithm = [], [], [], [], [], [], []
+    obs_inst, obs_rank, obs_start, obs_end, obs_launch = [], [], [], [], []
     communicators: dict[str, list[int]] = {}
     groups.sort(key=lambda g: min(ops_by_rank[m.rank].start[m.rows[0]] for m in g.members))
     for g in groups:
@@ -187,17 +202,25 @@ def match(ops_by_rank: dict[int, NcclOps]) -> Collectives:
         nranks += [len(members)] * count
         # A size any member knows (the ranks of one call pass the same size).
         nbytes += np.max([ops_by_rank[m.rank].bytes[m.rows[:count]] for m in members], axis=0).tolist()
+        # The rank that sent the most over the network saw the whole transfer (others may have sent
+        # part of it between GPUs of their host, which the network NVTX does not record).
+        wire += np.max([ops_by_rank[m.rank].wire_bytes[m.rows[:count]] for m in members], axis=0).tolist()
+        algorithm += np.max([ops_by_rank[m.rank].algorithm[m.rows[:count]] for m in members], axis=0).tolist()
         for m in members:
             rows = m.rows[:count]
             obs_inst.append(base + np.arange(count))
             obs_rank.append(np.full(count, m.rank))
             obs_start.append(ops_by_rank[m.rank].start[rows])
             obs_end.append(ops_by_rank[m.rank].end[rows])
+            obs_launch.append(ops_by_rank[m.rank].launch[rows])
 
     def joined(parts):
         return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
 
-    obs_inst, obs_rank, obs_start, obs_end = map(joined, (obs_inst, obs_rank, obs_start, obs_end))
+    obs_inst, obs_rank, obs_start, obs_end, obs_launch = map(joined, (obs_inst, obs_rank, obs_start, obs_end, obs_launch))
+    nbytes, source = message_sizes(np.array(nbytes, dtype=np.int64), np.array(wire, dtype=np.int64),
+                                   np.array(op, dtype=np.int64), np.array(nranks, dtype=np.int64),
+                                   np.array(algorithm, dtype=np.int64))
     # Number instances by when they began, so ids read in time order across communicators.
     first = np.full(len(seq), np.iinfo(np.int64).max)
     np.minimum.at(first, obs_inst, obs_start)
@@ -210,7 +233,7 @@ def match(ops_by_rank: dict[int, NcclOps]) -> Collectives:
         comm=[comm[i] for i in order],
         seq=np.array(seq, dtype=np.int64)[order],
         op=np.array(op, dtype=np.int64)[order],
-        bytes=np.array(nbytes, dtype=np.int64)[order],
+        bytes=nbytes[order],
         nranks=np.array(nranks, dtype=np.int64)[order],
         obs_instance=obs_inst[obs_sort],
         obs_rank=obs_rank[obs_sort],
@@ -218,4 +241,7 @@ def match(ops_by_rank: dict[int, NcclOps]) -> Collectives:
         obs_end=obs_end[obs_sort],
         communicators=communicators,
         warnings=warnings,
+        bytes_source=source[order],
+        wire_bytes=np.array(wire, dtype=np.int64)[order],
+        obs_launch=obs_launch[obs_sort],
     )

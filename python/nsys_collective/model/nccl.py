@@ -15,12 +15,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from nsys_collective.ingest.capture import NVTX_PUSH_POP_RANGE, NVTX_START_END_RANGE, Export
+from nsys_collective.model.nccl_net import wire_bytes
 
 OPS = ("AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce", "AllToAll", "SendRecv", "Send", "Recv", "Generic")
 """Operation kinds; `NcclOps.op` holds indices into this tuple."""
 SYNC_OPS = frozenset({"AllReduce", "AllGather", "ReduceScatter", "AllToAll", "SendRecv"})
 """Operations in which every rank waits for every other: no rank ends before the last one starts
 (a matched send/receive pair, SendRecv, too: its transfer starts once both peers are in)."""
+
+ALGORITHMS = ("RING", "TREE", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS_TREE", "NVLS", "PAT")
+"""Algorithms a kernel name may carry (`ncclKernel_AllReduce_TREE_LL_Sum_float`,
+`ncclDevKernel_AllReduce_Sum_f32_RING_LL`); `NcclOps.algorithm` holds indices, -1 where the name
+says none (`SendRecv`, `Generic`, copy-engine collectives)."""
+_KERNEL_ALGORITHM = re.compile(r"_(" + "|".join(ALGORITHMS) + r")(_|$)")
 
 # Longer names first: "ReduceScatter" and "AllReduce" both contain "Reduce".
 _KERNEL_OP = re.compile(r"(ReduceScatter|AllReduce|AllGather|AllToAll|AlltoAll|Broadcast|SendRecv|Reduce|Send|Recv|Generic)", re.I)
@@ -30,6 +37,12 @@ _API_OP = {"ncclAllReduce": "AllReduce", "ncclAllGather": "AllGather", "ncclRedu
            "ncclBroadcast": "Broadcast", "ncclBcast": "Broadcast", "ncclReduce": "Reduce", "ncclAllToAll": "AllToAll",
            "ncclAlltoAll": "AllToAll", "ncclSend": "Send", "ncclRecv": "Recv"}
 _API_GROUP = {"ncclGroupEnd"}
+
+
+def algorithm_of_kernel(name: str) -> int:
+    """Index into ALGORITHMS of the algorithm a kernel name carries, -1 for none."""
+    match = _KERNEL_ALGORITHM.search(name)
+    return ALGORITHMS.index(match.group(1)) if match else -1
 
 
 def op_of_kernel(name: str) -> str:
@@ -54,7 +67,20 @@ class NcclOps:
     end: np.ndarray
     stream: np.ndarray
     op: np.ndarray
-    bytes: np.ndarray  # -1 where unknown (NCCL payloads are not in a default export)
+    bytes: np.ndarray  # message size, -1 where unknown (NCCL payloads are not in a default export)
+    # Bytes the rank sent over the network during the operation (NCCL's network NVTX,
+    # model.nccl_net), -1 where none was recorded.
+    wire_bytes: np.ndarray | None = None
+    launch: np.ndarray | None = None  # start of the launching call (own clock), -1 where unknown
+    algorithm: np.ndarray | None = None  # index into ALGORITHMS from the kernel name, -1 where unknown
+
+    def __post_init__(self):
+        if self.algorithm is None:
+            self.algorithm = np.full(len(self.start), -1, dtype=np.int64)
+        if self.wire_bytes is None:
+            self.wire_bytes = np.full(len(self.start), -1, dtype=np.int64)
+        if self.launch is None:
+            self.launch = np.full(len(self.start), -1, dtype=np.int64)
 
     def __len__(self) -> int:
         return len(self.start)
@@ -149,6 +175,9 @@ def nccl_ops(export: Export, pid: int, device: int) -> NcclOps:
            for a, p, n in zip(api, pytorch, kernel_names)]
     start, end, stream = k["start"][rows], k["end"][rows], k["stream"][rows]
     nbytes = _message_bytes(export, pid, tid, when)
+    launch = when.copy()
+    names, at = np.unique(k["short_name"][rows], return_inverse=True)  # parse each distinct name once
+    algorithm = np.array([algorithm_of_kernel(n or "") for n in export.names(names).tolist()], dtype=np.int64)[at.ravel()]
 
     # Copy-engine collectives: copies launched inside a collective API range that launched no kernel.
     m = export.memcpy
@@ -171,11 +200,15 @@ def nccl_ops(export: Export, pid: int, device: int) -> NcclOps:
             end = np.append(end, m["end"][sel].max())
             stream = np.append(stream, m["stream"][sel][0])
             nbytes = np.append(nbytes, -1)  # what the copies add up to depends on the algorithm: unknown
+            launch = np.append(launch, cwhen[members].min())
+            algorithm = np.append(algorithm, -1)
             ops.append(_API_OP[capi[members[0]]])
     order = np.argsort(start, kind="stable")
     codes = np.array([OPS.index(o) for o in ops], dtype=np.int64)
-    return NcclOps(start=start[order], end=end[order], stream=stream[order], op=codes[order] if len(codes) else codes,
-                   bytes=nbytes[order])
+    start, end = start[order], end[order]
+    return NcclOps(start=start, end=end, stream=stream[order], op=codes[order] if len(codes) else codes,
+                   bytes=nbytes[order], wire_bytes=wire_bytes(export, pid, start, end), launch=launch[order],
+                   algorithm=algorithm[order])
 
 
 def _call_start(ranges, when: int) -> int:

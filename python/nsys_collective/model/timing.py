@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nsys_collective.model.nccl import ALGORITHMS, OPS
+
 # nccl-tests' bus bandwidth factors, by operation, for n ranks.
 BUS_FACTOR = {
     "AllReduce": lambda n: 2 * (n - 1) / n,
@@ -73,9 +75,44 @@ def instance_timing(inst: np.ndarray, rank: np.ndarray, start: np.ndarray, end: 
     )
 
 
+def bus_factor(op: str, nranks: int) -> float:
+    """nccl-tests' bus factor: what each rank puts on the wire, per byte of the message."""
+    return BUS_FACTOR.get(op, lambda n: 1.0)(nranks)
+
+
+# Operations NCCL runs only as a ring or as point-to-point sends, whatever the kernel name says.
+_RING_OR_P2P = frozenset({"Broadcast", "Reduce", "AllToAll", "SendRecv", "Send", "Recv"})
+
+
+def wire_gives_size(op: np.ndarray, algorithm: np.ndarray) -> np.ndarray:
+    """Whether a rank's network sends give the message size by the bus factor: in a ring (or a
+    point-to-point exchange) every rank sends size x factor; a tree, CollNet or NVLS moves other
+    amounts (a tree's inner ranks send to parent and children)."""
+    ring_only = np.array([OPS[int(o)] in _RING_OR_P2P for o in range(len(OPS))])
+    return ring_only[op] | (algorithm == ALGORITHMS.index("RING"))
+
+
+def message_sizes(nbytes: np.ndarray, wire: np.ndarray, op: np.ndarray, nranks: np.ndarray,
+                  algorithm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per instance: the message size and where it came from. A recorded size (PyTorch's
+    record_param_comms) first; else, for a ring, the bytes a rank sent over the network (NCCL's
+    network NVTX) over the bus factor: busbw = algbw x factor means each rank sends size x factor
+    (a ring AllReduce sends 2(n-1)/n of the message). -1 and None where neither is known."""
+    source = np.full(len(nbytes), None, dtype=object)
+    source[nbytes >= 0] = "record_param_comms"
+    out = nbytes.copy()
+    use = np.flatnonzero((nbytes < 0) & (wire >= 0) & wire_gives_size(op, algorithm))
+    if len(use):
+        pairs, at = np.unique(np.stack([op[use], nranks[use]], axis=1), axis=0, return_inverse=True)
+        factor = np.array([bus_factor(OPS[int(o)], int(n)) for o, n in pairs.tolist()])[at.ravel()]
+        ok = factor > 0
+        out[use[ok]] = np.rint(wire[use[ok]] / factor[ok]).astype(np.int64)
+        source[use[ok]] = "nccl_net_nvtx"
+    return out, source
+
+
 def bus_bandwidth_gbps(op: str, nbytes: int, nranks: int, transfer_ns: int) -> float | None:
     """busbw in GB/s (nccl-tests convention), None when the size or transfer is unknown."""
     if nbytes < 0 or transfer_ns <= 0:
         return None
-    factor = BUS_FACTOR.get(op, lambda n: 1.0)(nranks)
-    return nbytes / transfer_ns * factor
+    return nbytes / transfer_ns * bus_factor(op, nranks)

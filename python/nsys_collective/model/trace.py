@@ -217,17 +217,23 @@ def _host_ranges(export: Export, pid: int) -> HostRanges:
     return HostRanges(start=start, end=end, tid=tid, name=name)
 
 
-def _sync_records(export: Export, pid: int, device: int) -> tuple[dict | None, dict | None]:
+def _sync_records(export: Export, pid: int, device: int, own_process: bool) -> tuple[dict | None, dict | None]:
     """The rank's synchronization and event records, as the replay takes them (None: none
     recorded). A profiler trace names the recording call and stream in its cuda_sync events
-    instead of keeping event records: those give the records then."""
+    instead of keeping event records: those give the records then. `own_process`: the rank is
+    the only one of its process; then every record of the process is its own, whatever deviceId
+    says (the 2 processes of the real nsys-ai-2gpu report both record deviceId 0 there)."""
     s, e = export.sync, export.cuda_event
-    rows = np.flatnonzero((s["pid"] == pid) & (s["device"] == device))
+
+    def of_rank(table):
+        return (table["pid"] == pid) & ((table["device"] == device) | own_process)
+
+    rows = np.flatnonzero(of_rank(s))
     if not len(rows):
         return None, None
     syncs = {"kind": s["sync_type"][rows], "stream": s["stream"][rows], "event": s["event"][rows],
              "correlation": s["correlation"][rows], "record_correlation": s["event_record_correlation"][rows]}
-    mine = np.flatnonzero((e["pid"] == pid) & (e["device"] == device))
+    mine = np.flatnonzero(of_rank(e))
     if len(mine):
         events = {"stream": e["stream"][mine], "event": e["event"][mine], "correlation": e["correlation"][mine]}
     else:
@@ -329,7 +335,7 @@ def trace_export(export: Export, index: int, report: str, key: int | None = None
             ranges = _host_ranges(export, pid)
             calls = _host_calls(export, pid, ranges)
             ops = nccl_ops(export, pid, device)
-            syncs, events = _sync_records(export, pid, device)
+            syncs, events = _sync_records(export, pid, device, own_process=sum(p == pid for p, _ in keys) == 1)
             used += ids + [ranges.name, calls.name]
         per_rank.append((pid, device, gpu, ranges, ops, calls, syncs, events))
 

@@ -1,0 +1,32 @@
+"""Host synchronization time per process: how long the host sat in cudaDeviceSynchronize,
+cudaStreamSynchronize and cudaEventSynchronize (and their driver-API twins).
+
+Calls belong to a process, not to a GPU: the figure is grouped by process id (the two processes of
+the real nsys-ai-2gpu report both record deviceId 0 in their synchronization records, and a
+grouping by device merges them). Ranks of one process (one process driving several GPUs) show the
+same figure. With a step selection (model.steps), only calls that began in an analyzed step count.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from nsys_collective.model.steps import StepSelection
+from nsys_collective.model.trace import RankTrace
+
+SYNC_CALL = re.compile(r"^(cuda(Device|Stream|Event|Thread)Synchronize|cu(Ctx|Stream|Event)Synchronize)(_v\d+|_ptsz|_ptds)*$")
+
+
+def host_sync(trace: RankTrace, selection: StepSelection | None, rank: int) -> dict:
+    """host_sync_ns and host_sync_calls of the rank's process."""
+    calls = trace.calls
+    if calls is None or not len(calls.start):
+        return {"host_sync_ns": 0, "host_sync_calls": 0}
+    ids, at = np.unique(calls.name, return_inverse=True)
+    is_sync = np.array([bool(n) and bool(SYNC_CALL.match(n)) for n in trace.names(ids).tolist()], dtype=bool)
+    mine = is_sync[at.ravel()]
+    if selection is not None:
+        mine &= selection.analyzed(rank, calls.start)
+    return {"host_sync_ns": int((calls.end[mine] - calls.start[mine]).sum()), "host_sync_calls": int(mine.sum())}

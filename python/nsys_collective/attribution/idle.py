@@ -1,0 +1,78 @@
+"""Why each rank's GPU sat idle: host wait, sync wait or other (HTA's idle time breakdown, per GPU).
+
+The GPU is idle where none of its streams runs a kernel, copy or memset. Each idle gap ends when
+some op starts; what held that op back splits the gap:
+
+* host wait: until its launch call started, the host had not asked for it (a data loader, Python,
+  a late `.item()`): the part of the gap before the launch call;
+* sync wait: the rest, when the op waited on another stream or an event (a stream wait recorded
+  by CUPTI or Kineto, or inferred from `cudaStreamWaitEvent` calls) issued on its stream after
+  the previous op of that stream was launched;
+* other: the rest otherwise (launch latency, dependencies nothing records).
+
+HTA splits per stream and calls a short gap "kernel wait" (launch overhead); here the GPU is one
+timeline, as the ranks' waits are, and launch overhead falls in "other". Only gaps between GPU work
+of the analyzed steps (model.steps) count; the time before the first op and after the last does
+not (the capture's edges, not the job's).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nsys_collective.model.activity import analyzed_ops
+from nsys_collective.model.steps import StepSelection
+from nsys_collective.model.stream_waits import stream_waits_from_calls
+from nsys_collective.model.trace import RankTrace
+
+STREAM_WAIT = 2  # CUPTI's sync type of cudaStreamWaitEvent
+
+
+def _gated(trace: RankTrace) -> np.ndarray:
+    """Which GPU ops (trace.gpu rows) a stream wait was issued for: the first op launched on the
+    waiting stream at or after the wait call."""
+    g, calls = trace.gpu, trace.calls
+    out = np.zeros(len(g.start), dtype=bool)
+    syncs = trace.syncs
+    if syncs is None or not len(syncs["correlation"]):
+        syncs, _ = stream_waits_from_calls(trace)
+    if syncs is None or calls is None or not len(calls.start):
+        return out
+    waits = np.flatnonzero(syncs["kind"] == STREAM_WAIT)
+    # The wait call's start, by correlation id (calls are the process's runtime calls).
+    order = np.argsort(calls.correlation, kind="stable")
+    at = np.minimum(np.searchsorted(calls.correlation[order], syncs["correlation"][waits]), len(order) - 1)
+    found = calls.correlation[order[at]] == syncs["correlation"][waits]
+    when, stream = calls.start[order[at[found]]], syncs["stream"][waits[found]]
+    for s in np.unique(stream).tolist():  # a handful of streams
+        ops = np.flatnonzero((g.stream == s) & (g.launch >= 0))
+        ops = ops[np.argsort(g.launch[ops], kind="stable")]
+        k = np.searchsorted(g.launch[ops], when[stream == s], side="left")
+        out[ops[k[k < len(ops)]]] = True
+    return out
+
+
+def idle_split(trace: RankTrace, selection: StepSelection | None, rank: int) -> dict:
+    """idle_ns and its parts idle_host_wait_ns, idle_sync_wait_ns, idle_other_ns for one rank."""
+    none = {"idle_ns": 0, "idle_host_wait_ns": 0, "idle_sync_wait_ns": 0, "idle_other_ns": 0}
+    g = trace.gpu
+    if g is None or len(g.start) < 2:
+        return none
+    reach = np.maximum.accumulate(g.end)  # ops are sorted by start: the GPU is busy until reach
+    begins = np.flatnonzero(g.start[1:] > reach[:-1]) + 1  # the first op after each idle gap
+    if not len(begins):
+        return none
+    analyzed = analyzed_ops(trace, selection, rank)
+    busy_block = np.cumsum(np.r_[True, g.start[1:] > reach[:-1]]) - 1
+    block_analyzed = np.bincount(busy_block, weights=analyzed, minlength=busy_block[-1] + 1) > 0
+    # A gap counts between two stretches of analyzed work.
+    counted = block_analyzed[busy_block[begins]] & block_analyzed[busy_block[begins] - 1]
+    begins = begins[counted]
+    g0, g1 = reach[begins - 1], g.start[begins]
+    gap = g1 - g0
+    launch = g.launch[begins]
+    host = np.where(launch >= 0, np.clip(launch - g0, 0, gap), 0)
+    rest = gap - host
+    sync = np.where(_gated(trace)[begins], rest, 0)
+    return {"idle_ns": int(gap.sum()), "idle_host_wait_ns": int(host.sum()), "idle_sync_wait_ns": int(sync.sum()),
+            "idle_other_ns": int((rest - sync).sum())}

@@ -1,0 +1,42 @@
+"""A rank's GPU activity over the analyzed part of the capture (model.steps): its NCCL time and the
+share of it with compute beside it, as model.trace counts them over the whole capture.
+
+Only kernels count (HTA's and NVIDIA's overlap figure; copies are neither communication nor
+computation there). With a step selection a kernel counts when it was launched inside an analyzed
+step; a kernel whose launch is not in the capture belongs to no step and does not count (HTA drops
+such kernels too).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nsys_collective.model.intervals import covered_ns, overlap_ns
+from nsys_collective.model.steps import StepSelection
+from nsys_collective.model.trace import RankTrace
+
+
+def analyzed_ops(trace: RankTrace, selection: StepSelection | None, rank: int) -> np.ndarray:
+    """Which of the rank's GPU ops (trace.gpu rows) the analysis covers: launched in an analyzed
+    step, or all of them without a restriction."""
+    g = trace.gpu
+    if g is None:
+        return np.zeros(0, dtype=bool)
+    if selection is None:
+        return np.ones(len(g.start), dtype=bool)
+    return selection.analyzed(rank, g.launch)
+
+
+def overlap_figures(trace: RankTrace, selection: StepSelection, rank: int) -> dict:
+    """nccl_time_ns, compute_overlap_ns and overlap_share of the rank over the analyzed steps."""
+    g = trace.gpu
+    if g is None:
+        return {"nccl_time_ns": 0, "compute_overlap_ns": 0, "overlap_share": None}
+    mine = analyzed_ops(trace, selection, rank)
+    nccl = mine & g.is_kernel & g.is_nccl
+    compute = mine & g.is_kernel & ~g.is_nccl
+    nccl_intervals = (g.start[nccl], g.end[nccl])
+    nccl_time = covered_ns(*nccl_intervals)
+    overlap = overlap_ns(nccl_intervals, (g.start[compute], g.end[compute]))
+    return {"nccl_time_ns": nccl_time, "compute_overlap_ns": overlap,
+            "overlap_share": overlap / nccl_time if nccl_time else None}
