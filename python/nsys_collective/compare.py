@@ -223,18 +223,13 @@ def _contention(a: dict, b: dict) -> list[dict]:
 
 # Findings -------------------------------------------------------------------------------------------
 
-def _short(text: str | None, width: int) -> str:
-    text = text or "-"
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
 def _name(g: dict) -> str:
     """A cause as the subject of a sentence."""
     if g["cause"] in HOST_CAUSES:
         return f"Host time in '{g['nvtx'] or 'no NVTX range'}'"
     if g["cause"] in ("transfer", "idle"):
         return {"transfer": "Slow transfers", "idle": "Unexplained GPU idle"}[g["cause"]]
-    return _short(g["kernel"], 64)
+    return g["kernel"] or "-"  # whole: two GEMMs cut at a fixed width read alike
 
 
 def _total_sentence(what: str, t: dict, always: bool = True) -> str | None:
@@ -308,7 +303,7 @@ def _findings(cmp: dict) -> list[str]:
         c = r["contention_ns"]
         transfer = max(s["transfer_ns"]["a"] or 0, s["transfer_ns"]["b"] or 0)
         if c["delta"] and transfer and abs(c["delta"]) >= 0.02 * transfer:
-            out.append(f"{_short(r['kernel'], 64)} slowed the transfers by {_d(c['b'])} in B "
+            out.append(f"{r['kernel'] or '-'} slowed the transfers by {_d(c['b'])} in B "
                        f"against {_d(c['a'])} in A.")
     if cmp["a"]["ranks"] != cmp["b"]["ranks"]:
         out.append(f"The runs have different numbers of ranks ({cmp['a']['ranks']} and {cmp['b']['ranks']}): "
