@@ -8,12 +8,13 @@ counts 0 there (it blocked nothing), a figure unknown in one run (null) gives a 
 
 from __future__ import annotations
 
-import sys
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from nsys_collective.units import duration_text as _ms
+from nsys_collective.units import count
+from nsys_collective.units import duration as _d
+from nsys_collective.units import signed_duration as _signed
 
 SCHEMA_VERSION = 2
 # A cause is worth a sentence when it inflicted at least this share of its run's collective wait.
@@ -222,18 +223,13 @@ def _contention(a: dict, b: dict) -> list[dict]:
 
 # Findings -------------------------------------------------------------------------------------------
 
-def _short(text: str | None, width: int) -> str:
-    text = text or "-"
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
 def _name(g: dict) -> str:
     """A cause as the subject of a sentence."""
     if g["cause"] in HOST_CAUSES:
         return f"Host time in '{g['nvtx'] or 'no NVTX range'}'"
     if g["cause"] in ("transfer", "idle"):
         return {"transfer": "Slow transfers", "idle": "Unexplained GPU idle"}[g["cause"]]
-    return _short(g["kernel"], 64)
+    return g["kernel"] or "-"  # whole: two GEMMs cut at a fixed width read alike
 
 
 def _total_sentence(what: str, t: dict, always: bool = True) -> str | None:
@@ -243,11 +239,11 @@ def _total_sentence(what: str, t: dict, always: bool = True) -> str | None:
     if not always and abs(t["delta"]) <= CHANGE_SHARE * abs(t["a"]):
         return None
     if t["delta"] == 0:
-        return f"{what} is unchanged ({_ms(t['a'])})."
+        return f"{what} is unchanged ({_d(t['a'])})."
     change = _change(t)
-    values = f"({_ms(t['a'])} → {_ms(t['b'])})"
+    values = f"({_d(t['a'])} → {_d(t['b'])})"
     if change is None:
-        return f"{what} went from none to {_ms(t['b'])}." if t["b"] else None
+        return f"{what} went from none to {_d(t['b'])}." if t["b"] else None
     if abs(change) < CHANGE_SHARE:
         return f"{what} barely changed {values}."
     if change >= 1:
@@ -284,20 +280,20 @@ def _findings(cmp: dict) -> list[str]:
         # Late launches are plural ("they"), a kernel is one thing ("it").
         it, s_, is_ = ("they", "", "are") if g["cause"] in ("transfer",) else ("it", "s", "is")
         if sig_a and sig_b and g["moved"]:
-            out.append(f"{name} moved: {it} made rank {ra} late in A ({_ms(rank_wait(g, 'a'))} of wait) "
-                       f"and rank {rb} late in B ({_ms(rank_wait(g, 'b'))}).")
+            out.append(f"{name} moved: {it} made rank {ra} late in A ({_d(rank_wait(g, 'a'))} of wait) "
+                       f"and rank {rb} late in B ({_d(rank_wait(g, 'b'))}).")
         elif change is not None and abs(change) < CAUSE_CHANGE_SHARE:
             continue  # the same cause, about as costly: nothing to say
         elif sig_b and t["a"] < CAUSE_CHANGE_SHARE * t["b"]:
-            out.append(f"{name} {is_} new in B: {it} made rank {rb} late ({_ms(rank_wait(g, 'b'))} of wait, "
-                       f"{t['b'] / wait['b']:.0%} of B's wait; {_ms(t['a'])} in A).")
+            out.append(f"{name} {is_} new in B: {it} made rank {rb} late ({_d(rank_wait(g, 'b'))} of wait, "
+                       f"{t['b'] / wait['b']:.0%} of B's wait; {_d(t['a'])} in A).")
         elif sig_a and t["b"] < CAUSE_CHANGE_SHARE * t["a"]:
-            out.append(f"{name} no longer block{s_} in B: {it} made rank {ra} late in A ({_ms(rank_wait(g, 'a'))} of wait), "
-                       f"{_ms(t['b'])} in B.")
+            out.append(f"{name} no longer block{s_} in B: {it} made rank {ra} late in A ({_d(rank_wait(g, 'a'))} of wait), "
+                       f"{_d(t['b'])} in B.")
         else:
             side = "b" if sig_b else "a"
             out.append(f"{name} {'grew' if t['delta'] > 0 else 'shrank'} by {abs(change):.0%}: "
-                       f"{_ms(t['a'])} → {_ms(t['b'])} of wait its fix saves (mostly through rank {g['top_rank'][side]}).")
+                       f"{_d(t['a'])} → {_d(t['b'])} of wait its fix saves (mostly through rank {g['top_rank'][side]}).")
     top = s["top_straggler_rank"]
     if top["changed"] and top["a"] is not None and top["b"] is not None:
         out.append(f"The rank that cost the most wait changed from rank {top['a']} in A to rank {top['b']} in B.")
@@ -307,8 +303,8 @@ def _findings(cmp: dict) -> list[str]:
         c = r["contention_ns"]
         transfer = max(s["transfer_ns"]["a"] or 0, s["transfer_ns"]["b"] or 0)
         if c["delta"] and transfer and abs(c["delta"]) >= 0.02 * transfer:
-            out.append(f"{_short(r['kernel'], 64)} slowed the transfers by {_ms(c['b'])} in B "
-                       f"against {_ms(c['a'])} in A.")
+            out.append(f"{r['kernel'] or '-'} slowed the transfers by {_d(c['b'])} in B "
+                       f"against {_d(c['a'])} in A.")
     if cmp["a"]["ranks"] != cmp["b"]["ranks"]:
         out.append(f"The runs have different numbers of ranks ({cmp['a']['ranks']} and {cmp['b']['ranks']}): "
                    "totals over ranks compare different jobs.")
@@ -356,14 +352,6 @@ def _shown_causes(cmp: dict, limit: int) -> tuple[list[dict], int]:
 
 # Terminal --------------------------------------------------------------------------------------------
 
-def _ms_cell(ns) -> str:
-    return "-" if ns is None else f"{ns / 1e6:,.3f}"
-
-
-def _delta_cell(ns) -> str:
-    return "-" if ns is None else "0.000" if ns == 0 else f"{ns / 1e6:+,.3f}"
-
-
 def _where(side: dict) -> str:
     """Where a run came from, in a few words: its source, its one input, or its inputs' folder."""
     inputs = side["inputs"]
@@ -371,66 +359,51 @@ def _where(side: dict) -> str:
         return side["source"]
     if len(inputs) == 1:
         return inputs[0]
-    return f"{Path(inputs[0]).parent}/ ({len(inputs)} files)" if inputs else "?"
+    return f"{Path(inputs[0]).parent}/ ({count(len(inputs), 'file')})" if inputs else "?"
 
 
 def _describe(side: dict) -> str:
-    return (f"{_where(side)}: {side['ranks']} rank{'s' * (side['ranks'] != 1)} on {side['hosts']} host{'s' * (side['hosts'] != 1)}, "
-            f"{side['collectives']} collectives")
+    return (f"{_where(side)}: {count(side['ranks'], 'rank')} on {count(side['hosts'], 'host')}, "
+            f"{count(side['collectives'], 'collective')}")
 
 
 def render_comparison(cmp: dict, console=None) -> None:
     """Verdict lines first, then blocking deltas, operations, stragglers, alignment (rich, stdout)."""
-    from rich.console import Console
-    from rich.table import Table
+    from nsys_collective.render.terminal import named_table, plain_table, stdout_console, title_line
 
-    # A pipe gets every column in full, not a table squeezed to 80 characters.
-    out = console or Console(width=None if sys.stdout.isatty() else 240, highlight=False)
-
-    def table(title, columns, text=("cause", "kernel or NVTX range", "op", "host", "method", "")):
-        t = Table(title=title, title_justify="left", title_style="bold")
-        for c in columns:
-            t.add_column(c, justify="left" if c in text else "right")
-        return t
-
-    out.print(f"A: {_describe(cmp['a'])}", markup=False)
-    out.print(f"B: {_describe(cmp['b'])}", markup=False)
-    for line in cmp["findings"] + [f"warning: {w}" for w in cmp["warnings"]]:
-        out.print(line, markup=False)
-
+    out = console or stdout_console()
+    parts = [f"A: {_describe(cmp['a'])}", f"B: {_describe(cmp['b'])}"]
+    parts += cmp["findings"] + [f"warning: {w}" for w in cmp["warnings"]]
     rows, left_out = _shown_causes(cmp, WORST)
     if rows:
-        t = table("What fixing each cause saves, A → B (wait, replayed)",
-                  ["rank", "cause", "kernel or NVTX range", "A ms", "B ms", "Δ ms", "A excess ms", "B excess ms"])
-        for r in rows:
-            w, bl = r["wait_saved_ns"], r["blame_ns"]
-            t.add_row(str(r["rank"]), r["cause"], _short(r["nvtx"] if r["cause"] in HOST_CAUSES else r["kernel"] or r["cause"], 60), _ms_cell(w["a"]), _ms_cell(w["b"]),
-                      _delta_cell(w["delta"]), _ms_cell(bl["a"]), _ms_cell(bl["b"]))
+        names = [f"host in '{r['nvtx'] or 'no NVTX range'}'" if r["cause"] in HOST_CAUSES else r["kernel"] or r["cause"] for r in rows]
+        parts += named_table(out, "What fixing each cause saves, A → B (wait saved, replayed)",
+                             ["rank", "cause", "A", "B", "Δ", "A excess", "B excess"],
+                             [[str(r["rank"]), r["cause"], _d(r["wait_saved_ns"]["a"]), _d(r["wait_saved_ns"]["b"]),
+                               _signed(r["wait_saved_ns"]["delta"]), _d(r["blame_ns"]["a"]), _d(r["blame_ns"]["b"])] for r in rows],
+                             names, "kernel or NVTX range", at=2)
         if left_out:
-            t.caption = f"{left_out} smaller causes in --json"
-        out.print(t)
+            parts.append(f"{count(left_out, 'smaller cause')} in --json.")
     if cmp["operations"]:
-        t = table("Operations, A → B", ["op", "A count", "B count", "A wait ms", "B wait ms", "Δ wait ms",
-                                        "A transfer ms", "B transfer ms", "Δ transfer ms"])
-        for o in cmp["operations"]:
-            t.add_row(o["op"], str(o["count"]["a"]), str(o["count"]["b"]), _ms_cell(o["wait_ns"]["a"]), _ms_cell(o["wait_ns"]["b"]),
-                      _delta_cell(o["wait_ns"]["delta"]), _ms_cell(o["transfer_ns"]["a"]), _ms_cell(o["transfer_ns"]["b"]),
-                      _delta_cell(o["transfer_ns"]["delta"]))
-        t.caption = "Transfer is GPU time: each collective's transfer on each of its ranks."
-        out.print(t)
+        parts += [title_line("Operations, A → B"), plain_table(out, [
+            "op", "A count", "B count", "A wait", "B wait", "Δ wait", "A transfer", "B transfer", "Δ transfer"],
+            [[o["op"], str(o["count"]["a"]), str(o["count"]["b"]), _d(o["wait_ns"]["a"]), _d(o["wait_ns"]["b"]),
+              _signed(o["wait_ns"]["delta"]), _d(o["transfer_ns"]["a"]), _d(o["transfer_ns"]["b"]), _signed(o["transfer_ns"]["delta"])]
+             for o in cmp["operations"]]),
+            "Transfer is GPU time: each collective's transfer on each of its ranks."]
     if cmp["stragglers"]:
-        t = table("Stragglers, A → B", ["rank", "host", "A last in", "B last in", "A wait caused ms", "B wait caused ms", "Δ ms"])
-        for r in cmp["stragglers"][:WORST]:
-            t.add_row(str(r["rank"]), r["host"]["b"] or r["host"]["a"] or "-", str(r["last"]["a"]), str(r["last"]["b"]),
-                      _ms_cell(r["wait_caused_ns"]["a"]), _ms_cell(r["wait_caused_ns"]["b"]), _delta_cell(r["wait_caused_ns"]["delta"]))
-        out.print(t)
+        parts += [title_line("Stragglers, A → B"), plain_table(out, [
+            "rank", "host", "A last in", "B last in", "A wait caused", "B wait caused", "Δ wait caused"],
+            [[str(r["rank"]), r["host"]["b"] or r["host"]["a"] or "-", str(r["last"]["a"]), str(r["last"]["b"]),
+              _d(r["wait_caused_ns"]["a"]), _d(r["wait_caused_ns"]["b"]), _signed(r["wait_caused_ns"]["delta"])]
+             for r in cmp["stragglers"][:WORST]])]
     al = cmp["alignment"]
-    t = table("Clock alignment, A → B", ["", "A", "B"])
-    t.add_row("method", str(al["method"]["a"]), str(al["method"]["b"]))
-    for q, v in al["end_spread_ns_after"].items():
-        t.add_row(f"end spread after, {q} µs", *("-" if v[s] is None else f"{v[s] / 1e3:,.1f}" for s in ("a", "b")))
-    t.add_row("causality violations after", str(al["violations_after"]["a"]), str(al["violations_after"]["b"]))
-    out.print(t)
+    rows = [["method", str(al["method"]["a"]), str(al["method"]["b"])]]
+    rows += [[f"end spread after, {q}", _d(v["a"]), _d(v["b"])] for q, v in al["end_spread_ns_after"].items()]
+    rows.append(["causality violations after", str(al["violations_after"]["a"]), str(al["violations_after"]["b"])])
+    parts += [title_line("Clock alignment, A → B"), plain_table(out, ["", "A", "B"], rows)]
+    for part in parts:
+        out.print(part, markup=False) if isinstance(part, str) else out.print(part)
 
 
 # Chart -----------------------------------------------------------------------------------------------
@@ -448,7 +421,7 @@ def write_compare_chart(cmp: dict, path_png) -> list[Path]:
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
-    from nsys_collective.render.charts import STYLE, _fmt_ms, _save
+    from nsys_collective.render.charts import STYLE, _save
     from nsys_collective.render.names import unique_labels as _unique_labels
 
     stem = Path(path_png).with_suffix("")
@@ -471,7 +444,7 @@ def write_compare_chart(cmp: dict, path_png) -> list[Path]:
                 values = np.array([r["wait_saved_ns"][side] for r in rows], float)
                 ax.barh(y + shift, values / 1e6, height=0.38, color=colour)
                 for k in np.flatnonzero(values):
-                    ax.text(values[k] / 1e6, y[k] + shift, " " + _fmt_ms(values[k]), va="center", fontsize=7.5, color="#444444")
+                    ax.text(values[k] / 1e6, y[k] + shift, " " + _d(values[k]), va="center", fontsize=7.5, color="#444444")
             ax.set_yticks(y, labels, fontsize=8.5)
             ax.invert_yaxis()
             ax.set_xlim(0, ax.get_xlim()[1] * 1.12)  # room for the value labels
@@ -492,7 +465,7 @@ def write_compare_chart(cmp: dict, path_png) -> list[Path]:
                 values = np.array([o[f"{key}_ns"][side] for o in ops], float)
                 ax.bar(x + shift, values / 1e6, width=0.38, color=colour)
                 for k in range(len(ops)):
-                    ax.text(x[k] + shift, values[k] / 1e6, _fmt_ms(values[k]), ha="center", va="bottom", fontsize=7.5, color="#444444")
+                    ax.text(x[k] + shift, values[k] / 1e6, _d(values[k]), ha="center", va="bottom", fontsize=7.5, color="#444444")
             ax.set_xticks(x, [o["op"] for o in ops])
             ax.set_xlim(-0.8, max(len(ops), 1) - 0.2)
             ax.set_title(f"{key} per operation (ms of GPU time, all ranks)", loc="left")

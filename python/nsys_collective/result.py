@@ -26,6 +26,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from nsys_collective.units import count, duration
+
 SCHEMA_VERSION = 2
 # Validation of stored documents: no unknown keys, so that the variants of a union are told apart.
 _STRICT = {"extra": "forbid"}
@@ -577,8 +579,8 @@ class Result:
 
     def __repr__(self) -> str:
         s = self.summary
-        return (f"<Result {self.source}: {s['ranks']} ranks, {s['collectives']} collectives, "
-                f"wait {s['wait_ns'] / 1e6:,.3f} ms>")
+        return (f"<Result {self.source}: {count(s['ranks'], 'rank')}, {count(s['collectives'], 'collective')}, "
+                f"wait {duration(s['wait_ns'])}>")
 
     @classmethod
     def from_stored(cls, document_json: str, evidence_json: str | None, source: str = "") -> Result:

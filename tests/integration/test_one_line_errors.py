@@ -24,8 +24,8 @@ def command(*args: str) -> subprocess.CompletedProcess:
     (["analyze", DEMO, "--threads", "abc"], "--threads"),
     (["analyze", DEMO, "--window"], "--window"),
     (["analyze", DEMO, "--no-such-option"], "--no-such-option"),
-    (["analyze"], "'paths'"),
-    (["report", "not-a-number", "--out", "x"], "'run'"),
+    (["analyze"], "'PATH'"),
+    (["report", "not-a-number", "--out", "x"], "'RUN'"),
     (["batch", "root", "--executor", "spark"], "--executor"),
     (["frobnicate"], "frobnicate"),
 ])

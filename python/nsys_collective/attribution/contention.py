@@ -24,6 +24,7 @@ import numpy as np
 from nsys_collective import _native
 from nsys_collective.attribution import gpu_metrics
 from nsys_collective.model.job import Job
+from nsys_collective.units import count
 
 BASELINE_PERCENTILE = 10
 STEP_RANGE = re.compile(r"^ProfilerStep#\d+$")
@@ -117,7 +118,7 @@ def attribute(job: Job) -> Contention:
     slowed = overlap > 0
     no_baseline = int((slowed & (baseline < 0)).sum())
     if no_baseline:
-        warnings.append(f"{no_baseline} collectives overlapped compute but no collective of their kind ran alone: "
+        warnings.append(f"{count(no_baseline, 'collective')} overlapped compute but no collective of their kind ran alone: "
                         "overlap reported without a contention figure")
 
     # Share each instance's excess among the kernels that overlapped it, by overlap x footprint.

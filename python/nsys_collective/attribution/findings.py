@@ -6,8 +6,8 @@ from collections import Counter
 
 import numpy as np
 
-from nsys_collective.units import duration_text as _ms
-from nsys_collective.units import ms_cell
+from nsys_collective.units import count
+from nsys_collective.units import duration as _ms
 
 MAX_FINDINGS = 5
 # Contention is worth a sentence when it cost at least this share of all transfer time.
@@ -38,22 +38,23 @@ def verdict_lines(job) -> list[str]:
     straggler."""
     t, c = job.timing, job.collectives
     hosts = len({r.host for r in job.ranks})
-    lines = [f"{len(job.ranks)} ranks on {hosts} host{'s' * (hosts != 1)}, {len(c)} collectives matched "
-             f"in {len(c.communicators)} communicator{'s' * (len(c.communicators) != 1)}."]
+    lines = [f"{count(len(job.ranks), 'rank')} on {count(hosts, 'host')}, {count(len(c), 'collective')} matched "
+             f"in {count(len(c.communicators), 'communicator')}."]
     total_wait = int(t.wait_cost.sum())
     if len(c):
-        lines.append(f"Ranks spent {ms_cell(total_wait)} ms of GPU time waiting for the last rank to arrive.")
+        lines.append(f"Ranks spent {_ms(total_wait)} of GPU time waiting for the last rank to arrive.")
     dominant = dominant_straggler(job)
     if dominant:
-        rank, count, caused = dominant
-        lines.append(f"Rank {rank} arrived last in {count} of {len(c)} collectives and cost the others "
-                     f"{ms_cell(caused)} ms ({caused / total_wait:.0%} of all wait).")
+        rank, last, caused = dominant
+        lines.append(f"Rank {rank} arrived last in {last} of {count(len(c), 'collective')} and cost the others "
+                     f"{_ms(caused)} ({caused / total_wait:.0%} of all wait).")
     return lines
 
 
-def _op_plural(job) -> str:
+def _op_noun(job) -> str:
+    """What the collectives are called in a sentence: their operation when they share one."""
     ops = Counter(job.op_name(i) for i in range(len(job.collectives)))
-    return f"{ops.most_common(1)[0][0]}s" if len(ops) == 1 else "collectives"
+    return ops.most_common(1)[0][0] if len(ops) == 1 else "collective"
 
 
 def _per_step(ns: int) -> str:
@@ -71,7 +72,7 @@ def _cause_sentence(cause: dict, total_wait: int) -> str:
         than = "than on the other ranks" if cause["reference"] == "peers" else "than in its other steps"
         return f"{where}: {cause['name']} ran {cause['slowdown']:.0%} longer {than}; fixing it {gain}."
     if kind == "extra_kernel":
-        return (f"{where}: {cause['name']} ran {cause['runs']} times against {cause['reference_runs']} on the other ranks "
+        return (f"{where}: {cause['name']} ran {count(cause['runs'], 'time')} against {cause['reference_runs']} on the other ranks "
                 f"(more work on this rank); without the extra runs the job {gain}.")
     if kind == "host":
         return (f"{where}: the host spent {_ms(cause['excess_ns'])} more than the other ranks in '{cause['name'] or 'no named range'}' "
@@ -92,7 +93,7 @@ def findings(job, b, ct) -> list[str]:
     if not len(c):
         return ["No collective was matched across ranks: nothing blocked anything."]
     total_wait = int(t.wait_cost.sum())
-    ops = _op_plural(job)
+    op = _op_noun(job)
     w = b.whatif
     causes = [e for e in (w.causes if w else []) if e["confidence"] == "high"][:MAX_FINDINGS]
     out = [_cause_sentence(e, total_wait) for e in causes]
@@ -121,6 +122,6 @@ def findings(job, b, ct) -> list[str]:
     total_transfer = float((t.transfer * c.nranks).sum())
     for e in ct.entries[:2]:
         if e["contention_ns"] and total_transfer and e["contention_ns"] >= CONTENTION_SHARE * total_transfer:
-            out.append(f"{e['kernel']} overlapped the transfers of {e['collectives']} {ops} and slowed them by "
+            out.append(f"{e['kernel']} overlapped the transfers of {count(e['collectives'], op)} and slowed them by "
                        f"{_ms(e['contention_ns'])} of GPU time ({e['contention_ns'] / total_transfer:.0%} of all transfer time).")
     return out

@@ -11,7 +11,7 @@ import sys
 import typer
 
 from nsys_collective import __version__
-from nsys_collective.cli import analyze, batch, compare, report
+from nsys_collective.cli import analyze, batch, compare, glossary, report
 from nsys_collective.cli.console import stderr
 
 app = typer.Typer(
@@ -19,6 +19,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 
@@ -30,16 +31,18 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    version: bool = typer.Option(False, "--version", metavar="", callback=_version, is_eager=True, help="Print the version and exit."),
 ) -> None:
     """Which CUDA kernels block your NCCL collectives, on which rank, by how much: cross-rank
     analysis of Nsight Systems reports."""
 
 
-app.command("analyze")(analyze.analyze)
-app.command("batch")(batch.batch)
-app.command("compare")(compare.compare)
-app.command("report")(report.report)
+# One line each in the command list (a docstring's line breaks would show there).
+app.command("analyze", short_help=analyze.SUMMARY, epilog=analyze.EPILOG)(analyze.analyze)
+app.command("batch", short_help="Analyze every job under a folder into a results store.")(batch.batch)
+app.command("compare", short_help="Compare two runs: causes, waits, transfers, stragglers and alignment, A against B.")(compare.compare)
+app.command("report", short_help="Render a run stored by batch: report.html, charts and tables.")(report.report)
+app.command("glossary", short_help="What each figure of the output means.")(glossary.glossary)
 
 
 def main() -> None:

@@ -7,8 +7,9 @@ import sys
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
-from nsys_collective import outputs, pipeline
+from nsys_collective import glossary, outputs, pipeline
 from nsys_collective.cli.console import error_edge, stderr, warn
 from nsys_collective.errors import InputError
 from nsys_collective.ingest.capture import Limits
@@ -17,24 +18,40 @@ from nsys_collective.model.job import Filters
 from nsys_collective.render.outdir import check_target
 from nsys_collective.render.perfetto import write_trace, written_by_us
 from nsys_collective.render.terminal import render
+from nsys_collective.units import count
+
+
+SUMMARY = "Analyze the NCCL collectives of a job: what blocked them, on which rank, and what fixing it saves."
+
+EPILOG = "\n\n".join([
+    "Exit status: 0 on success (also when no NCCL work is found: a warning says so); 1 for an internal error "
+    "(COLLECTIVETRACE_DEBUG=1 shows the traceback); 2 for unusable input or command line, with one line on stderr.",
+    "Examples:\n"
+    "  collectivetrace-nsys analyze reports/\n"
+    "  collectivetrace-nsys analyze reports/ --json > job.json\n"
+    "  collectivetrace-nsys analyze job/ --steps 'ProfilerStep#*' --out report/\n"
+    "  collectivetrace-nsys analyze job/ --ranks 0-7 --perfetto job.trace.json",
+    "What the figures mean (also: collectivetrace-nsys glossary):\n"
+    + "\n".join(f"[bold]{escape(term)}[/bold]: {escape(definition)}" for term, definition in glossary.TERMS),
+])
 
 
 def analyze(
-    paths: list[Path] = typer.Argument(..., help="Exports (.sqlite), reports (.nsys-rep, .qdrep) or PyTorch profiler traces (.json, .json.gz), directories of them, or glob patterns."),
-    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON (the documented contract) on stdout."),
-    out: Path = typer.Option(None, "--out", help="Write tables (CSV, Parquet), charts (PNG, SVG) and report.html into this folder."),
-    force: bool = typer.Option(False, "--force", help="Replace an --out folder or --perfetto file written by an earlier run (never anything else)."),
-    perfetto: Path = typer.Option(None, "--perfetto", help="Write the aligned timeline as a Perfetto/Chrome trace (JSON)."),
-    ranks: str = typer.Option(None, "--ranks", help="Only these ranks, e.g. 0-3,7."),
-    hosts: str = typer.Option(None, "--hosts", help="Only ranks on these hosts (comma-separated, wildcards allowed)."),
-    window: str = typer.Option(None, "--window", help="Only collectives starting in START:END, seconds from the start of the capture."),
-    steps: str = typer.Option(None, "--steps", help="Steps are the NVTX ranges matching this pattern (default 'ProfilerStep#*'): only collectives inside complete ones, with per-step results."),
-    keep_all: bool = typer.Option(False, "--all", help="Keep every collective: incomplete steps and what lies outside steps too."),
-    nsys: str = typer.Option(None, "--nsys", help="The nsys executable used to export reports (default: nsys on PATH)."),
-    cache_dir: Path = typer.Option(None, "--cache-dir", help="Where report exports go when not beside the report."),
-    threads: int = typer.Option(None, "--threads", help="Exports read at once (default: all cores; at most 4 per core)."),
-    max_trace_bytes: int = typer.Option(Limits.max_trace_bytes, "--max-trace-bytes", min=1, help="Refuse a PyTorch profiler trace whose JSON is larger than this (bytes)."),
-    max_gzip_ratio: int = typer.Option(Limits.max_gzip_ratio, "--max-gzip-ratio", min=1, help="Refuse a .json.gz trace that expands more than this many times."),
+    paths: list[Path] = typer.Argument(..., metavar="PATH", help="Exports (.sqlite), reports (.nsys-rep, .qdrep) or PyTorch profiler traces (.json, .json.gz), directories of them, or glob patterns."),
+    as_json: bool = typer.Option(False, "--json", metavar="", help="Print the results as JSON (the documented contract) on stdout."),
+    out: Path = typer.Option(None, "--out", metavar="DIR", help="Write tables (CSV, Parquet), charts (PNG, SVG) and report.html into this folder."),
+    force: bool = typer.Option(False, "--force", metavar="", help="Replace an --out folder or --perfetto file written by an earlier run (never anything else)."),
+    perfetto: Path = typer.Option(None, "--perfetto", metavar="FILE", help="Write the aligned timeline as a Perfetto/Chrome trace (JSON)."),
+    ranks: str = typer.Option(None, "--ranks", metavar="RANKS", help="Only these ranks, e.g. 0-3,7."),
+    hosts: str = typer.Option(None, "--hosts", metavar="HOSTS", help="Only ranks on these hosts (comma-separated, wildcards allowed)."),
+    window: str = typer.Option(None, "--window", metavar="START:END", help="Only collectives starting in START:END, seconds from the start of the capture."),
+    steps: str = typer.Option(None, "--steps", metavar="PATTERN", help="Steps are the NVTX ranges matching this pattern (default 'ProfilerStep#*'): only collectives inside complete ones, with per-step results."),
+    keep_all: bool = typer.Option(False, "--all", metavar="", help="Keep every collective: incomplete steps and what lies outside steps too."),
+    nsys: str = typer.Option(None, "--nsys", metavar="EXE", help="The nsys executable used to export reports (default: nsys on PATH)."),
+    cache_dir: Path = typer.Option(None, "--cache-dir", metavar="DIR", help="Where report exports go when not beside the report."),
+    threads: int = typer.Option(None, "--threads", metavar="N", help="Exports read at once (default: all cores; at most 4 per core)."),
+    max_trace_bytes: int = typer.Option(Limits.max_trace_bytes, "--max-trace-bytes", metavar="BYTES", min=1, help="Refuse a PyTorch profiler trace whose JSON is larger than this."),
+    max_gzip_ratio: int = typer.Option(Limits.max_gzip_ratio, "--max-gzip-ratio", metavar="N", min=1, help="Refuse a .json.gz trace that expands more than this many times."),
 ) -> None:
     """Analyze the NCCL collectives of a job: one export or report per rank, or one with many ranks."""
     with error_edge():
@@ -51,7 +68,7 @@ def analyze(
             outputs.check_file(perfetto, force, reports, ours=written_by_us)
         progress = not as_json and sys.stderr.isatty()
         inputs = pipeline.prepare(reports, nsys, cache_dir, progress, Limits(max_trace_bytes, max_gzip_ratio))
-        with _stage(progress, f"reading {len(inputs.readable)} inputs"):
+        with _stage(progress, f"reading {count(len(inputs.readable), 'input')}"):
             traced = pipeline.map_inputs(inputs, threads)
         with _stage(progress, "matching, aligning and attributing"):
             result = pipeline.reduce(traced, filters, pipeline.source_of(paths))

@@ -7,10 +7,13 @@ import sys
 from pathlib import Path
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from nsys_collective.cli.console import EXIT_INTERNAL, error_edge, stderr
+from nsys_collective.units import count, duration
+
+
+# A job name narrower than this wraps in the table, rather than squeeze the figures out.
+JOB_MIN = 24
 
 
 class Executor(str, enum.Enum):
@@ -19,20 +22,20 @@ class Executor(str, enum.Enum):
 
 
 def batch(
-    root: Path = typer.Argument(..., help="A folder holding jobs (folders of rank reports or exports)."),
-    db: str = typer.Option("sqlite:///collectivetrace.db", "--db",
+    root: Path = typer.Argument(..., metavar="ROOT", help="A folder holding jobs (folders of rank reports or exports)."),
+    db: str = typer.Option("sqlite:///collectivetrace.db", "--db", metavar="URL",
                            help="The results store: any SQLAlchemy URL, e.g. sqlite:///results.db or "
                                 "postgresql+psycopg://user@host/db (a bare path is an SQLite file)."),
-    pattern: str = typer.Option(None, "--pattern",
+    pattern: str = typer.Option(None, "--pattern", metavar="GLOB",
                                 help="Jobs are the folders matching this glob, relative to ROOT (e.g. 'runs/*'). "
                                      "Default: every folder that directly holds reports or exports."),
     executor: Executor = typer.Option(Executor.local, "--executor",
                                       help="local: one job after another on this machine. dask: ranks and jobs as tasks on a Dask cluster."),
-    scheduler: str = typer.Option(None, "--scheduler",
+    scheduler: str = typer.Option(None, "--scheduler", metavar="ADDRESS",
                                   help="Dask scheduler address (tcp://host:8786) for --executor dask; default: a local cluster on 127.0.0.1."),
-    nsys: str = typer.Option(None, "--nsys", help="The nsys executable used to export reports (default: nsys on PATH)."),
-    cache_dir: Path = typer.Option(None, "--cache-dir", help="Where report exports go when not beside the report."),
-    retry_failed: bool = typer.Option(False, "--retry-failed", help="Analyze again jobs that failed before with the same inputs."),
+    nsys: str = typer.Option(None, "--nsys", metavar="EXE", help="The nsys executable used to export reports (default: nsys on PATH)."),
+    cache_dir: Path = typer.Option(None, "--cache-dir", metavar="DIR", help="Where report exports go when not beside the report."),
+    retry_failed: bool = typer.Option(False, "--retry-failed", metavar="", help="Analyze again jobs that failed before with the same inputs."),
 ) -> None:
     """Analyze every job under ROOT into a results store, one run per job with its inputs' hash.
     Jobs already stored with the same inputs are skipped; a broken job is recorded with its error
@@ -55,19 +58,18 @@ def batch(
 
 
 def _print(summary: dict) -> None:
-    table = Table()
-    for name, justify in (("job", "left"), ("status", "left"), ("ranks", "right"), ("collectives", "right"),
-                          ("wait ms", "right"), ("top blocking kernel", "left"), ("run", "right")):
-        table.add_column(name, justify=justify, no_wrap=name == "status",
-                         overflow="ellipsis" if name == "top blocking kernel" else "fold")
-    for r in summary["jobs"]:
-        status = "failed before" if r["earlier"] else r["status"]
-        wait = r.get("wait_ns")
-        table.add_row(r["job"], status, _text(r.get("ranks")), _text(r.get("collectives")),
-                      "" if wait is None else f"{wait / 1e6:,.3f}", _text(r.get("top_blocking_kernel")), _text(r["run_id"]))
-    out = Console(highlight=False, soft_wrap=True)
-    out.print(table)
-    out.print(f"{summary['found']} jobs: {summary['analyzed']} analyzed, {summary['skipped']} skipped (already stored), "
+    """One row per job; job names whole (a pipe gets wide lines), the top kernel listed under the
+    table when the console has no room for it beside the figures."""
+    from nsys_collective.render.terminal import named_table, stdout_console
+
+    out = stdout_console()
+    rows = [[r["job"], "failed before" if r["earlier"] else r["status"], _text(r.get("ranks")), _text(r.get("collectives")),
+             duration(r["wait_ns"]) if r.get("wait_ns") is not None else "", _text(r["run_id"])] for r in summary["jobs"]]
+    for part in named_table(out, "Jobs", ["job", "status", "ranks", "collectives", "wait", "run"], rows,
+                            [_text(r.get("top_blocking_kernel")) or "-" for r in summary["jobs"]], "top blocking kernel", at=5,
+                            fold={"job": min(JOB_MIN, max((len(r[0]) for r in rows), default=3))}):
+        out.print(part)
+    out.print(f"{count(summary['found'], 'job')}: {summary['analyzed']} analyzed, {summary['skipped']} skipped (already stored), "
               f"{summary['failed']} failed, {summary['seconds']:.1f} s; store {summary['db']}", markup=False)
 
 

@@ -13,12 +13,12 @@ from nsys_collective.errors import InputError
 
 
 def compare(
-    a: str = typer.Argument(..., help="The first run (the baseline): a job folder, exports, reports, a quoted glob, or a run id in the store."),
-    b: str = typer.Argument(..., help="The second run, compared against the first (deltas are B - A)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON on stdout."),
-    db: str = typer.Option(DEFAULT_DB, "--db", help="The results store run ids are looked up in (an SQLAlchemy URL)."),
-    chart: Path = typer.Option(None, "--chart", help="Write a chart of the comparison as FILE.png and FILE.svg."),
-    nsys: str = typer.Option(None, "--nsys", help="The nsys executable used to export reports (default: nsys on PATH)."),
+    a: str = typer.Argument(..., metavar="A", help="The first run (the baseline): a job folder, exports, reports, a quoted glob, or a run id in the store."),
+    b: str = typer.Argument(..., metavar="B", help="The second run, compared against the first (deltas are B - A)."),
+    as_json: bool = typer.Option(False, "--json", metavar="", help="Print the comparison as JSON on stdout."),
+    db: str = typer.Option(DEFAULT_DB, "--db", metavar="URL", help="The results store run ids are looked up in (an SQLAlchemy URL)."),
+    chart: Path = typer.Option(None, "--chart", metavar="FILE", help="Write a chart of the comparison as FILE.png and FILE.svg."),
+    nsys: str = typer.Option(None, "--nsys", metavar="EXE", help="The nsys executable used to export reports (default: nsys on PATH)."),
 ) -> None:
     """Compare two runs: blocking causes, waits and transfers per operation, stragglers and clock
     alignment, A against B. An integer that names no file is a run id in the store."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import warnings
 from collections.abc import Iterator
 
@@ -15,7 +16,8 @@ from nsys_collective.errors import InputError
 EXIT_INTERNAL = 1
 EXIT_INPUT = 2
 
-stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+# A terminal wraps between words (rich); a pipe or log file gets each message on one line.
+stderr = Console(stderr=True, highlight=False, soft_wrap=not sys.stderr.isatty())
 
 
 def warn(message: str) -> None:

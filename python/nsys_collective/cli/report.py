@@ -14,10 +14,10 @@ from nsys_collective.errors import InputError
 
 
 def report(
-    run: int = typer.Argument(..., help="The id of a run stored by `collectivetrace-nsys batch` (batch prints it)."),
-    db: str = typer.Option(DEFAULT_DB, "--db", help="The results store (an SQLAlchemy URL, or a path to an SQLite file)."),
-    out: Path = typer.Option(..., "--out", help="Write tables (CSV, Parquet), charts (PNG, SVG) and report.html into this folder."),
-    force: bool = typer.Option(False, "--force", help="Replace an --out folder written by an earlier run (never anything else)."),
+    run: int = typer.Argument(..., metavar="RUN", help="The id of a run stored by `collectivetrace-nsys batch` (batch prints it)."),
+    db: str = typer.Option(DEFAULT_DB, "--db", metavar="URL", help="The results store (an SQLAlchemy URL, or a path to an SQLite file)."),
+    out: Path = typer.Option(..., "--out", metavar="DIR", help="Write tables (CSV, Parquet), charts (PNG, SVG) and report.html into this folder."),
+    force: bool = typer.Option(False, "--force", metavar="", help="Replace an --out folder written by an earlier run (never anything else)."),
 ) -> None:
     """Render a stored run exactly as `analyze --out` rendered it when it was analyzed."""
     with error_edge():

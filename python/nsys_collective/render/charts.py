@@ -24,6 +24,9 @@ from matplotlib.patches import Patch
 
 from nsys_collective.render.names import short_name, unique_labels as _unique_labels
 from nsys_collective.result import Result
+from nsys_collective.units import count
+from nsys_collective.units import duration as _d
+from nsys_collective.units import signed_duration
 
 DPI = 110
 MAX_CAUSES = 10
@@ -71,7 +74,7 @@ def write_charts(result: Result, out_dir: Path) -> dict[str, list[Path]]:
                 for leftover in (out_dir / f"{name}.png", out_dir / f"{name}.svg"):
                     leftover.unlink(missing_ok=True)
     if failed:
-        warnings.warn(f"{len(failed)} chart{'s' * (len(failed) != 1)} not drawn: "
+        warnings.warn(f"{count(len(failed), 'chart')} not drawn: "
                       + "; ".join(f"{name} ({why})" for name, why in failed.items()), ChartWarning, stacklevel=2)
     return written
 
@@ -102,9 +105,6 @@ def _ms(ns) -> np.ndarray:
     return np.asarray(ns, dtype=np.float64) / 1e6
 
 
-def _fmt_ms(ns: float) -> str:
-    ms = ns / 1e6
-    return f"{ms:,.2f} ms" if ms >= 0.1 else f"{ns / 1e3:,.0f} µs"
 
 
 def _rank_colours(ranks: list[int | str]) -> dict[int | str, str]:
@@ -126,10 +126,11 @@ def _blocking(result: Result) -> Figure | None:
         full = e.get("name_full") or e.get("name") or e["cause"]
         key = (e["cause"], full)
         c = causes.setdefault(key, {"name": e.get("name") or e["cause"], "full": full, "host": e["cause"] in HOST_CAUSES,
-                                    "cause": e["cause"], "by_rank": {}, "high": False})
+                                    "cause": e["cause"], "by_rank": {}, "high_ns": 0})
         who = e["rank"] if e["rank"] is not None else e["host"] or "all"
         c["by_rank"][who] = c["by_rank"].get(who, 0) + max(0, e["wait_saved_ns"])
-        c["high"] |= e.get("confidence") == "high"
+        if e.get("confidence") == "high":  # a bar stacks several ranks' causes: say how much of it is high
+            c["high_ns"] += max(0, e["wait_saved_ns"])
     top = sorted((c for c in causes.values() if sum(c["by_rank"].values()) > 0), key=lambda c: -sum(c["by_rank"].values()))[:MAX_CAUSES]
     if not top:
         return None
@@ -145,7 +146,8 @@ def _blocking(result: Result) -> Figure | None:
     shown = sorted(sorted(per_rank, key=lambda r: -per_rank[r])[:MAX_LEGEND_RANKS], key=str)
     colours = _rank_colours(shown)
 
-    fig = Figure(figsize=(10, 1.4 + 0.48 * len(top)), layout="constrained")
+    # Room for a y label and a title even with one bar.
+    fig = Figure(figsize=(10, max(2.6, 1.4 + 0.48 * len(top))), layout="constrained")
     ax = fig.add_subplot()
     y = np.arange(len(top))
     left = np.zeros(len(top))
@@ -162,21 +164,32 @@ def _blocking(result: Result) -> Figure | None:
         left += _ms(values)
     for k, c in enumerate(top):
         total = sum(c["by_rank"].values())
-        ax.text(left[k] + left.max() * 0.01, k, f"{_fmt_ms(total)} · {'high' if c['high'] else 'low'} confidence",
-                va="center", fontsize=8.5, color="#222222" if c["high"] else "#777777")
+        ax.text(left[k] + left.max() * 0.01, k, f"{_d(total)} · {_confidence(c['high_ns'], total)}",
+                va="center", fontsize=8.5, color="#222222" if c["high_ns"] else "#777777")
     ax.set_yticks(y, [_wrap(lab, 46) for lab in labels], fontsize=8.5)
     for tick, c in zip(ax.get_yticklabels(), top):
         tick.set_color("#8a3b00" if c["host"] else "#222222")
     ax.invert_yaxis()
     ax.set_xlim(0, left.max() * 1.32)
     ax.set_xlabel("wait its fix saves, replayed (ms of GPU time)")
-    ax.set_ylabel("cause: kernel, or host range")
-    fig.suptitle(f"What made the collectives wait: top {len(top)} causes by the wait fixing each would save, by rank",
+    ax.set_ylabel("cause")
+    which = "the one cause found, by the wait fixing it would save" if len(top) == 1 else \
+        f"top {len(top)} causes by the wait fixing each would save"
+    fig.suptitle(f"What made the collectives wait: {which}, by rank",
                  x=0.01, ha="left", fontsize=11, fontweight="bold")
     ax.grid(axis="x", color="#e5e5e5", linewidth=0.6)
     ax.set_axisbelow(True)
     ax.legend(title="where", loc="lower right", frameon=False, ncols=1 if len(shown) <= 6 else 2)
     return fig
+
+
+def _confidence(high_ns: float, total_ns: float) -> str:
+    """The confidence of a bar that may stack high and low parts, said honestly."""
+    if high_ns >= total_ns:
+        return "high confidence"
+    if high_ns <= 0:
+        return "low confidence"
+    return f"high: {_d(high_ns)} of {_d(total_ns)}"
 
 
 # Timelines of the worst collectives -------------------------------------------------------------
@@ -201,7 +214,7 @@ def _timeline(result: Result) -> Figure | None:
     if any(blamed):
         handles.append(Patch(color=C_BLAMED, label="blamed kernel (on the straggler)"))
     fig.legend(handles=handles, loc="outside lower center", ncols=3, frameon=False)
-    fig.suptitle(f"Worst {len(panels)} collective{'s' * (len(panels) != 1)} by wait cost, on the aligned clock "
+    fig.suptitle(f"Worst {count(len(panels), 'collective')} by wait cost, on the aligned clock "
                  "(per rank: compute and copies above, NCCL below)", x=0.01, ha="left", fontsize=11, fontweight="bold")
     return fig
 
@@ -286,10 +299,10 @@ def _draw_timeline_panel(ax, p: dict) -> bool:
 
     shown = "" if n == p["total_ranks"] else f", {n} of {p['total_ranks']} ranks shown"
     title = (f"{p['op']} #{i} (seq {p['seq']}{shown}): straggler rank {p['straggler']}, "
-             f"wait cost {_fmt_ms(p['wait_cost'])}, skew {_fmt_ms(p['skew'])}, transfer {_fmt_ms(p['transfer'])}")
+             f"wait cost {_d(p['wait_cost'])}, skew {_d(p['skew'])}, transfer {_d(p['transfer'])}")
     cause = _cause_line(p["blame"], p["wait"])
     if p["ago"] is not None:
-        cause += f"; its last run ended {_fmt_ms(p['ago'])} before the first arrival"
+        cause += f"; its last run ended {_d(p['ago'])} before the first arrival"
     ax.set_title(title + "\n" + cause, loc="left", fontsize=9.5)
     return blamed
 
@@ -308,9 +321,9 @@ def _note(ax, x0: float, x1: float, row: int, texts: list[str], ha: str, x_range
 def _cause_line(blame: dict | None, wait: int) -> str:
     if blame is None:
         return "cause: nothing the replay found explains this collective's wait"
-    part = f"fixing it saves {_fmt_ms(blame['ns'])} of its {_fmt_ms(max(wait, 0))} wait"
+    part = f"fixing it saves {_d(blame['ns'])} of its {_d(max(wait, 0))} wait"
     if blame["cause"] == "window":
-        return f"cause: {short_name(blame.get('kernel_full') or blame['kernel'], 100)}\n    ran on the straggler while the others waited (no reference rank): {_fmt_ms(blame['ns'])}"
+        return f"cause: {short_name(blame.get('kernel_full') or blame['kernel'], 100)}\n    ran on the straggler while the others waited (no reference rank): {_d(blame['ns'])}"
     if blame["cause"] in ("kernel", "extra_kernel"):
         how = "longer on the straggler" if blame["cause"] == "kernel" else "extra runs on the straggler"
         return f"cause: {short_name(blame.get('kernel_full') or blame['kernel'], 100)}\n    {how}: {part}"
@@ -359,7 +372,7 @@ def _wait_heatmap(result: Result) -> Figure | None:
     ax.xaxis.get_major_locator().set_params(integer=True)
     bar = fig.colorbar(image, ax=ax, extend=extend, pad=0.01)
     bar.set_label("wait for the last rank (ms)")
-    ax.set_title(f"Wait per rank and collective: {n} collectives, {_fmt_ms(result.doc['summary']['wait_ns'])} of GPU time in total"
+    ax.set_title(f"Wait per rank and collective: {count(n, 'collective')}, {_d(result.doc['summary']['wait_ns'])} of GPU time in total"
                  + (" (colour scale clipped at the 99th percentile)" if extend == "max" else ""), loc="left")
     for side in ("top", "right"):
         ax.spines[side].set_visible(True)
@@ -397,7 +410,7 @@ def _transfer_vs_footprint(result: Result) -> Figure | None:
             if _ms(b) - labelled < 0.05 * float(y.max()):  # nearly the same line: one label is enough
                 continue
             labelled = _ms(b)
-            ax.annotate(f"clean baseline {_fmt_ms(b)}", xy=(1, _ms(b)), xycoords=("axes fraction", "data"), xytext=(-4, 3),
+            ax.annotate(f"clean baseline {_d(b)}", xy=(1, _ms(b)), xycoords=("axes fraction", "data"), xytext=(-4, 3),
                         textcoords="offset points", ha="right", va="bottom", fontsize=8, color="#555555")
     elif baselines:
         ax.scatter(x[has_base], _ms(baseline[has_base]), marker="_", s=60, color="#888888", zorder=2,
@@ -419,10 +432,15 @@ def _transfer_vs_footprint(result: Result) -> Figure | None:
     overlapped = x > 0
     excess = _known(c["contention_excess_ns"] for c in kept)
     extra = int(excess[overlapped & (excess > 0)].sum())
-    subtitle = ("no compute overlapped any transfer" if not overlapped.any()
-                else f"{int(overlapped.sum())} of {len(keep)} overlapped compute; their transfers took {_fmt_ms(extra)} of GPU time "
-                     "beyond the clean baseline" + ("" if has_base[overlapped].all() else
-                                                    f" ({int((overlapped & ~has_base).sum())} have no clean baseline)"))
+    unmeasured = int((overlapped & ~has_base).sum())
+    if not overlapped.any():
+        subtitle = "no compute overlapped any transfer"
+    elif unmeasured == int(overlapped.sum()):  # nothing to measure an excess against: say so, not "0 ms"
+        subtitle = (f"{int(overlapped.sum())} of {len(keep)} overlapped compute; no collective of their kind ran alone, "
+                    "so no clean baseline measures what it cost")
+    else:
+        subtitle = (f"{int(overlapped.sum())} of {len(keep)} overlapped compute; their transfers took {_d(extra)} of GPU time "
+                    "beyond the clean baseline" + (f" ({unmeasured} have no clean baseline)" if unmeasured else ""))
     ax.set_title(f"Did compute slow the transfers? Transfer time against SM pressure, per collective\n{subtitle}", loc="left")
     ax.legend(loc="upper right", frameon=True, framealpha=0.9, edgecolor="#dddddd")
     return fig
@@ -457,13 +475,16 @@ def _alignment(result: Result) -> Figure | None:
         if spread and spread["p50"] > 0:
             left.axhline(spread["p50"] / 1e3, color=colour, linestyle="--", linewidth=0.8)
     left.set_yscale("log")
+    # Plain numbers: the style turns mathtext off (names are data), and the default labels are mathtext.
+    left.yaxis.set_major_formatter(matplotlib.ticker.LogFormatter())
     left.set_xlabel("collective id (issue order)")
     left.set_ylabel("end-time spread across ranks (µs, log)")
     left.legend(loc="best", frameon=False)
     left.grid(axis="y", which="major", color="#eeeeee", linewidth=0.6)
-    left.xaxis.get_major_locator().set_params(integer=True)
+    left.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True, min_n_ticks=1))
+    left.set_xlim(multi[0] - 0.6, multi[-1] + 0.6)  # collective ids are integers, even with one collective
     b, f = a.get("end_spread_ns_before"), a.get("end_spread_ns_after")
-    medians = f"; median {b['p50'] / 1e3:,.1f} → {f['p50'] / 1e3:,.1f} µs (dashed)" if b and f else ""
+    medians = f"\nmedian {_d(b['p50'])} → {_d(f['p50'])} (dashed)" if b and f else ""
     left.set_title(f"Ends of one collective should coincide: spread per collective{medians}", loc="left", fontsize=9.5)
 
     hosts = a.get("hosts", [])
@@ -472,7 +493,7 @@ def _alignment(result: Result) -> Figure | None:
     y = np.arange(len(hosts))
     right.barh(y, offsets, color="#7f8fa6", height=0.42)
     right.axvline(0, color="#555555", linewidth=0.7)
-    notes = ["reference" if k == 0 else f"{offsets[k]:+,.1f} µs" + (f"\n{h['drift_ppm']:+.2f} ppm" if h.get("drift_ppm") else "")
+    notes = ["reference" if k == 0 else signed_duration(h["offset_ns"]) + (f"\n{h['drift_ppm']:+.2f} ppm" if h.get("drift_ppm") else "")
              for k, h in enumerate(hosts)]
     right.set_yticks(y, [f"{short_name(n, 24)}\n{note}" for n, note in zip(names, notes)])
     right.set_ylim(max(len(hosts), 3) - 0.5, -0.5)  # a few hosts do not make fat bars

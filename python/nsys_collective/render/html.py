@@ -18,16 +18,17 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from nsys_collective.render.names import short_name
 from nsys_collective.render.terminal import cause_label, verdict
 from nsys_collective.result import Result
-from nsys_collective.units import ms_cell as _ms
-from nsys_collective.units import us_cell as _us
+from nsys_collective import glossary
+from nsys_collective.units import count
+from nsys_collective.units import duration as _d
 
 MAX_CAUSES = 30
 MAX_CONTENTION = 20
 WORST = 20
 CHARTS = {
     "blocking": ("What made the collectives wait",
-                 "Kernels and late launches that made stragglers late, by the wait they inflicted on the other ranks "
-                 "(GPU time), stacked by the rank they delayed."),
+                 "The causes the replay found (kernels, host ranges, slow transfers, idle gaps), by the wait fixing each "
+                 "would save (GPU time), stacked by the rank or host it is on; the label says how much of it is high confidence."),
     "timeline": ("The worst collectives, rank by rank",
                  "The collectives with the highest wait cost on the aligned clock: each rank's GPU work, its NCCL kernel "
                  "split into waiting (hatched) and transfer (blue), and the blamed cause in red."),
@@ -47,6 +48,7 @@ def _environment() -> Environment:
     env = Environment(loader=PackageLoader("nsys_collective.render", "templates"), autoescape=select_autoescape(["j2"]),
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     env.globals["zip"] = zip
+    env.globals["count"] = count
     return env
 
 
@@ -75,8 +77,7 @@ def render(result: Result, charts: dict[str, list[Path]]) -> str:
     doc = result.doc
     s = doc["summary"]
     hosts = len({r["host"] for r in doc["ranks"]})
-    title = (f"{s['ranks']} rank{'s' * (s['ranks'] != 1)} on {hosts} host{'s' * (hosts != 1)}, "
-             f"{s['collectives']} collective{'s' * (s['collectives'] != 1)}")
+    title = f"{count(s['ranks'], 'rank')} on {count(hosts, 'host')}, {count(s['collectives'], 'collective')}"
     lines, found = verdict(result), set(doc["findings"])
     a = doc["alignment"]
     context = {
@@ -90,6 +91,7 @@ def render(result: Result, charts: dict[str, list[Path]]) -> str:
         "blocking": _blocking(doc), "fidelity": _fidelity(doc), "contention": _contention(doc), "slowdown": _slowdown(doc),
         "stragglers": _stragglers(doc), "worst": _worst(doc), "ranks": _ranks(doc),
         "alignment": a, "spread": _spread(a), "clocks": _clocks(a), "warnings": doc["warnings"],
+        "glossary": glossary.TERMS,
     }
     return _environment().get_template("report.html.j2").render(context)
 
@@ -101,15 +103,15 @@ def _cards(doc: dict) -> list[dict]:
     top = s.get("top_cause")
     where = (f"rank {top['rank']}" if top["rank"] is not None else top["host"] or "every rank") if top else ""
     return [
-        {"label": "Total wait", "value": f"{_ms(s['wait_ns'])} ms", "note": "GPU time spent waiting for the last rank"},
-        {"label": "Avoidable", "value": "-" if s.get("avoidable_wait_ns") is None else f"{_ms(s['avoidable_wait_ns'])} ms",
+        {"label": "Total wait", "value": _d(s['wait_ns']), "note": "GPU time spent waiting for the last rank"},
+        {"label": "Avoidable", "value": _d(s.get("avoidable_wait_ns")),
          "note": f"{_pct(s.get('explained_wait_share'))} of the wait: every cause found fixed at once, replayed"},
-        {"label": "Transfer", "value": f"{_ms(s['transfer_ns'])} ms", "note": "GPU time moving data once all ranks arrived"},
+        {"label": "Transfer", "value": _d(s['transfer_ns']), "note": "GPU time moving data once all ranks arrived"},
         {"label": "Top straggler", "value": "-" if straggler is None else f"rank {straggler}",
-         "note": f"caused {_ms(caused)} ms of wait" if straggler is not None else "no rank stands out"},
+         "note": f"caused {_d(caused)} of wait" if straggler is not None else "no rank stands out"},
         {"label": "Top cause", "value": _name(cause_label(top), top.get("name_full"), 60), "small": True,
-         "note": f"{top['cause']} on {where}: fixing it saves {_ms(top['wait_saved_ns'])} ms of wait, "
-                 f"{_ms(top['step_time_saved_ns'])} ms per step ({top['confidence']} confidence)"} if top else
+         "note": f"{top['cause'].replace('_', ' ')} on {where}: fixing it saves {_d(top['wait_saved_ns'])} of wait, "
+                 f"{_d(top['step_time_saved_ns'])} of step time ({top['confidence']} confidence)"} if top else
         {"label": "Top cause", "value": "none", "note": "nothing the replay tried saves wait", "small": True},
     ]
 
@@ -131,35 +133,41 @@ def _blocking(doc: dict) -> dict:
     for e in causes[:MAX_CAUSES]:
         runs = f"{e['runs']} vs {e['reference_runs']}" if e.get("runs") is not None else "-"
         slowdown = "-" if e.get("slowdown") is None else f"{e['slowdown']:+.1%}"
-        where = e["rank"] if e["rank"] is not None else e["host"] or "all"
-        rows.append([where, e["cause"], _name(cause_label(e), e.get("name_full")), _ms(e["excess_ns"]), _ms(e["wait_saved_ns"]),
-                     _pct(e["wait_saved_ns"] / total if total and e["wait_saved_ns"] > 0 else None), _ms(e["step_time_saved_ns"]),
+        where = f"rank {e['rank']}" if e["rank"] is not None else e["host"] or "all"
+        rows.append([where, e["cause"], _name(cause_label(e), e.get("name_full")), _d(e["excess_ns"]), _d(e["wait_saved_ns"]),
+                     _pct(e["wait_saved_ns"] / total if total and e["wait_saved_ns"] > 0 else None), _d(e["step_time_saved_ns"]),
                      e["collectives"], slowdown, runs, {"confidence": e["confidence"]}])
-    headers = ["where", "cause", "kernel or NVTX range", "excess ms", "wait saved ms", "share of wait", "per step ms",
+    headers = ["where", "cause", "kernel or NVTX range", "excess", "wait saved", "share of wait", "step time saved",
                "collectives", "slowdown", "runs vs reference", "confidence"]
-    return _table(headers, rows, {"excess ms", "wait saved ms", "share of wait", "per step ms", "collectives", "slowdown",
+    return _table(headers, rows, {"excess", "wait saved", "share of wait", "step time saved", "collectives", "slowdown",
                                   "runs vs reference"}, total=len(causes))
 
 
-def _fidelity(doc: dict) -> dict | None:
+def _fidelity(doc: dict) -> str | None:
     w = doc.get("whatif")
-    return {**w["fidelity"], "ideal": w["ideal"]} if w else None
+    if not w:
+        return None
+    f, ideal = w["fidelity"], w["ideal"]
+    return (f"Every cause fixed at once would save {_d(ideal['wait_saved_ns'])} of wait and {_d(ideal['step_time_saved_ns'])} "
+            f"of step time. Replay fidelity: {f['explained_start_share']:.0%} of {count(f['ops'], 'GPU operation start')} "
+            f"explained by {f['recorded_dependencies']:,} recorded and {f['inferred_dependencies']:,} inferred dependencies "
+            f"(start error p50 {_d(f['start_error_ns']['p50'])}, p99 {_d(f['start_error_ns']['p99'])}).")
 
 
 def _contention(doc: dict) -> dict:
     entries = doc["contention"]
-    rows = [[_name(e["kernel"], e.get("kernel_full")), _ms(e["overlap_ns"]), _ms(e["contention_ns"]), f"{e['sm_footprint']:.2f}",
+    rows = [[_name(e["kernel"], e.get("kernel_full")), _d(e["overlap_ns"]), _d(e["contention_ns"]), f"{e['sm_footprint']:.2f}",
              e["collectives"]] for e in entries[:MAX_CONTENTION]]
-    return _table(["kernel", "overlap ms", "slowdown ms", "SM footprint", "collectives"], rows,
-                  {"overlap ms", "slowdown ms", "SM footprint", "collectives"}, total=len(entries))
+    return _table(["kernel", "overlap", "slowdown", "SM footprint", "collectives"], rows,
+                  {"overlap", "slowdown", "SM footprint", "collectives"}, total=len(entries))
 
 
 def _slowdown(doc: dict) -> dict:
     slowed = doc["compute_slowdown"]
-    rows = [[_name(e["kernel"], e.get("kernel_full")), _us(e["overlapped_mean_ns"]), _us(e["alone_mean_ns"]),
+    rows = [[_name(e["kernel"], e.get("kernel_full")), _d(e["overlapped_mean_ns"]), _d(e["alone_mean_ns"]),
              f"{e['slowdown']:+.1%}", f"{e['overlapped_runs']} / {e['alone_runs']}"] for e in slowed[:MAX_CONTENTION]]
-    return _table(["kernel", "mean beside NCCL µs", "mean alone µs", "slowdown", "runs beside / alone"], rows,
-                  {"mean beside NCCL µs", "mean alone µs", "slowdown", "runs beside / alone"}, total=len(slowed))
+    return _table(["kernel", "mean beside NCCL", "mean alone", "slowdown", "runs beside / alone"], rows,
+                  {"mean beside NCCL", "mean alone", "slowdown", "runs beside / alone"}, total=len(slowed))
 
 
 def _stragglers(doc: dict) -> dict:
@@ -171,16 +179,16 @@ def _stragglers(doc: dict) -> dict:
         caused[c["straggler_rank"]] += c["wait_cost_ns"]
         skew[c["straggler_rank"]] += c["skew_ns"]
         counts[c["straggler_rank"]] += 1
-    rows = [[rank, host.get(rank), f"{counts[rank]} of {n}", _ms(skew[rank]), _ms(caused[rank]),
+    rows = [[rank, host.get(rank), f"{counts[rank]} of {n}", _d(skew[rank]), _d(caused[rank]),
              _pct(caused[rank] / total if total else None)] for rank in sorted(counts, key=lambda r: (-caused[r], r))]
-    return _table(["rank", "host", "last to arrive", "skew ms", "wait caused ms", "share of wait"], rows,
-                  {"rank", "last to arrive", "skew ms", "wait caused ms", "share of wait"})
+    return _table(["rank", "host", "last to arrive", "skew", "wait caused", "share of wait"], rows,
+                  {"rank", "last to arrive", "skew", "wait caused", "share of wait"})
 
 
 def _blame_cell(blame: list[dict], limit: int = 3) -> dict:
     parts = []
     for b in blame[:limit]:
-        ms = f"{_ms(b['ns'])} ms"
+        ms = _d(b["ns"])
         if b["cause"] in ("kernel", "extra_kernel", "window"):
             parts.append({**_name(b["kernel"], b.get("kernel_full")), "before": "",
                           "after": {"window": " (window)", "extra_kernel": " (extra runs)"}.get(b["cause"], ""), "ms": ms})
@@ -193,33 +201,33 @@ def _blame_cell(blame: list[dict], limit: int = 3) -> dict:
 
 def _worst(doc: dict) -> dict:
     collectives = sorted(doc["collectives"], key=lambda c: -c["wait_cost_ns"])[:WORST]
-    rows = [[c["id"], c["op"], c["comm"], c["seq"], c["ranks"], c["straggler_rank"], _ms(c["skew_ns"]), _ms(c["wait_cost_ns"]),
-             _ms(c["transfer_ns"]), "-" if c.get("busbw_gbps") is None else f"{c['busbw_gbps']:.1f}", c.get("blame_method"),
+    rows = [[c["id"], c["op"], c["comm"], c["seq"], c["ranks"], c["straggler_rank"], _d(c["skew_ns"]), _d(c["wait_cost_ns"]),
+             _d(c["transfer_ns"]), "-" if c.get("busbw_gbps") is None else f"{c['busbw_gbps']:.1f}", c.get("blame_method"),
              _blame_cell(c.get("blame", []))] for c in collectives]
-    headers = ["id", "op", "comm", "seq", "ranks", "straggler", "skew ms", "wait ms", "transfer ms", "busbw GB/s", "method", "blame"]
-    return _table(headers, rows, {"id", "seq", "ranks", "straggler", "skew ms", "wait ms", "transfer ms", "busbw GB/s"})
+    headers = ["id", "op", "comm", "seq", "ranks", "straggler", "skew", "wait", "transfer", "busbw GB/s", "method", "blame"]
+    return _table(headers, rows, {"id", "seq", "ranks", "straggler", "skew", "wait", "transfer", "busbw GB/s"})
 
 
 def _ranks(doc: dict) -> dict:
     rows = [[r["rank"], r["host"], _name(Path(r["report"]).name, r["report"], 48), r["pid"], r["device"], f"{r['kernels']:,}",
-             f"{r['nccl_kernels']:,}", _ms(r["nccl_time_ns"]), _pct(r.get("overlap_share")), _us(r.get("clock_offset_ns")),
+             f"{r['nccl_kernels']:,}", _d(r["nccl_time_ns"]), _pct(r.get("overlap_share")), _d(r.get("clock_offset_ns")),
              "-" if r.get("clock_drift_ppm") is None else f"{r['clock_drift_ppm']:.2f}", r.get("rank_source")] for r in doc["ranks"]]
-    headers = ["rank", "host", "report", "pid", "device", "kernels", "NCCL kernels", "NCCL ms", "compute overlap",
-               "clock offset µs", "drift ppm", "rank from"]
-    return _table(headers, rows, {"rank", "pid", "device", "kernels", "NCCL kernels", "NCCL ms", "compute overlap",
-                                  "clock offset µs", "drift ppm"})
+    headers = ["rank", "host", "report", "pid", "device", "kernels", "NCCL kernels", "NCCL time", "compute overlap",
+               "clock offset", "drift ppm", "rank from"]
+    return _table(headers, rows, {"rank", "pid", "device", "kernels", "NCCL kernels", "NCCL time", "compute overlap",
+                                  "clock offset", "drift ppm"})
 
 
 def _spread(a: dict) -> dict:
     before, after = a.get("end_spread_ns_before"), a.get("end_spread_ns_after")
     rows = []
     if before and after:
-        rows = [["before (raw clocks)", _us(before["p50"]), _us(before["p95"]), _us(before["max"]), a.get("violations_before")],
-                ["after alignment", _us(after["p50"]), _us(after["p95"]), _us(after["max"]), a.get("violations_after")]]
-    return _table(["end-time spread", "p50 µs", "p95 µs", "max µs", "violations"], rows, {"p50 µs", "p95 µs", "max µs", "violations"})
+        rows = [["before (raw clocks)", _d(before["p50"]), _d(before["p95"]), _d(before["max"]), a.get("violations_before")],
+                ["after alignment", _d(after["p50"]), _d(after["p95"]), _d(after["max"]), a.get("violations_after")]]
+    return _table(["end-time spread", "p50", "p95", "max", "causality violations"], rows, {"p50", "p95", "max", "causality violations"})
 
 
 def _clocks(a: dict) -> dict:
-    rows = [[h["host"], _us(h["offset_ns"]), f"{h['drift_ppm']:.3f}", ", ".join(map(str, h["ranks"])) if h.get("ranks") else "all on the host"]
+    rows = [[h["host"], _d(h["offset_ns"]), f"{h['drift_ppm']:.3f}", ", ".join(map(str, h["ranks"])) if h.get("ranks") else "all on the host"]
             for h in a.get("hosts", [])]
-    return _table(["host", "offset µs", "drift ppm", "ranks"], rows, {"offset µs", "drift ppm"})
+    return _table(["host", "clock offset", "drift ppm", "ranks"], rows, {"clock offset", "drift ppm"})

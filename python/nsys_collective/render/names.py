@@ -50,3 +50,10 @@ def unique_labels(names: list[str], width: int = 48) -> list[str]:
             for n, label in zip(names, labels)]
 
 
+def distinct_names(names: list[str], full: list[str]) -> list[str]:
+    """The names as shown, except where different full names share one (template variants that
+    only their arguments tell apart): those are shown whole, without a leading `void`."""
+    groups: dict[str, set[str]] = {}
+    for name, whole in zip(names, full):
+        groups.setdefault(name, set()).add(whole)
+    return [re.sub(r"^void\s+", "", whole) if len(groups[name]) > 1 else name for name, whole in zip(names, full)]

@@ -42,13 +42,47 @@ def rows(result: Result) -> dict[str, list[dict]]:
     }
 
 
+def _fields(spec: str, kind) -> list[pa.Field]:
+    return [pa.field(name, kind) for name in spec.split()]
+
+
+_I, _S, _F = pa.int64(), pa.string(), pa.float64()
+# Each table's columns and types: an empty table keeps its header (CSV) and schema (Parquet), and a
+# column null in every row keeps its type. Columns a result adds beyond these follow, typed from
+# their values.
+SCHEMAS = {
+    "collectives": pa.schema(
+        _fields("id", _I) + _fields("comm", _S) + _fields("seq", _I) + _fields("op", _S)
+        + _fields("bytes ranks start_ns last_arrival_ns straggler_rank skew_ns wait_cost_ns transfer_ns transfer_shortest_ns", _I)
+        + _fields("busbw_gbps", _F) + _fields("blame_method", _S) + _fields("compute_overlap_ns", _I) + _fields("sm_pressure", _F)
+        + _fields("baseline_transfer_ns contention_excess_ns", _I) + _fields("gpu_metrics_sm_active gpu_metrics_nvlink gpu_metrics_pcie", _F)
+        + _fields("step", _S)),
+    "blame": pa.schema(_fields("collective", _I) + _fields("op cause", _S) + _fields("rank", _I) + _fields("host", _S)
+                       + _fields("ns wait_saved_ns step_time_saved_ns", _I) + _fields("kernel kernel_full nvtx name", _S)),
+    "blocking": pa.schema(_fields("cause", _S) + _fields("rank", _I) + _fields("host name reference", _S)
+                          + _fields("excess_ns wait_saved_ns step_time_saved_ns collectives", _I) + _fields("confidence name_full", _S)
+                          + _fields("slowdown", _F) + _fields("runs reference_runs", _I)),
+    "contention": pa.schema(_fields("kernel kernel_full", _S) + _fields("rank overlap_ns contention_ns", _I)
+                            + _fields("sm_footprint", _F) + _fields("collectives", _I)),
+    "ranks": pa.schema(_fields("rank", _I) + _fields("host", _S) + _fields("pid device", _I) + _fields("report rank_source", _S)
+                       + _fields("clock_offset_ns", _I) + _fields("clock_drift_ppm", _F)
+                       + _fields("kernels nccl_kernels nccl_time_ns compute_overlap_ns", _I) + _fields("overlap_share", _F)
+                       + _fields("first_ns last_ns", _I)),
+    "steps": pa.schema(_fields("step", _S) + _fields("collectives first_ns wait_ns transfer_ns top_straggler_rank", _I)
+                       + _fields("top_blocker", _S) + _fields("top_blocker_rank top_blocker_wait_ns", _I)),
+}
+
+
 def arrow_tables(result: Result) -> dict[str, pa.Table]:
-    """The tables as pyarrow Tables, with every row's columns (rows of different kinds carry
-    different fields: a kernel row no nvtx, a launch row no kernel), typed from their values."""
+    """The tables as pyarrow Tables: the columns of SCHEMAS, then any other column a row carries
+    (rows of different kinds carry different fields: a kernel row no nvtx, a launch row no kernel)."""
     out = {}
     for name, table_rows in rows(result).items():
-        columns = dict.fromkeys(k for row in table_rows for k in row)
-        out[name] = pa.table({c: [row.get(c) for row in table_rows] for c in columns})
+        schema = SCHEMAS[name]
+        extra = [c for c in dict.fromkeys(k for row in table_rows for k in row) if c not in schema.names]
+        columns = {f.name: pa.array([row.get(f.name) for row in table_rows], type=f.type) for f in schema}
+        columns.update({c: pa.array([row.get(c) for row in table_rows]) for c in extra})
+        out[name] = pa.table(columns)
     return out
 
 

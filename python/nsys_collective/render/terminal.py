@@ -1,4 +1,9 @@
-"""What `analyze` prints for a person: a verdict first, then tables (rich), on stdout."""
+"""What `analyze` prints for a person: a verdict first, then tables (rich), on stdout.
+
+Readable at 80 columns: kernel and NVTX names, the main output, are never cut. They sit in a column
+beside the figures when the console leaves them room, else they are numbered and listed in full
+under their table. Notes are printed as prose under a table, not as captions squeezed to its width.
+"""
 
 from __future__ import annotations
 
@@ -6,27 +11,85 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from rich.console import Console
+from rich import box
+from rich.console import Console, RenderableType
+from rich.measure import Measurement
 from rich.table import Table
+from rich.text import Text
 
+from nsys_collective.render.names import distinct_names
 from nsys_collective.result import Result
-from nsys_collective.units import ms_cell as _ms
-from nsys_collective.units import us_cell as _us
+from nsys_collective.units import count
+from nsys_collective.units import duration as _d
 
 WORST = 10
 MAX_RANK_ROWS = 32
-TEXT_COLUMNS = {"host", "report", "clock", "op", "comm", "cause", "kernel", "kernel or NVTX range", "confidence", "step", "top blocker"}
+# A name column sits beside the figures only when it gets at least this many characters (or all its
+# names fit whole): narrower, a long name would take more lines than a list under the table.
+NAME_MIN = 60
+# A pipe (a file, `less`, grep) gets lines this wide: no table squeezed, no name split.
+PIPE_WIDTH = 240
+TEXT_COLUMNS = {"", "#", "where", "host", "report", "clock", "op", "comm", "cause", "kernel", "kernel or NVTX range",
+                "confidence", "step", "top blocker", "job", "status", "top blocking kernel"}
 
 
-def _shorten(name: str, width: int = 60) -> str:
-    return name if len(name) <= width else name[: width - 1] + "…"
+def stdout_console() -> Console:
+    """stdout for a person: the terminal's width; a pipe gets PIPE_WIDTH and prose on one line each."""
+    if sys.stdout.isatty():
+        return Console(highlight=False)
+    return Console(width=PIPE_WIDTH, highlight=False, soft_wrap=True)
 
 
-def _table(title: str, columns: list[str]) -> Table:
-    table = Table(title=title, title_justify="left", title_style="bold")
+def title_line(text: str) -> Text:
+    """A table's title, on its own line after a blank one: a caption or title inside the table would
+    wrap to the table's width."""
+    return Text.assemble("\n", (text, "bold"))
+
+
+def plain_table(out: Console, columns: list[str], rows: list[list[str]], fold: dict[str, int] | None = None) -> Table:
+    """A compact table: no vertical rules, no cell cut or wrapped but those of the `fold` columns
+    ({column: its least width}: names, wrapped rather than cut); when the console is too narrow for
+    the headers, their words are stacked."""
+    fold = fold or {}
+    one_line = sum(fold[c] if c in fold else max([len(c)] + [len(r[k]) for r in rows]) for k, c in enumerate(columns))
+    return _layout(columns, rows, fold, stacked=one_line + 2 * (len(columns) - 1) > out.width)
+
+
+def _layout(columns: list[str], rows: list[list[str]], fold: dict[str, int], stacked: bool) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0), header_style="bold")
     for column in columns:
-        table.add_column(column, justify="left" if column in TEXT_COLUMNS else "right")
+        header = "\n".join(column.split()) if stacked else column
+        justify = "left" if column in TEXT_COLUMNS else "right"
+        if column in fold:
+            table.add_column(header, justify=justify, min_width=fold[column], overflow="fold")
+        else:
+            table.add_column(header, justify=justify, no_wrap=True)
+    for row in rows:
+        table.add_row(*map(Text, row))  # names are data: a '[' is a bracket, not markup
     return table
+
+
+def named_table(out: Console, title: str, columns: list[str], rows: list[list[str]], names: list[str],
+                name_header: str, at: int = 1, list_below: bool = True, fold: dict[str, int] | None = None) -> list[RenderableType]:
+    """A table whose rows are told apart by a name (a kernel, an NVTX range, a file): the name column
+    is inserted at `at` when the console leaves it room; else the rows are numbered and the names
+    listed in full under the table (or, with list_below=False, left to --json). `fold`: as plain_table."""
+    fold = fold or {}
+    figures = plain_table(out, columns, rows, fold)
+    room = out.width - Measurement.get(out, out.options, figures).maximum - 2
+    fit = min(NAME_MIN, max((len(n) for n in names), default=0))
+    if room >= fit:
+        return [title_line(title), plain_table(out, columns[:at] + [name_header] + columns[at:],
+                                               [r[:at] + [n] + r[at:] for r, n in zip(rows, names)], {**fold, name_header: fit})]
+    if not list_below:
+        return [title_line(title), figures]
+    numbered = plain_table(out, ["#"] + columns, [[str(k + 1)] + r for k, r in enumerate(rows)], fold)
+    legend = Table.grid(padding=(0, 1, 0, 0))
+    legend.add_column(justify="right")
+    legend.add_column(overflow="fold")
+    for k, name in enumerate(names):
+        legend.add_row(f"{k + 1}", Text(name))
+    return [title_line(title), numbered, Text(f"{name_header}, by #:", style="dim"), legend]
 
 
 def verdict(result: Result) -> list[str]:
@@ -41,102 +104,108 @@ def cause_label(cause: dict) -> str:
     return cause["name"] or {"idle": "GPU idle, no dependency recorded"}.get(cause["cause"], cause["cause"])
 
 
-def _whatif(doc: dict) -> Table | None:
+def _where(cause: dict) -> str:
+    return f"rank {cause['rank']}" if cause["rank"] is not None else (cause["host"] or "all")
+
+
+def _whatif(out: Console, doc: dict) -> list[RenderableType]:
     w = doc.get("whatif")
     if not w or not w["causes"]:
-        return None
-    table = _table("What fixing each cause would save (replayed)",
-                   ["rank", "cause", "kernel or NVTX range", "excess ms", "wait saved ms", "per step ms", "collectives", "confidence"])
-    for c in w["causes"][:WORST]:
-        where = str(c["rank"]) if c["rank"] is not None else (c["host"] or "all")
-        table.add_row(where, c["cause"], _shorten(cause_label(c)), _ms(c["excess_ns"]), _ms(c["wait_saved_ns"]),
-                      _ms(c["step_time_saved_ns"]), str(c["collectives"]), c["confidence"])
+        return []
+    causes = w["causes"][:WORST]
+    rows = [[_where(c), c["cause"], _d(c["wait_saved_ns"]), _d(c["step_time_saved_ns"]), _d(c["excess_ns"]),
+             str(c["collectives"]), c["confidence"]] for c in causes]
+    names = distinct_names([cause_label(c) for c in causes], [c.get("name_full") or cause_label(c) for c in causes])
+    shown = named_table(out, "What fixing each cause would save (replayed), most wait saved first",
+                        ["where", "cause", "wait saved", "step time saved", "excess", "collectives", "confidence"],
+                        rows, names, "kernel or NVTX range", at=2)
     f, ideal = w["fidelity"], w["ideal"]
-    table.caption = (f"All at once: {_ms(ideal['wait_saved_ns'])} ms of wait, {_ms(ideal['step_time_saved_ns'])} ms per step. "
-                     f"Replay fidelity: {f['explained_start_share']:.0%} of {f['ops']:,} GPU op starts explained by "
-                     f"{f['recorded_dependencies']:,} recorded and {f['inferred_dependencies']:,} inferred dependencies.")
-    return table
+    more = f" {count(len(w['causes']) - WORST, 'smaller cause')} in --json." if len(w["causes"]) > WORST else ""
+    return shown + [f"All at once: {_d(ideal['wait_saved_ns'])} of wait saved, {_d(ideal['step_time_saved_ns'])} of step time. "
+                    f"Replay fidelity: {f['explained_start_share']:.0%} of {count(f['ops'], 'GPU op start')} explained by "
+                    f"{f['recorded_dependencies']:,} recorded and {f['inferred_dependencies']:,} inferred dependencies.{more}"]
 
 
-def _contention(doc: dict) -> Table | None:
-    entries = doc["contention"]
+def _contention(out: Console, doc: dict) -> list[RenderableType]:
+    entries = doc["contention"][:WORST]
     if not entries:
-        return None
-    table = _table("What slowed the transfers", ["kernel", "overlap ms", "slowdown ms", "SM footprint", "collectives"])
-    for e in entries[:WORST]:
-        table.add_row(_shorten(e["kernel"]), _ms(e["overlap_ns"]), _ms(e["contention_ns"]), f"{e['sm_footprint']:.2f}", str(e["collectives"]))
-    return table
+        return []
+    rows = [[_d(e["overlap_ns"]), _d(e["contention_ns"]), f"{e['sm_footprint']:.2f}", str(e["collectives"])] for e in entries]
+    names = distinct_names([e["kernel"] for e in entries], [e.get("kernel_full") or e["kernel"] for e in entries])
+    return named_table(out, "What slowed the transfers", ["overlap", "slowdown", "SM footprint", "collectives"], rows, names,
+                       "kernel", at=0)
 
 
-def _stragglers(doc: dict) -> Table:
+def _stragglers(out: Console, doc: dict) -> list[RenderableType]:
     collectives = doc["collectives"]
-    table = _table("Stragglers", ["rank", "host", "last to arrive", "skew ms", "wait caused ms"])
     host_of = {r["rank"]: r["host"] for r in doc["ranks"]}
-    caused, skew, count = Counter(), Counter(), Counter()
+    caused, skew, last = Counter(), Counter(), Counter()
     for c in collectives:
         caused[c["straggler_rank"]] += c["wait_cost_ns"]
         skew[c["straggler_rank"]] += c["skew_ns"]
-        count[c["straggler_rank"]] += 1
-    for rank in sorted(caused, key=lambda r: (-caused[r], r))[:WORST]:
-        table.add_row(str(rank), host_of.get(rank) or "-", f"{count[rank]} of {len(collectives)}", _ms(skew[rank]), _ms(caused[rank]))
-    return table
+        last[c["straggler_rank"]] += 1
+    rows = [[str(rank), host_of.get(rank) or "-", f"{last[rank]} of {len(collectives)}", _d(skew[rank]), _d(caused[rank])]
+            for rank in sorted(caused, key=lambda r: (-caused[r], r))[:WORST]]
+    return [title_line("Stragglers"), plain_table(out, ["rank", "host", "last to arrive", "skew", "wait caused"], rows)]
 
 
-def _steps(doc: dict) -> Table | None:
-    if not doc["steps"]:
-        return None
-    table = _table("Per step", ["step", "collectives", "wait ms", "transfer ms", "straggler", "top blocker", "its wait ms"])
-    for st in doc["steps"]:
-        table.add_row(st["step"], str(st["collectives"]), _ms(st["wait_ns"]), _ms(st["transfer_ns"]),
-                      "-" if st["top_straggler_rank"] is None else str(st["top_straggler_rank"]),
-                      _shorten(st["top_blocker"] or "-", 50), _ms(st["top_blocker_wait_ns"]))
-    return table
+def _steps(out: Console, doc: dict) -> list[RenderableType]:
+    steps = doc["steps"]
+    if not steps:
+        return []
+    rows = [[st["step"], str(st["collectives"]), _d(st["wait_ns"]), _d(st["transfer_ns"]),
+             "-" if st["top_straggler_rank"] is None else str(st["top_straggler_rank"]), _d(st["top_blocker_wait_ns"])]
+            for st in steps]
+    return named_table(out, "Per step", ["step", "collectives", "wait", "transfer", "straggler", "its wait"], rows,
+                       [st["top_blocker"] or "-" for st in steps], "top blocker", at=5)
 
 
-def _worst(doc: dict) -> Table:
-    collectives = doc["collectives"]
-    table = _table(f"Worst collectives by wait (top {min(WORST, len(collectives))})",
-                   ["id", "op", "comm", "seq", "ranks", "straggler", "skew ms", "wait ms", "transfer ms", "shortest ms"])
-    for c in sorted(collectives, key=lambda c: -c["wait_cost_ns"])[:WORST]:
-        table.add_row(str(c["id"]), c["op"], c["comm"], str(c["seq"]), str(c["ranks"]), str(c["straggler_rank"]),
-                      _ms(c["skew_ns"]), _ms(c["wait_cost_ns"]), _ms(c["transfer_ns"]), _ms(c["transfer_shortest_ns"]))
-    return table
+def _worst(out: Console, doc: dict) -> list[RenderableType]:
+    collectives = sorted(doc["collectives"], key=lambda c: -c["wait_cost_ns"])[:WORST]
+    rows = [[str(c["id"]), c["op"], c["comm"], str(c["ranks"]), str(c["straggler_rank"]), _d(c["skew_ns"]),
+             _d(c["wait_cost_ns"]), _d(c["transfer_ns"])] for c in collectives]
+    return [title_line(f"Worst collectives by wait (top {len(collectives)})"),
+            plain_table(out, ["id", "op", "comm", "ranks", "straggler", "skew", "wait", "transfer"], rows)]
 
 
-def _alignment(result: Result) -> Table | None:
+def _alignment(out: Console, result: Result) -> list[RenderableType]:
     a = result.doc["alignment"]
     b, f = a["end_spread_ns_before"], a["end_spread_ns_after"]
     if b is None:
-        return None
+        return []
     clocks = result.evidence.clocks
-    table = _table(f"Clock alignment ({a['method']}, {a['instances_used']} instances)", ["clock", "offset µs", "drift ppm"])
-    for name, host in zip(clocks[:MAX_RANK_ROWS], a["hosts"]):
-        table.add_row(name, _us(host["offset_ns"]), f"{host['drift_ppm']:.2f}")
-    table.caption = (f"End-time spread p50/p95/max: before {_us(b['p50'])}/{_us(b['p95'])}/{_us(b['max'])} µs, after "
-                     f"{_us(f['p50'])}/{_us(f['p95'])}/{_us(f['max'])} µs; causality violations {a['violations_before']} -> {a['violations_after']}."
-                     + (f" ({len(clocks) - MAX_RANK_ROWS} more clocks in --json)" if len(clocks) > MAX_RANK_ROWS else ""))
-    return table
+    rows = [[name, _d(host["offset_ns"]), f"{host['drift_ppm']:.2f}"] for name, host in zip(clocks[:MAX_RANK_ROWS], a["hosts"])]
+    title = title_line(f"Clock alignment ({a['method']} method, {count(a['instances_used'], 'collective')} used)")
+    table = plain_table(out, ["clock", "offset", "drift ppm"], rows)
+    more = f" {count(len(clocks) - MAX_RANK_ROWS, 'more clock')} in --json." if len(clocks) > MAX_RANK_ROWS else ""
+    return [title, table, f"End-time spread p50/p95/max: before {_d(b['p50'])} / {_d(b['p95'])} / {_d(b['max'])}, "
+                   f"after {_d(f['p50'])} / {_d(f['p95'])} / {_d(f['max'])}; causality violations "
+                   f"{a['violations_before']} -> {a['violations_after']}.{more}"]
 
 
-def _ranks(doc: dict) -> Table:
-    table = _table("Ranks", ["rank", "host", "report", "pid", "device", "kernels", "NCCL kernels", "NCCL ms", "clock offset µs"])
-    for r in doc["ranks"][:MAX_RANK_ROWS]:
-        table.add_row(str(r["rank"]), r["host"] or "-", Path(r["report"]).name, "-" if r["pid"] is None else str(r["pid"]),
-                      "-" if r["device"] is None else str(r["device"]), f"{r['kernels']:,}", f"{r['nccl_kernels']:,}",
-                      _ms(r["nccl_time_ns"]), _us(r["clock_offset_ns"]))
+def _ranks(out: Console, doc: dict) -> list[RenderableType]:
+    ranks = doc["ranks"][:MAX_RANK_ROWS]
+    rows = [[str(r["rank"]), r["host"] or "-", "-" if r["pid"] is None else str(r["pid"]), "-" if r["device"] is None else str(r["device"]),
+             f"{r['kernels']:,}", f"{r['nccl_kernels']:,}", _d(r["nccl_time_ns"]), _d(r["clock_offset_ns"])] for r in ranks]
+    shown = named_table(out, "Ranks", ["rank", "host", "pid", "device", "kernels", "NCCL kernels", "NCCL time", "clock offset"],
+                        rows, [Path(r["report"]).name for r in ranks], "report", at=2, list_below=False)
     if len(doc["ranks"]) > MAX_RANK_ROWS:
-        table.caption = f"{len(doc['ranks']) - MAX_RANK_ROWS} more ranks in --json"
-    return table
+        shown.append(f"{count(len(doc['ranks']) - MAX_RANK_ROWS, 'more rank')} in --json.")
+    return shown
 
 
 def render(result: Result, console: Console | None = None) -> None:
     """The verdict first, then what blocked and what slowed the collectives, then the evidence."""
-    # A pipe gets every column in full, not a table squeezed to 80 characters.
-    out = console or Console(width=None if sys.stdout.isatty() else 240, highlight=False)
+    out = console or stdout_console()
     doc = result.doc
-    for line in verdict(result):
-        out.print(line)
-    tables = [_whatif(doc), _contention(doc), _stragglers(doc), _steps(doc), _worst(doc)] if doc["collectives"] else []
-    for table in tables + [_alignment(result), _ranks(doc)]:
-        if table is not None:
-            out.print(table)
+    for line in result.evidence.verdict:
+        out.print(line, markup=False)
+    if doc["findings"]:
+        out.print()
+    for line in doc["findings"]:
+        out.print(line, markup=False)
+    parts = (_whatif(out, doc) + _contention(out, doc) + _stragglers(out, doc) + _steps(out, doc) + _worst(out, doc)
+             if doc["collectives"] else [])
+    for part in parts + _alignment(out, result) + _ranks(out, doc):
+        out.print(part, markup=False) if isinstance(part, str) else out.print(part)
+    out.print("What each figure means: collectivetrace-nsys glossary", markup=False, style="dim")

@@ -1,0 +1,43 @@
+"""What each figure means, said once: `analyze --help`, `collectivetrace-nsys glossary` and the HTML
+report all print these words (method.md sections 3 to 5 hold the arithmetic)."""
+
+from __future__ import annotations
+
+# (term, definition), in the order a reader meets them: a collective's timing, then its causes.
+TERMS: tuple[tuple[str, str], ...] = (
+    ("arrival", "When a rank's NCCL kernel of a collective starts, on the aligned clock."),
+    ("straggler", "The rank that arrives last in a collective."),
+    ("wait", "Time a rank's NCCL kernel spins until the last rank arrives (last arrival minus its own "
+             "arrival). A collective's wait (wait cost) is the sum over its ranks; every total over ranks is GPU time."),
+    ("skew", "Last arrival minus the median arrival of a collective: how late the straggler was against a "
+             "typical rank. It is smaller than the spread."),
+    ("spread", "Last minus first: of the arrivals of a collective, or of its ends (end-time spread, "
+               "the clock alignment's measure: after alignment the ends of a collective should coincide)."),
+    ("transfer", "The median end of a collective minus its last arrival: moving the data once every rank is there. "
+                 "'shortest' is the shortest NCCL kernel of the collective, a check that needs no clock alignment."),
+    ("excess", "How much longer a cause ran on its rank than its reference (the same work on the other "
+               "ranks, or in its own other steps), summed over the run."),
+    ("wait saved", "The wait the job would no longer spend with the cause removed: its dependency graph "
+                   "replayed without it, GPU time over all ranks and collectives. Causes overlap, so their "
+                   "savings do not add up; 'avoidable' is every cause removed at once."),
+    ("step time saved", "How much sooner each step would end with the cause removed (replayed); the "
+                        "figure a training job's throughput follows."),
+    ("confidence", "high: the cause is systematic (a kernel 10%+ slower or run more often, a host range "
+                   "50%+ longer, on most occurrences) and saves at least 10% of the wait; low: anything else, "
+                   "often jitter."),
+    ("fidelity", "How well the replay reproduces the capture: the share of GPU operation starts that the "
+                 "recorded and inferred dependencies explain, and the error of the replayed starts."),
+    ("slowdown", "Transfer time beyond the clean baseline of the same kind of collective (same communicator, "
+                 "operation, rank count, size), shared among the compute kernels that overlapped it."),
+    ("SM footprint", "The share of the GPU's SMs a compute kernel occupies (its blocks over the SM count, at most 1)."),
+    ("compute overlap", "The share of a rank's NCCL kernel time during which a compute kernel also ran on its GPU."),
+    ("clock offset", "What alignment adds to a host's clock so that the ends of each collective coincide "
+                     "across ranks; drift is its change per second, in ppm."),
+    ("causality violations", "Collectives in which some rank ended before another one started: impossible "
+                             "on true clocks, so a measure of misaligned ones."),
+)
+
+
+def text() -> str:
+    """The glossary as plain lines, for a terminal or `--help`."""
+    return "\n".join(f"{term}: {definition}" for term, definition in TERMS)
