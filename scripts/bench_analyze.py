@@ -3,8 +3,8 @@
 `bench_reader.py` (1M+ kernels), against the SQLite floor of that benchmark, in one run.
 
 Times the command as a user runs it (a fresh process, best of --repeat, output discarded), its
-peak memory, and the in-process stages, and prints the ratio to the floor. Targets: at most 3x
-the floor (goal 1.5x), peak memory under 2 GB.
+peak memory, and the in-process stages, and prints the ratio to the floor. Targets (with the
+what-if): at most 2.5x the floor (goal 1.5x), peak memory under 1 GB.
 
     python scripts/bench_analyze.py [--dir DIR] [--repeat 3]
 """
@@ -56,8 +56,8 @@ def main() -> None:
     print(f"analyze --json, whole command               {wall:7.3f} s  = {wall / floor:.2f} x floor")
     print(f"  in process: read and trace {t1 - t0:.3f} s, model and attribute {t2 - t1:.3f} s, JSON {t3 - t2:.3f} s ({len(text) / 1e6:.1f} MB)")
     print(f"peak memory of the command                  {peak_mib:7.0f} MiB")
-    print(f"{'PASS' if wall <= 3 * floor else 'MISS'}  at most 3x the floor ({'goal 1.5x met' if wall <= 1.5 * floor else 'goal 1.5x not met'})")
-    print(f"{'PASS' if peak_mib < 2048 else 'MISS'}  peak memory under 2 GB")
+    print(f"{'PASS' if wall <= 2.5 * floor else 'MISS'}  at most 2.5x the floor ({'goal 1.5x met' if wall <= 1.5 * floor else 'goal 1.5x not met'})")
+    print(f"{'PASS' if peak_mib < 1024 else 'MISS'}  peak memory under 1 GB")
 
 
 if __name__ == "__main__":
