@@ -91,6 +91,7 @@ def render(result: Result, charts: dict[str, list[Path]]) -> str:
         "blocking": _blocking(doc), "fidelity": _fidelity(doc), "contention": _contention(doc), "slowdown": _slowdown(doc),
         "stragglers": _stragglers(doc), "worst": _worst(doc), "ranks": _ranks(doc),
         "alignment": a, "spread": _spread(a), "clocks": _clocks(a), "warnings": doc["warnings"],
+        "alignment_issues": [ALIGNMENT_ISSUES.get(i, i) for i in (a.get("quality") or {}).get("issues", [])],
         "glossary": glossary.TERMS,
     }
     return _environment().get_template("report.html.j2").render(context)
@@ -211,11 +212,25 @@ def _worst(doc: dict) -> dict:
 def _ranks(doc: dict) -> dict:
     rows = [[r["rank"], r["host"], _name(Path(r["report"]).name, r["report"], 48), r["pid"], r["device"], f"{r['kernels']:,}",
              f"{r['nccl_kernels']:,}", _d(r["nccl_time_ns"]), _pct(r.get("overlap_share")), _d(r.get("clock_offset_ns")),
-             "-" if r.get("clock_drift_ppm") is None else f"{r['clock_drift_ppm']:.2f}", r.get("rank_source")] for r in doc["ranks"]]
+             "-" if r.get("clock_drift_ppm") is None else f"{r['clock_drift_ppm']:.2f}", r.get("rank_source"),
+             _d(r.get("idle_ns")), _d(r.get("idle_host_wait_ns")), _d(r.get("idle_sync_wait_ns")), _d(r.get("idle_other_ns")),
+             _d(r.get("host_sync_ns")), ZERO_OVERLAP.get(r.get("zero_overlap_cause"), "")] for r in doc["ranks"]]
     headers = ["rank", "host", "report", "pid", "device", "kernels", "NCCL kernels", "NCCL time", "compute overlap",
-               "clock offset", "drift ppm", "rank from"]
+               "clock offset", "drift ppm", "rank from", "GPU idle", "idle: host wait", "idle: sync wait", "idle: other",
+               "host sync", "why no overlap"]
     return _table(headers, rows, {"rank", "pid", "device", "kernels", "NCCL kernels", "NCCL time", "compute overlap",
-                                  "clock offset", "drift ppm"})
+                                  "clock offset", "drift ppm", "GPU idle", "idle: host wait", "idle: sync wait", "idle: other",
+                                  "host sync"})
+
+
+# alignment.quality.issues, in words.
+ALIGNMENT_ISSUES = {
+    "few_collectives": "The clocks were fitted from fewer than 3 collectives: the offsets rest on little evidence.",
+    "spread_not_shrunk": "Aligning did not shrink the end spread of the collectives: the fit changed nothing.",
+    "same_clock_ranks_disagree": "Ranks sharing one host clock end collectives further apart than the tolerance: "
+                                 "the assumption that a collective ends together on every rank does not hold here."}
+ZERO_OVERLAP = {"same_stream": "NCCL on the compute stream: give it a stream of its own", "no_compute": "no compute kernels",
+                "serialized": "compute and NCCL take turns"}
 
 
 def _spread(a: dict) -> dict:

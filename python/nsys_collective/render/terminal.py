@@ -30,7 +30,7 @@ NAME_MIN = 60
 # A pipe (a file, `less`, grep) gets lines this wide: no table squeezed, no name split.
 PIPE_WIDTH = 240
 TEXT_COLUMNS = {"", "#", "where", "host", "report", "clock", "op", "comm", "cause", "kernel", "kernel or NVTX range",
-                "confidence", "step", "top blocker", "job", "status", "top blocking kernel"}
+                "confidence", "step", "top blocker", "job", "status", "top blocking kernel", "why 0%", "host sync (calls)"}
 
 
 def stdout_console() -> Console:
@@ -194,6 +194,26 @@ def _ranks(out: Console, doc: dict) -> list[RenderableType]:
     return shown
 
 
+OVERLAP_CAUSE = {"same_stream": "NCCL on the compute stream", "no_compute": "no compute", "serialized": "serialized"}
+
+
+def _idle(out: Console, doc: dict) -> list[RenderableType]:
+    """Where each rank's GPU sat idle (host not launching, waiting on a sync, other), the host's
+    synchronize time, and why overlap is zero where it is."""
+    ranks = [r for r in doc["ranks"][:MAX_RANK_ROWS] if r.get("idle_ns") is not None]
+    if not ranks:
+        return []
+    rows = [[str(r["rank"]), _d(r["idle_ns"]), _d(r["idle_host_wait_ns"]), _d(r["idle_sync_wait_ns"]), _d(r["idle_other_ns"]),
+             f"{_d(r['host_sync_ns'])} ({r['host_sync_calls']:,})" if r.get("host_sync_ns") is not None else "-",
+             f"{r['overlap_share']:.0%}" if r.get("overlap_share") is not None else "-"] for r in ranks]
+    columns = ["rank", "GPU idle", "host wait", "sync wait", "other", "host sync (calls)", "overlap"]
+    if any(r.get("zero_overlap_cause") for r in ranks):
+        columns.append("why 0%")
+        for row, r in zip(rows, ranks):
+            row.append(OVERLAP_CAUSE.get(r.get("zero_overlap_cause"), ""))
+    return [title_line("GPU idle, host synchronization and overlap per rank"), plain_table(out, columns, rows)]
+
+
 def render(result: Result, console: Console | None = None) -> None:
     """The verdict first, then what blocked and what slowed the collectives, then the evidence."""
     out = console or stdout_console()
@@ -206,6 +226,6 @@ def render(result: Result, console: Console | None = None) -> None:
         out.print(line, markup=False)
     parts = (_whatif(out, doc) + _contention(out, doc) + _stragglers(out, doc) + _steps(out, doc) + _worst(out, doc)
              if doc["collectives"] else [])
-    for part in parts + _alignment(out, result) + _ranks(out, doc):
+    for part in parts + _alignment(out, result) + _ranks(out, doc) + _idle(out, doc):
         out.print(part, markup=False) if isinstance(part, str) else out.print(part)
     out.print("What each figure means: collectivetrace-nsys glossary", markup=False, style="dim")

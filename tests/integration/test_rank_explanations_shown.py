@@ -1,0 +1,49 @@
+"""The per-rank explanations of the model (idle split, host synchronization, why overlap is zero)
+and the alignment's quality issues reach the terminal and the report, not only --json."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+
+from conftest import FIXTURES, REAL, analyzed
+from nsys_collective.render.html import ALIGNMENT_ISSUES, write_report
+from nsys_collective.render.terminal import render
+from nsys_collective.units import duration
+
+
+def shown(result, width: int = 160) -> str:
+    out = Console(width=width, file=io.StringIO(), highlight=False, color_system=None)
+    render(result, out)
+    return out.file.getvalue()
+
+
+def test_the_terminal_shows_each_ranks_idle_split_and_host_sync():
+    result = analyzed([FIXTURES / "demo-4rank-2host"])[1]
+    text = shown(result)
+    table = text.split("GPU idle, host synchronization and overlap per rank", 1)[1]
+    for r in result.doc["ranks"]:
+        row = next(line for line in table.splitlines() if line.split() and line.split()[0] == str(r["rank"]))
+        for figure in ("idle_ns", "idle_host_wait_ns", "idle_other_ns"):
+            assert duration(r[figure]) in row, (figure, row)
+        assert f"({r['host_sync_calls']})" in row
+    assert "why 0%" not in table  # no rank without overlap: no column for it
+
+
+def test_the_report_says_what_is_wrong_with_the_alignment(tmp_path, real_dir):
+    result = analyzed([real_dir / "fs24-ring-6rank-2node"])[1]
+    assert set(result.doc["alignment"]["quality"]["issues"]) == set(ALIGNMENT_ISSUES)
+    write_report(result, {}, tmp_path / "report.html")
+    html = (tmp_path / "report.html").read_text()
+    for sentence in ALIGNMENT_ISSUES.values():
+        assert sentence.split(":")[0] in html
+
+
+def test_same_stream_nccl_is_named_with_its_fix(tmp_path, real_dir):
+    result = analyzed([real_dir / "nsys-ai-2gpu" / "mfu_2gpu_before.sqlite"])[1]
+    text = shown(result)
+    assert text.count("NCCL on the compute stream") == 2  # both ranks, in the per-rank table
+    write_report(result, {}, tmp_path / "report.html")
+    assert "give it a stream of its own" in (tmp_path / "report.html").read_text()
