@@ -47,3 +47,13 @@ def test_same_stream_nccl_is_named_with_its_fix(tmp_path, real_dir):
     assert text.count("NCCL on the compute stream") == 2  # both ranks, in the per-rank table
     write_report(result, {}, tmp_path / "report.html")
     assert "give it a stream of its own" in (tmp_path / "report.html").read_text()
+
+
+def test_an_ideal_that_moves_the_wait_is_not_shown_as_a_saving(tmp_path, real_dir):
+    """On the HTA sample every cause fixed at once shortens the steps but makes the other rank wait
+    longer: the replay's ideal saves negative wait. Neither card nor terminal calls that avoidable."""
+    result = analyzed([real_dir / "kineto" / "hta-trace_filter-2rank"])[1]
+    assert result.doc["summary"]["avoidable_wait_ns"] < 0
+    assert "All at once: no wait saved (" in shown(result)
+    write_report(result, {}, tmp_path / "report.html")
+    assert "none found" in (tmp_path / "report.html").read_text()

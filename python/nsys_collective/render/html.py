@@ -106,7 +106,11 @@ def _cards(doc: dict) -> list[dict]:
     return [
         {"label": "Total wait", "value": _d(s['wait_ns']), "note": "GPU time spent waiting for the last rank"},
         {"label": "Avoidable", "value": _d(s.get("avoidable_wait_ns")),
-         "note": f"{_pct(s.get('explained_wait_share'))} of the wait: every cause found fixed at once, replayed"},
+         "note": f"{_pct(s.get('explained_wait_share'))} of the wait: every cause found fixed at once, replayed"}
+        if (s.get("avoidable_wait_ns") or 0) > 0 else
+        {"label": "Avoidable", "value": "none found",
+         "note": "fixing every cause found at once would not shorten the wait: it moves it to other ranks"
+                 if s.get("avoidable_wait_ns") is not None else "no replay: nothing to attribute"},
         {"label": "Transfer", "value": _d(s['transfer_ns']), "note": "GPU time moving data once all ranks arrived"},
         {"label": "Top straggler", "value": "-" if straggler is None else f"rank {straggler}",
          "note": f"caused {_d(caused)} of wait" if straggler is not None else "no rank stands out"},

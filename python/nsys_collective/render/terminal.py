@@ -121,7 +121,9 @@ def _whatif(out: Console, doc: dict) -> list[RenderableType]:
                         rows, names, "kernel or NVTX range", at=2)
     f, ideal = w["fidelity"], w["ideal"]
     more = f" {count(len(w['causes']) - WORST, 'smaller cause')} in --json." if len(w["causes"]) > WORST else ""
-    return shown + [f"All at once: {_d(ideal['wait_saved_ns'])} of wait saved, {_d(ideal['step_time_saved_ns'])} of step time. "
+    saved = ideal["wait_saved_ns"]
+    wait = f"{_d(saved)} of wait saved" if saved >= 0 else f"no wait saved ({_d(-saved)} more: it moves to other ranks)"
+    return shown + [f"All at once: {wait}, {_d(ideal['step_time_saved_ns'])} of step time. "
                     f"Replay fidelity: {f['explained_start_share']:.0%} of {count(f['ops'], 'GPU op start')} explained by "
                     f"{f['recorded_dependencies']:,} recorded and {f['inferred_dependencies']:,} inferred dependencies.{more}"]
 
