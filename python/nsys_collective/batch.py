@@ -29,6 +29,7 @@ from sqlalchemy.exc import DBAPIError
 
 from nsys_collective import pipeline
 from nsys_collective.errors import InputError
+from nsys_collective.ingest.capture import Limits
 from nsys_collective.ingest.discover import discover, find_jobs
 from nsys_collective.ingest.formats import DESCRIPTION, readable_paths
 from nsys_collective.result import Result
@@ -102,24 +103,25 @@ class _Bars:
             self.progress.advance(self.jobs)
 
 
-def _run_local(jobs: Iterable[Job], bars: _Bars, nsys, cache_dir, threads) -> Iterator[tuple[Job, Result | str]]:
+def _run_local(jobs: Iterable[Job], bars: _Bars, nsys, cache_dir, threads, limits: Limits) -> Iterator[tuple[Job, Result | str]]:
     """Each job's result (or error text), one job after another."""
     for job in jobs:
         bars.ranks_queued(len(job.inputs))
         try:
-            inputs = pipeline.Inputs(reports=job.inputs, readable=readable_paths(job.inputs, nsys, cache_dir))
+            inputs = pipeline.Inputs(reports=job.inputs, readable=readable_paths(job.inputs, nsys, cache_dir), limits=limits)
             result = pipeline.reduce(pipeline.map_inputs(inputs, threads, bars.ranks_read), source=job.name)
         except Exception as e:
             result = _error_text(e)
         yield job, result
 
 
-def _input_task(path: str, index: int, nsys: str | None, cache_dir: str | None) -> pipeline.Traced | BaseException:
+def _input_task(path: str, index: int, nsys: str | None, cache_dir: str | None,
+                limits: Limits = Limits()) -> pipeline.Traced | BaseException:
     """Dask task: one input exported if need be, read and traced. A failure comes back as a value,
     so that the job fails on its first broken input in input order, as the local executor does."""
     try:
         [readable] = readable_paths([Path(path)], nsys, Path(cache_dir) if cache_dir else None)
-        return pipeline.map_input(readable, index, path)
+        return pipeline.map_input(readable, index, path, limits)
     except Exception as e:
         return e
 
@@ -155,7 +157,8 @@ def dask_client(scheduler: str | None = None, threads: int | None = None):
         yield client
 
 
-def _run_dask(jobs: Iterable[Job], bars: _Bars, nsys, cache_dir, scheduler, threads, client=None) -> Iterator[tuple[Job, Result | str]]:
+def _run_dask(jobs: Iterable[Job], bars: _Bars, nsys, cache_dir, scheduler, threads, limits: Limits,
+              client=None) -> Iterator[tuple[Job, Result | str]]:
     """Each job's result (or error text), as jobs finish on the cluster."""
     from distributed import as_completed
 
@@ -167,7 +170,7 @@ def _run_dask(jobs: Iterable[Job], bars: _Bars, nsys, cache_dir, scheduler, thre
         def submit(job: Job) -> None:
             bars.ranks_queued(len(job.inputs))
             traced = client.map(_input_task, [str(p) for p in job.inputs], range(len(job.inputs)), nsys=nsys,
-                                cache_dir=str(cache_dir) if cache_dir else None, pure=False)
+                                cache_dir=str(cache_dir) if cache_dir else None, limits=limits, pure=False)
             if bars.progress:
                 for f in traced:
                     f.add_done_callback(lambda _: bars.ranks_read())
@@ -195,13 +198,13 @@ def _run_dask(jobs: Iterable[Job], bars: _Bars, nsys, cache_dir, scheduler, thre
 def run_batch(root: str | os.PathLike, db_url: str = "sqlite:///collectivetrace.db", pattern: str | None = None,
               executor: str = "local", scheduler: str | None = None, progress: bool = False, *,
               nsys: str | None = None, cache_dir: str | os.PathLike | None = None, threads: int | None = None,
-              retry_failed: bool = False, client=None) -> dict:
+              retry_failed: bool = False, client=None, limits: Limits = Limits()) -> dict:
     """Analyzes every job under root (see find_jobs) into the store at db_url. Returns a summary:
     found, analyzed, skipped, failed (jobs without results: failed now, or failed earlier with the
     same inputs), failed_earlier, seconds, jobs (one dict per job, by name) and errors ({job: error}).
     Raises InputError for an unusable root, store or executor. `threads`: ranks read at once
     (local) or threads of the local Dask worker; `client`: a distributed.Client to use instead of
-    `scheduler` (dask)."""
+    `scheduler` (dask); `limits`: what one input may make a reader hold (analyze's --max-* options)."""
     if executor not in EXECUTORS:
         raise InputError(f"{executor!r} is not an executor: use one of {', '.join(EXECUTORS)}")
     started = time.perf_counter()
@@ -229,9 +232,9 @@ def run_batch(root: str | os.PathLike, db_url: str = "sqlite:///collectivetrace.
             broken = [(job, job.error) for job in todo if job.error is not None]
             todo = [job for job in todo if job.error is None]
             if executor == "local":
-                results = _run_local(todo, bars, nsys, cache_dir, threads)
+                results = _run_local(todo, bars, nsys, cache_dir, threads, limits)
             else:
-                results = _run_dask(todo, bars, nsys, cache_dir, scheduler, threads, client)
+                results = _run_dask(todo, bars, nsys, cache_dir, scheduler, threads, limits, client)
             for job, result in itertools.chain(broken, results):
                 rows.append(_store(engine, job, result))
                 bars.job_done()

@@ -273,6 +273,17 @@ def test_the_limits_are_analyze_options(tmp_path):
     result = run(app, ["analyze", str(job), "--json", "--max-gzip-ratio", "100000"])
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["summary"]["ranks"] == 2
+    # batch: the job fails with the limit's message by default, and is stored with a higher limit
+    # (Dask tasks take the limits to the workers).
+    root = tmp_path / "root"
+    root.mkdir()
+    job.rename(root / "job")
+    for executor in ("local", "dask"):
+        db = f"sqlite:///{tmp_path / executor}.db"
+        failed = run(app, ["batch", str(root), "--db", db, "--executor", executor])
+        assert failed.exit_code == 1 and "expands more than 200-fold" in failed.stderr, failed.stderr
+        stored = run(app, ["batch", str(root), "--db", db, "--executor", executor, "--retry-failed", "--max-gzip-ratio", "100000"])
+        assert stored.exit_code == 0, stored.stderr
 
 
 # ---------------------------------------------------------------------------------------------

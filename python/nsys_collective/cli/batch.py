@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from nsys_collective.cli.console import EXIT_INTERNAL, error_edge, stderr
+from nsys_collective.ingest.capture import Limits
 from nsys_collective.units import count, duration
 
 
@@ -36,6 +37,8 @@ def batch(
     nsys: str = typer.Option(None, "--nsys", metavar="EXE", help="The nsys executable used to export reports (default: nsys on PATH)."),
     cache_dir: Path = typer.Option(None, "--cache-dir", metavar="DIR", help="Where report exports go when not beside the report."),
     retry_failed: bool = typer.Option(False, "--retry-failed", metavar="", help="Analyze again jobs that failed before with the same inputs."),
+    max_trace_bytes: int = typer.Option(Limits.max_trace_bytes, "--max-trace-bytes", metavar="BYTES", min=1, help="Refuse a PyTorch profiler trace whose JSON is larger than this."),
+    max_gzip_ratio: int = typer.Option(Limits.max_gzip_ratio, "--max-gzip-ratio", metavar="N", min=1, help="Refuse a .json.gz trace that expands more than this many times."),
 ) -> None:
     """Analyze every job under ROOT into a results store, one run per job with its inputs' hash.
     Jobs already stored with the same inputs are skipped; a broken job is recorded with its error
@@ -49,7 +52,8 @@ def batch(
         raise typer.BadParameter("--scheduler needs --executor dask", param_hint="--scheduler")
     with error_edge():
         summary = run_batch(root, db, pattern, executor.value, scheduler, progress=sys.stderr.isatty(),
-                            nsys=nsys, cache_dir=cache_dir, retry_failed=retry_failed)
+                            nsys=nsys, cache_dir=cache_dir, retry_failed=retry_failed,
+                            limits=Limits(max_trace_bytes, max_gzip_ratio))
     _print(summary)
     for job, error in summary["errors"].items():
         stderr.print(f"failed: {job}: {error}", markup=False)
