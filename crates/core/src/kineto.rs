@@ -50,6 +50,31 @@ use std::fmt;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
+/// The `Visitor` methods for the JSON kinds a visitor does not read (listed after the `;`): each
+/// gives `$value` (a list or object skipped first), so that one odd value in a trace is passed
+/// over instead of failing the whole file.
+macro_rules! other_json_gives {
+    ($de:lifetime, $ty:ty, $value:expr; $($kind:ident),+) => {
+        $(other_json_gives!(@$kind $de, $ty, $value);)+
+    };
+    (@bool $de:lifetime, $ty:ty, $value:expr) => { fn visit_bool<E>(self, _: bool) -> Result<$ty, E> { Ok($value) } };
+    (@i64 $de:lifetime, $ty:ty, $value:expr) => { fn visit_i64<E>(self, _: i64) -> Result<$ty, E> { Ok($value) } };
+    (@u64 $de:lifetime, $ty:ty, $value:expr) => { fn visit_u64<E>(self, _: u64) -> Result<$ty, E> { Ok($value) } };
+    (@f64 $de:lifetime, $ty:ty, $value:expr) => { fn visit_f64<E>(self, _: f64) -> Result<$ty, E> { Ok($value) } };
+    (@str $de:lifetime, $ty:ty, $value:expr) => { fn visit_str<E>(self, _: &str) -> Result<$ty, E> { Ok($value) } };
+    (@unit $de:lifetime, $ty:ty, $value:expr) => { fn visit_unit<E>(self) -> Result<$ty, E> { Ok($value) } };
+    (@seq $de:lifetime, $ty:ty, $value:expr) => {
+        fn visit_seq<A: SeqAccess<$de>>(self, seq: A) -> Result<$ty, A::Error> {
+            IgnoredAny.visit_seq(seq).map(|_| $value)
+        }
+    };
+    (@map $de:lifetime, $ty:ty, $value:expr) => {
+        fn visit_map<A: MapAccess<$de>>(self, map: A) -> Result<$ty, A::Error> {
+            IgnoredAny.visit_map(map).map(|_| $value)
+        }
+    };
+}
+
 /// NVTX push/pop range: how CPU annotation ranges appear in the `nvtx` table.
 const RANGE: i64 = 59;
 /// Times from this many ns (2001-09) on are absolute; below, relative to a base.
@@ -270,28 +295,7 @@ impl<'de> Visitor<'de> for DistributedInfo<'_> {
         self.0.extend(fields.into_iter().map(|(k, v)| (format!("distributedInfo.{k}"), v)));
         Ok(())
     }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<(), A::Error> {
-        IgnoredAny.visit_seq(seq).map(|_| ())
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_str<E>(self, _: &str) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_unit<E>(self) -> Result<(), E> {
-        Ok(())
-    }
+    other_json_gives!('de, (), (); bool, i64, u64, f64, str, unit, seq);
 }
 
 /// `deviceProperties`: the first MAX_GPUS objects of the list, the rest counted; anything but a
@@ -324,28 +328,7 @@ impl<'de> Visitor<'de> for DeviceProperties<'_> {
         }
         Ok(())
     }
-
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
-        IgnoredAny.visit_map(map).map(|_| ())
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_str<E>(self, _: &str) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_unit<E>(self) -> Result<(), E> {
-        Ok(())
-    }
+    other_json_gives!('de, (), (); bool, i64, u64, f64, str, unit, map);
 }
 
 /// A `deviceProperties` entry: a GPU when it is an object, else nothing.
@@ -362,27 +345,7 @@ impl<'de> Deserialize<'de> for GpuEntry {
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<GpuEntry, A::Error> {
                 Gpu::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(|g| GpuEntry(Some(g)))
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<GpuEntry, A::Error> {
-                IgnoredAny.visit_seq(seq).map(|_| GpuEntry(None))
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<GpuEntry, E> {
-                Ok(GpuEntry(None))
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<GpuEntry, E> {
-                Ok(GpuEntry(None))
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<GpuEntry, E> {
-                Ok(GpuEntry(None))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<GpuEntry, E> {
-                Ok(GpuEntry(None))
-            }
-            fn visit_str<E>(self, _: &str) -> Result<GpuEntry, E> {
-                Ok(GpuEntry(None))
-            }
-            fn visit_unit<E>(self) -> Result<GpuEntry, E> {
-                Ok(GpuEntry(None))
-            }
+            other_json_gives!('de, GpuEntry, GpuEntry(None); bool, i64, u64, f64, str, unit, seq);
         }
         d.deserialize_any(V)
     }
@@ -448,27 +411,7 @@ impl<'de, T: Default> Visitor<'de> for ByName<T> {
     fn visit_str<E>(self, v: &str) -> Result<T, E> {
         Ok((self.0)(v))
     }
-    fn visit_bool<E>(self, _: bool) -> Result<T, E> {
-        Ok(T::default())
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<T, E> {
-        Ok(T::default())
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<T, E> {
-        Ok(T::default())
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<T, E> {
-        Ok(T::default())
-    }
-    fn visit_unit<E>(self) -> Result<T, E> {
-        Ok(T::default())
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<T, A::Error> {
-        IgnoredAny.visit_seq(seq).map(|_| T::default())
-    }
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
-        IgnoredAny.visit_map(map).map(|_| T::default())
-    }
+    other_json_gives!('de, T, T::default(); bool, i64, u64, f64, unit, seq, map);
 }
 
 impl Category {
@@ -587,27 +530,7 @@ impl<'de> Deserialize<'de> for Event {
                 Ok(e)
             }
             // Not an object: nothing the reader uses (its phase is not "X").
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Event, A::Error> {
-                IgnoredAny.visit_seq(seq).map(|_| Event::default())
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Event, E> {
-                Ok(Event::default())
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Event, E> {
-                Ok(Event::default())
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Event, E> {
-                Ok(Event::default())
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Event, E> {
-                Ok(Event::default())
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Event, E> {
-                Ok(Event::default())
-            }
-            fn visit_unit<E>(self) -> Result<Event, E> {
-                Ok(Event::default())
-            }
+            other_json_gives!('de, Event, Event::default(); bool, i64, u64, f64, str, unit, seq);
         }
         d.deserialize_any(V)
     }
@@ -749,27 +672,7 @@ impl<'de> Deserialize<'de> for Args {
                 Ok(a)
             }
             // Not an object: no args.
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Args, A::Error> {
-                IgnoredAny.visit_seq(seq).map(|_| Args::default())
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Args, E> {
-                Ok(Args::default())
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Args, E> {
-                Ok(Args::default())
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Args, E> {
-                Ok(Args::default())
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Args, E> {
-                Ok(Args::default())
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Args, E> {
-                Ok(Args::default())
-            }
-            fn visit_unit<E>(self) -> Result<Args, E> {
-                Ok(Args::default())
-            }
+            other_json_gives!('de, Args, Args::default(); bool, i64, u64, f64, str, unit, seq);
         }
         d.deserialize_any(V)
     }
