@@ -31,11 +31,22 @@ TERMS: tuple[tuple[str, str], ...] = (
                  "operation, rank count, size), shared among the compute kernels that overlapped it."),
     ("SM footprint", "The share of the GPU's SMs a compute kernel occupies (its blocks over the SM count, at most 1)."),
     ("compute overlap", "The share of a rank's NCCL kernel time during which a compute kernel also ran on its GPU."),
+    ("GPU idle", "Time a rank's GPU ran nothing, split into host wait (the host had not yet launched the "
+                 "work that ended the gap), sync wait (that work waited on another stream or an event) and other."),
+    ("host sync", "Time a rank's process spent in cudaDeviceSynchronize, cudaStreamSynchronize and "
+                  "cudaEventSynchronize calls, and how many."),
     ("clock offset", "What alignment adds to a host's clock so that the ends of each collective coincide "
                      "across ranks; drift is its change per second, in ppm."),
     ("causality violations", "Collectives in which some rank ended before another one started: impossible "
                              "on true clocks, so a measure of misaligned ones."),
 )
+
+# What each `ranks[].zero_overlap_cause` says: a few words for a table cell, and the fix where one is known.
+ZERO_OVERLAP: dict[str, tuple[str, str | None]] = {
+    "same_stream": ("NCCL on the compute stream", "give it a stream of its own"),
+    "no_compute": ("no compute kernels", None),
+    "serialized": ("compute and NCCL take turns", None),
+}
 
 
 def text() -> str:

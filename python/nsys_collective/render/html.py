@@ -218,7 +218,7 @@ def _ranks(doc: dict) -> dict:
              f"{r['nccl_kernels']:,}", _d(r["nccl_time_ns"]), _pct(r.get("overlap_share")), _d(r.get("clock_offset_ns")),
              "-" if r.get("clock_drift_ppm") is None else f"{r['clock_drift_ppm']:.2f}", r.get("rank_source"),
              _d(r.get("idle_ns")), _d(r.get("idle_host_wait_ns")), _d(r.get("idle_sync_wait_ns")), _d(r.get("idle_other_ns")),
-             _d(r.get("host_sync_ns")), ZERO_OVERLAP.get(r.get("zero_overlap_cause"), "")] for r in doc["ranks"]]
+             _d(r.get("host_sync_ns")), _zero_overlap(r.get("zero_overlap_cause"))] for r in doc["ranks"]]
     headers = ["rank", "host", "report", "pid", "device", "kernels", "NCCL kernels", "NCCL time", "compute overlap",
                "clock offset", "drift ppm", "rank from", "GPU idle", "idle: host wait", "idle: sync wait", "idle: other",
                "host sync", "why no overlap"]
@@ -227,14 +227,20 @@ def _ranks(doc: dict) -> dict:
                                   "host sync"})
 
 
+def _zero_overlap(cause: str | None) -> str:
+    """Why a rank's overlap is 0%, with the fix where one is known."""
+    if not cause:
+        return ""
+    words, fix = glossary.ZERO_OVERLAP[cause]
+    return f"{words}: {fix}" if fix else words
+
+
 # alignment.quality.issues, in words.
 ALIGNMENT_ISSUES = {
     "few_collectives": "The clocks were fitted from fewer than 3 collectives: the offsets rest on little evidence.",
     "spread_not_shrunk": "Aligning did not shrink the end spread of the collectives: the fit changed nothing.",
     "same_clock_ranks_disagree": "Ranks sharing one host clock end collectives further apart than the tolerance: "
                                  "the assumption that a collective ends together on every rank does not hold here."}
-ZERO_OVERLAP = {"same_stream": "NCCL on the compute stream: give it a stream of its own", "no_compute": "no compute kernels",
-                "serialized": "compute and NCCL take turns"}
 
 
 def _spread(a: dict) -> dict:

@@ -17,6 +17,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from nsys_collective.glossary import ZERO_OVERLAP
 from nsys_collective.render.names import distinct_names
 from nsys_collective.result import Result
 from nsys_collective.units import count
@@ -196,9 +197,6 @@ def _ranks(out: Console, doc: dict) -> list[RenderableType]:
     return shown
 
 
-OVERLAP_CAUSE = {"same_stream": "NCCL on the compute stream", "no_compute": "no compute", "serialized": "serialized"}
-
-
 def _idle(out: Console, doc: dict) -> list[RenderableType]:
     """Where each rank's GPU sat idle (host not launching, waiting on a sync, other), the host's
     synchronize time, and why overlap is zero where it is."""
@@ -212,7 +210,7 @@ def _idle(out: Console, doc: dict) -> list[RenderableType]:
     if any(r.get("zero_overlap_cause") for r in ranks):
         columns.append("why 0%")
         for row, r in zip(rows, ranks):
-            row.append(OVERLAP_CAUSE.get(r.get("zero_overlap_cause"), ""))
+            row.append(ZERO_OVERLAP[r["zero_overlap_cause"]][0] if r.get("zero_overlap_cause") else "")
     return [title_line("GPU idle, host synchronization and overlap per rank"), plain_table(out, columns, rows)]
 
 
