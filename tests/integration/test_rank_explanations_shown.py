@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import io
 
-import pytest
 from rich.console import Console
 
-from conftest import FIXTURES, REAL, analyzed
+from conftest import FIXTURES, analyzed
 from nsys_collective.render.html import ALIGNMENT_ISSUES, write_report
 from nsys_collective.render.terminal import render
 from nsys_collective.units import duration

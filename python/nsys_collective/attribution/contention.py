@@ -173,10 +173,10 @@ def _compute_slowdown(job: Job, min_runs: int = 3) -> list[dict]:
         duration = (w.end - w.start)[compute]
         for flag, col in ((True, 0), (False, 2)):
             sel = beside == flag
-            for name, total, count in zip(*_group_sum(w.name[compute][sel], duration[sel])):
+            for name, total, runs in zip(*_group_sum(w.name[compute][sel], duration[sel])):
                 s = sums[(int(name), w.short_of[int(name)])]
                 s[col] += total
-                s[col + 1] += count
+                s[col + 1] += runs
     out = []
     for (full, short), (o_tot, o_n, a_tot, a_n) in sums.items():
         if o_n >= min_runs and a_n >= min_runs:
