@@ -31,7 +31,7 @@ NAME_MIN = 60
 # A pipe (a file, `less`, grep) gets lines this wide: no table squeezed, no name split.
 PIPE_WIDTH = 240
 TEXT_COLUMNS = {"", "#", "where", "host", "report", "clock", "op", "comm", "cause", "kernel", "kernel or NVTX range",
-                "confidence", "step", "top blocker", "job", "status", "top blocking kernel", "why 0%", "host sync (calls)"}
+                "confidence", "step", "top blocker", "job", "status", "top blocking kernel"}
 
 
 def stdout_console() -> Console:
@@ -199,19 +199,23 @@ def _ranks(out: Console, doc: dict) -> list[RenderableType]:
 
 def _idle(out: Console, doc: dict) -> list[RenderableType]:
     """Where each rank's GPU sat idle (host not launching, waiting on a sync, other), the host's
-    synchronize time, and why overlap is zero where it is."""
+    synchronize time and calls, and, as prose under the table, why overlap is zero where it is."""
     ranks = [r for r in doc["ranks"][:MAX_RANK_ROWS] if r.get("idle_ns") is not None]
     if not ranks:
         return []
     rows = [[str(r["rank"]), _d(r["idle_ns"]), _d(r["idle_host_wait_ns"]), _d(r["idle_sync_wait_ns"]), _d(r["idle_other_ns"]),
-             f"{_d(r['host_sync_ns'])} ({r['host_sync_calls']:,})" if r.get("host_sync_ns") is not None else "-",
-             f"{r['overlap_share']:.0%}" if r.get("overlap_share") is not None else "-"] for r in ranks]
-    columns = ["rank", "GPU idle", "host wait", "sync wait", "other", "host sync (calls)", "overlap"]
-    if any(r.get("zero_overlap_cause") for r in ranks):
-        columns.append("why 0%")
-        for row, r in zip(rows, ranks):
-            row.append(ZERO_OVERLAP[r["zero_overlap_cause"]][0] if r.get("zero_overlap_cause") else "")
-    return [title_line("GPU idle, host synchronization and overlap per rank"), plain_table(out, columns, rows)]
+             _d(r.get("host_sync_ns")), "-" if r.get("host_sync_calls") is None else f"{r['host_sync_calls']:,}",
+             "-" if r.get("overlap_share") is None else f"{r['overlap_share']:.0%}"] for r in ranks]
+    shown = [title_line("GPU idle, host synchronization and overlap per rank"),
+             plain_table(out, ["rank", "GPU idle", "host wait", "sync wait", "other", "host sync", "syncs", "overlap"], rows)]
+    why: dict[str, list[str]] = {}
+    for r in ranks:
+        if r.get("zero_overlap_cause"):
+            why.setdefault(r["zero_overlap_cause"], []).append(str(r["rank"]))
+    for cause, which in why.items():
+        words, fix = ZERO_OVERLAP[cause]
+        shown.append(f"0% overlap on {count(len(which), 'rank')} ({', '.join(which)}): {words}" + (f"; {fix}." if fix else "."))
+    return shown
 
 
 def render(result: Result, console: Console | None = None) -> None:
