@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from conftest import FIXTURES, analyzed
 from nsys_collective.cli import app
 from nsys_collective.render.terminal import render
+from nsys_collective.units import duration
 
 WIDTHS = (80, 100, 160)
 DEMO = FIXTURES / "demo-4rank-2host"
@@ -134,3 +135,15 @@ def test_the_readme_shows_the_terminal_output_at_80_columns(demo):
     block = readme.split("in an 80-column terminal", 1)[1].split("```\n", 2)[1]
     printed = "\n".join(line.rstrip() for line in shown(demo, 80).splitlines()).strip("\n") + "\n"
     assert block == printed, "the README's first screen is stale: paste the demo's output at 80 columns"
+
+
+def test_a_cause_on_several_hosts_leaves_its_figures_whole_at_80_columns(real_dir):
+    """The 9-rank job's top cause is two hosts late in ncclCommInitRank: their names go with the
+    cause's name, under the table, and no figure or header is cut."""
+    result = analyzed([real_dir / "fs24-allreduce2x-9rank-3node"])[1]
+    text = shown(result, 80)
+    assert "…" not in text and all(len(line.rstrip()) <= 80 for line in text.splitlines())
+    row = next(line for line in text.splitlines() if "host_group" in line)
+    cause = result.doc["whatif"]["causes"][0]
+    assert row.split()[1:3] == ["2", "hosts"] and duration(cause["wait_saved_ns"]) in row
+    assert "host in 'ncclCommInitRank' on ault42.cscs.ch, ault43.cscs.ch" in text

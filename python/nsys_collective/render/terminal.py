@@ -106,7 +106,17 @@ def cause_label(cause: dict) -> str:
 
 
 def _where(cause: dict) -> str:
-    return f"rank {cause['rank']}" if cause["rank"] is not None else (cause["host"] or "all")
+    """Where a cause acts, short: a cause on several hosts says how many (its name says which)."""
+    if cause["rank"] is not None:
+        return f"rank {cause['rank']}"
+    hosts = (cause["host"] or "").split(", ")
+    return f"{len(hosts)} hosts" if len(hosts) > 1 else (cause["host"] or "all")
+
+
+def _named(cause: dict) -> str:
+    """A cause's name in a table, with the hosts of a cause on several."""
+    label = cause_label(cause)
+    return f"{label} on {cause['host']}" if _where(cause).endswith(" hosts") else label
 
 
 def _whatif(out: Console, doc: dict) -> list[RenderableType]:
@@ -116,7 +126,7 @@ def _whatif(out: Console, doc: dict) -> list[RenderableType]:
     causes = w["causes"][:WORST]
     rows = [[_where(c), c["cause"], _d(c["wait_saved_ns"]), _d(c["step_time_saved_ns"]), _d(c["excess_ns"]),
              str(c["collectives"]), c["confidence"]] for c in causes]
-    names = distinct_names([cause_label(c) for c in causes], [c.get("name_full") or cause_label(c) for c in causes])
+    names = distinct_names([_named(c) for c in causes], [c.get("name_full") or cause_label(c) for c in causes])
     shown = named_table(out, "What fixing each cause would save (replayed), most wait saved first",
                         ["where", "cause", "wait saved", "step time saved", "excess", "collectives", "confidence"],
                         rows, names, "kernel or NVTX range", at=2)
