@@ -1,6 +1,6 @@
 """The result of one analyzed run: one typed, immutable `Result`.
 
-`Result.document` is the `--json` contract (../shared/docs/output-contract.md) as typed
+`Result.document` is the `--json` contract (docs/output-contract.md) as typed
 dataclasses: names exactly as there, integer ns on the aligned clock, None where a value is
 unknown. `Result.doc` is the same as plain JSON data, what `--json` prints, the tables
 (render.tables) and the store rows (store) are made of. Beside the document, a result holds what
@@ -45,7 +45,7 @@ _HOST_CAUSES = causes.kinds(causes.HOST, replayed=True)
 _REPLAYED = causes.kinds(replayed=True)
 
 
-# The document (output-contract.md) ---------------------------------------------------------------
+# The document (docs/output-contract.md) ---------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Input:
@@ -295,7 +295,7 @@ class StartError:
 
 @dataclass(frozen=True)
 class Fidelity:
-    """How much of the trace the replayed dependency graph explains (method.md section 4)."""
+    """How much of the trace the replayed dependency graph explains (docs/method.md section 4)."""
 
     __pydantic_config__ = _STRICT
     ops: int

@@ -1,4 +1,4 @@
-"""Blocking attribution (method.md section 4): what made each collective wait, from the what-if
+"""Blocking attribution (docs/method.md section 4): what made each collective wait, from the what-if
 replays (attribution.whatif).
 
 Each cause the replays found is charged, in every collective, the wait its fix saved there; what
