@@ -31,7 +31,7 @@ def job(ranks: dict[int, str]) -> SimpleNamespace:
     by_number = {r: SimpleNamespace(rank=r, host=h) for r, h in ranks.items()}
     timeline = Timeline(names=SimpleNamespace(values=NAMES),
                         per_rank={r: SimpleNamespace(short_of={i: i for i in range(len(NAMES))}) for r in ranks})
-    return SimpleNamespace(by_number=by_number, ranks=list(by_number.values()), timeline=timeline,
+    return SimpleNamespace(by_number=by_number, ranks=list(by_number.values()), timeline=timeline, alignment=None,
                            traces={r: SimpleNamespace(gpu=object()) for r in ranks})
 
 

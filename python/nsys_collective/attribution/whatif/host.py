@@ -142,7 +142,7 @@ def host_group_candidates(ctx: Context) -> list[Candidate]:
     all of them together when several were late (fixing one of two late hosts only makes it wait
     for the other). Fixed on all of its ranks, against the ranks of the other hosts."""
     job, h, min_excess = ctx.job, ctx.shared(host_time), ctx.min_excess
-    host_of = hosts_of(job)
+    host_of = hosts_of(job.ranks, job.alignment)
     hosts: dict[str, list[int]] = {}
     for r in sorted(r for r in job.traces if job.traces[r].gpu is not None):
         hosts.setdefault(host_of[r], []).append(r)
