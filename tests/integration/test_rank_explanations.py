@@ -106,7 +106,8 @@ def test_the_idle_split_of_hand_made_gaps():
                             tid=np.array([1]))
     syncs = {"kind": np.array([2]), "stream": np.array([9]), "event": np.array([1]), "correlation": np.array([99]),
              "record_correlation": np.array([-1])}
-    trace = SimpleNamespace(gpu=gpu, calls=calls, syncs=syncs, names=lambda ids: np.array([names[i] for i in ids]))
+    trace = SimpleNamespace(gpu=gpu, calls=calls, syncs=syncs, stream_waits=(syncs, None),
+                            names=lambda ids: np.array([names[i] for i in ids]))
     got = idle_split(trace, None, 0)
     # gap 100-200: host until 140, then 60 other; gap 300-400: launched at 150, gated: 100 sync;
     # gap 500-600: launched at 310, nothing recorded: 100 other

@@ -22,9 +22,7 @@ def host_sync(trace: RankTrace, selection: StepSelection | None, rank: int) -> d
     calls = trace.calls
     if calls is None or not len(calls.start):
         return {"host_sync_ns": 0, "host_sync_calls": 0}
-    ids, at = np.unique(calls.name, return_inverse=True)
-    is_sync = np.array([bool(n) and bool(cuda_api.SYNCHRONIZE.match(n)) for n in trace.names(ids).tolist()], dtype=bool)
-    mine = is_sync[at.ravel()]
+    mine = cuda_api.matches(cuda_api.SYNCHRONIZE, calls.name, trace)
     if selection is not None:
         mine &= selection.analyzed(rank, calls.start)
     return {"host_sync_ns": int((calls.end[mine] - calls.start[mine]).sum()), "host_sync_calls": int(mine.sum())}

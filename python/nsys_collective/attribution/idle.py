@@ -23,7 +23,6 @@ import numpy as np
 from nsys_collective.model.activity import analyzed_ops
 from nsys_collective.model.steps import StepSelection
 from nsys_collective.model.cuda_api import SyncType
-from nsys_collective.model.stream_waits import stream_waits_from_calls
 from nsys_collective.model.trace import RankTrace
 
 def _gated(trace: RankTrace) -> np.ndarray:
@@ -31,9 +30,7 @@ def _gated(trace: RankTrace) -> np.ndarray:
     waiting stream at or after the wait call."""
     g, calls = trace.gpu, trace.calls
     out = np.zeros(len(g.start), dtype=bool)
-    syncs = trace.syncs
-    if syncs is None or not len(syncs["correlation"]):
-        syncs, _ = stream_waits_from_calls(trace)
+    syncs, _ = trace.stream_waits
     if syncs is None or calls is None or not len(calls.start):
         return out
     waits = np.flatnonzero(syncs["kind"] == SyncType.STREAM_WAIT_EVENT)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from enum import IntEnum
 
+import numpy as np
+
 _SUFFIX = r"(_v\d+|_ptsz|_ptds)*$"
 
 
@@ -34,3 +36,13 @@ LAUNCH = re.compile(r"^(cudaLaunchKernel(ExC)?|cuLaunchKernel(Ex)?|cudaLaunchCoo
                     r"|cudaGraphLaunch|cuGraphLaunch)" + _SUFFIX)
 EVENT_RECORD = re.compile(r"^(cudaEventRecord(WithFlags)?|cuEventRecord(WithFlags)?)(_v\d+|_ptsz)?$")
 STREAM_WAIT = re.compile(r"^(cudaStreamWaitEvent|cuStreamWaitEvent)(_v\d+|_ptsz)?$")
+
+
+def matches(pattern: re.Pattern, ids: np.ndarray, names) -> np.ndarray:
+    """Which of `ids` (string ids, -1 unnamed) name a call `pattern` matches: each distinct name is
+    matched once, then the answer is spread by id (millions of calls, a few hundred names).
+    `names`: what turns string ids into names (a rank's trace or an export)."""
+    unique, at = np.unique(ids, return_inverse=True)
+    hit = np.fromiter((bool(n) and pattern.match(n) is not None for n in names.names(unique).tolist()),
+                      dtype=bool, count=len(unique))
+    return hit[at.ravel()]

@@ -125,9 +125,7 @@ def lost_launches(trace: RankTrace) -> np.ndarray:
     calls, gpu = trace.calls, trace.gpu
     if calls is None or not len(calls.start):
         return np.zeros(0, dtype=np.int64)
-    ids, at = np.unique(calls.name, return_inverse=True)
-    is_launch = np.array([bool(n) and bool(cuda_api.LAUNCH.match(n)) for n in trace.names(ids).tolist()], dtype=bool)
-    launch = np.flatnonzero(is_launch[at.ravel()])
+    launch = np.flatnonzero(cuda_api.matches(cuda_api.LAUNCH, calls.name, trace))
     ran = np.isin(calls.correlation[launch], gpu.correlation) if gpu is not None else np.zeros(len(launch), bool)
     return calls.start[launch[~ran]]
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import secrets
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import re
 
@@ -26,6 +27,7 @@ from nsys_collective.ingest.identity import Candidate, rank_from_environment, ra
 from nsys_collective.model import cuda_api
 from nsys_collective.model.intervals import covered_ns, overlap_ns
 from nsys_collective.model.nccl import NcclOps, launches, nccl_kernel_mask, nccl_ops
+from nsys_collective.model.stream_waits import stream_waits_from_calls
 
 GPU_ACTIVITY_TABLES = ("kernels", "memcpy", "memset")
 # SMs of GPUs, for exports without TARGET_INFO_GPU (public specifications). Longest match wins.
@@ -130,6 +132,14 @@ class RankTrace:
         """Strings of many ids at once (None for -1), as an object array."""
         table = np.array(self.strings + (None,), dtype=object)
         return table[np.where(string_ids >= 0, string_ids, len(self.strings))]
+
+    @cached_property
+    def stream_waits(self) -> tuple[dict | None, dict | None]:
+        """(syncs, events): the recorded ones, or where the capture recorded none, those inferred
+        from the calls; computed once, as the idle split and the what-if both read them."""
+        if self.syncs is not None and len(self.syncs["correlation"]):
+            return self.syncs, self.events
+        return stream_waits_from_calls(self.calls, self.gpu, self)
 
 
 def _on(table: dict[str, np.ndarray], pid: int | None, device: int | None) -> np.ndarray:
@@ -241,8 +251,7 @@ def _host_calls(export: Export, pid: int, ranges: HostRanges) -> HostCalls:
     rows = np.flatnonzero(rt["pid"] == pid)
     rows = rows[np.argsort(rt["start"][rows], kind="stable")]
     start, end, tid = rt["start"][rows], rt["end"][rows], rt["tid"][rows]
-    names = export.names(rt["name"][rows])
-    blocking_name = {n: bool(n and cuda_api.BLOCKING.match(n)) for n in set(names.tolist())}
+    blocking = cuda_api.matches(cuda_api.BLOCKING, rt["name"][rows], export)
     gap_range = np.full(len(rows), -1, dtype=np.int64)
     gap_start = start.copy()
     for t in np.unique(tid).tolist():
@@ -258,7 +267,7 @@ def _host_calls(export: Export, pid: int, ranges: HostRanges) -> HostCalls:
             found = _native.innermost_covering(ranges.start[own], ranges.end[own], middle)
             gap_range[mine] = np.where(found >= 0, own[np.maximum(found, 0)], -1)
     return HostCalls(start=start, end=end, tid=tid, correlation=rt["correlation"][rows], name=rt["name"][rows],
-                     blocking=np.array([blocking_name[n] for n in names.tolist()], dtype=bool), gap_start=gap_start,
+                     blocking=blocking, gap_start=gap_start,
                      gap_range=gap_range)
 
 

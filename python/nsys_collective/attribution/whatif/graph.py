@@ -14,7 +14,6 @@ import numpy as np
 from nsys_collective import _native
 from nsys_collective.model.job import Job
 from nsys_collective.model.steps import STEP_PATTERN
-from nsys_collective.model.stream_waits import stream_waits_from_calls
 
 
 @dataclass
@@ -111,9 +110,7 @@ def build_graph(job: Job, tolerance_ns: int, step_pattern: str | None = None) ->
         calls.append({"rank": np.full(len(early), dense), "thread": c.tid[early], "start": origin, "end": origin,
                       "correlation": np.full(len(early), -1), "blocking": np.zeros(len(early), np.int64),
                       "segment": np.full(len(early), -1)})
-        recorded_syncs, recorded_events = trace.syncs, trace.events
-        if recorded_syncs is None or not len(recorded_syncs["correlation"]):
-            recorded_syncs, recorded_events = stream_waits_from_calls(trace)
+        recorded_syncs, recorded_events = trace.stream_waits
         for table, rows in ((syncs, recorded_syncs), (events, recorded_events)):
             if rows is not None and len(rows["correlation"]):
                 table.append({"rank": np.full(len(rows["correlation"]), dense), **rows})
