@@ -62,10 +62,13 @@ def sqlite_kind(path: str | Path) -> str:
     if head[68:72] == STORE_APPLICATION_ID.to_bytes(4, "big"):
         return "store"
     try:
-        # Read-only and immutable: nothing is created beside an export, not even the -wal and
-        # -shm files a WAL-mode file gets from a plain read-only open (as_uri escapes '?', '%'
-        # and '#').
-        con = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro&immutable=1", uri=True)
+        # Read-only, and immutable unless a writer has the file open in WAL mode: nothing is
+        # created beside an export, not even the -wal and -shm files a WAL-mode file gets from a
+        # plain read-only open; where both exist already (a store being written), the WAL holds
+        # tables the file alone may not have yet (as_uri escapes '?', '%' and '#').
+        live_wal = all(Path(f"{path}{suffix}").is_file() for suffix in ("-wal", "-shm"))
+        mode = "mode=ro" if live_wal else "mode=ro&immutable=1"
+        con = sqlite3.connect(f"{path.absolute().as_uri()}?{mode}", uri=True)
         try:
             tables = {name for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             columns = {row[1] for row in con.execute("PRAGMA table_info(runs)")} if "runs" in tables else set()

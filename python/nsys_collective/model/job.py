@@ -247,15 +247,17 @@ def _select(collectives: Collectives, aligned_start: np.ndarray, ranks: list[Ran
     return keep, step_of, outside
 
 
-# A warning lists at most this many items; the rest are counted (the --json document has them all).
+# A warning lists at most this many steps, and ranks of each; the rest are counted (the --json
+# document has them all).
 WARNING_ITEMS = 3
+WARNING_RANKS = 8
 
 
-def few(items) -> str:
-    """'0, 1, 2' or '0, 1, 2 and 5 more': a list in a warning, never a wall of numbers."""
+def few(items, limit: int = WARNING_RANKS) -> str:
+    """'0, 1, 2' or '0, 1, ..., 7 and 5 more': a list in a warning, never a wall of numbers."""
     items = list(items)
-    shown = ", ".join(map(str, items[:WARNING_ITEMS]))
-    return shown + (f" and {len(items) - WARNING_ITEMS} more" if len(items) > WARNING_ITEMS else "")
+    shown = ", ".join(map(str, items[:limit]))
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
 def steps_warning(selection: StepSelection, outside: int, total: int) -> str | None:
