@@ -30,7 +30,7 @@ from sqlalchemy.exc import DBAPIError
 from nsys_collective import pipeline
 from nsys_collective.errors import InputError
 from nsys_collective.ingest.capture import Limits
-from nsys_collective.ingest.discover import discover, find_jobs
+from nsys_collective.ingest.discover import find_inputs, find_jobs, shown
 from nsys_collective.ingest.formats import DESCRIPTION, readable_paths
 from nsys_collective.result import Result
 from nsys_collective.store import (AlreadyStored, display_url, input_hash, list_runs, open_store, stored_failure,
@@ -45,21 +45,27 @@ class Job:
     inputs: list[Path] = dataclasses.field(default_factory=list)
     input_hash: str = ""
     error: str | None = None  # its inputs could not even be listed
+    warnings: list[str] = dataclasses.field(default_factory=list)  # discovery's
+
+    @property
+    def key(self) -> str:
+        """The job's folder as the store keeps it: text, bytes that are no UTF-8 shown escaped."""
+        return shown(self.path)
 
 
 def _error_text(e: BaseException) -> str:
     """One line: the message of unusable input, else the error's type and first line (a
     database's own message, without SQLAlchemy's SQL and "Background" lines)."""
     if isinstance(e, InputError):
-        return str(e)
+        return shown(str(e))  # a path in it may hold bytes that are no UTF-8
     text = str(getattr(e, "orig", None) or e).strip()
-    return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"
+    return shown(f"{type(e).__name__}: {text.splitlines()[0] if text else ''}")
 
 
 def _prepare(root: Path, path: Path) -> Job:
-    job = Job(name=path.relative_to(root).as_posix() if path != root else root.name, path=path)
+    job = Job(name=shown(path.relative_to(root).as_posix() if path != root else root.name), path=path)
     try:
-        job.inputs = discover([path])
+        job.inputs, job.warnings = find_inputs([path])
         job.input_hash = input_hash(path, job.inputs)
     except Exception as e:
         job.error, job.input_hash = _error_text(e), input_hash(path, [])
@@ -101,35 +107,38 @@ class _Bars:
             self.progress.advance(self.jobs)
 
 
-def _run_local(jobs: Iterable[Job], bars: _Bars, nsys, cache_dir, threads, limits: Limits) -> Iterator[tuple[Job, Result | str]]:
+def _run_local(jobs: Iterable[Job], bars: _Bars, nsys, cache_dir, threads, limits: Limits,
+               export_timeout: float | None = None) -> Iterator[tuple[Job, Result | str]]:
     """Each job's result (or error text), one job after another."""
     for job in jobs:
         bars.ranks_queued(len(job.inputs))
         try:
-            inputs = pipeline.Inputs(reports=job.inputs, readable=readable_paths(job.inputs, nsys, cache_dir), limits=limits)
-            result = pipeline.reduce(pipeline.map_inputs(inputs, threads, bars.ranks_read), source=job.name)
+            readable = readable_paths(job.inputs, nsys, cache_dir, export_timeout=export_timeout)
+            inputs = pipeline.Inputs(reports=job.inputs, readable=readable, limits=limits)
+            result = pipeline.reduce(pipeline.map_inputs(inputs, threads, bars.ranks_read), source=job.name, warnings=job.warnings)
         except Exception as e:
             result = _error_text(e)
         yield job, result
 
 
 def _input_task(path: str, index: int, nsys: str | None, cache_dir: str | None,
-                limits: Limits = Limits()) -> pipeline.Traced | BaseException:
+                limits: Limits = Limits(), export_timeout: float | None = None) -> pipeline.Traced | BaseException:
     """Dask task: one input exported if need be, read and traced. A failure comes back as a value,
     so that the job fails on its first broken input in input order, as the local executor does."""
     try:
-        [readable] = readable_paths([Path(path)], nsys, Path(cache_dir) if cache_dir else None)
+        [readable] = readable_paths([Path(path)], nsys, Path(cache_dir) if cache_dir else None,
+                                    export_timeout=export_timeout)
         return pipeline.map_input(readable, index, path, limits)
     except Exception as e:
         return e
 
 
-def _job_task(traced: list, source: str) -> Result:
+def _job_task(traced: list, source: str, warnings: list[str] = ()) -> Result:
     """Dask task: the job's result from its inputs' traces (without the timeline: it stays here)."""
     failed = next((t for t in traced if isinstance(t, BaseException)), None)
     if failed is not None:
         raise failed
-    return dataclasses.replace(pipeline.reduce(traced, source=source), timeline=None)
+    return dataclasses.replace(pipeline.reduce(traced, source=source, warnings=warnings), timeline=None)
 
 
 @contextlib.contextmanager
@@ -156,7 +165,7 @@ def dask_client(scheduler: str | None = None, threads: int | None = None):
 
 
 def _run_dask(jobs: Iterable[Job], bars: _Bars, nsys, cache_dir, scheduler, threads, limits: Limits,
-              client=None) -> Iterator[tuple[Job, Result | str]]:
+              client=None, export_timeout: float | None = None) -> Iterator[tuple[Job, Result | str]]:
     """Each job's result (or error text), as jobs finish on the cluster."""
     from distributed import as_completed
 
@@ -168,11 +177,12 @@ def _run_dask(jobs: Iterable[Job], bars: _Bars, nsys, cache_dir, scheduler, thre
         def submit(job: Job) -> None:
             bars.ranks_queued(len(job.inputs))
             traced = client.map(_input_task, [str(p) for p in job.inputs], range(len(job.inputs)), nsys=nsys,
-                                cache_dir=str(cache_dir) if cache_dir else None, limits=limits, pure=False)
+                                cache_dir=str(cache_dir) if cache_dir else None, limits=limits,
+                                export_timeout=export_timeout, pure=False)
             if bars.progress:
                 for f in traced:
                     f.add_done_callback(lambda _: bars.ranks_read())
-            future = client.submit(_job_task, traced, job.name, pure=False)
+            future = client.submit(_job_task, traced, job.name, job.warnings, pure=False)
             owner[future.key] = job
             running.add(future)
 
@@ -196,14 +206,16 @@ def _run_dask(jobs: Iterable[Job], bars: _Bars, nsys, cache_dir, scheduler, thre
 def run_batch(root: str | os.PathLike, db_url: str = "sqlite:///collectivetrace.db", pattern: str | None = None,
               executor: str = "local", scheduler: str | None = None, progress=None, *,
               nsys: str | None = None, cache_dir: str | os.PathLike | None = None, threads: int | None = None,
-              retry_failed: bool = False, client=None, limits: Limits = Limits()) -> dict:
+              retry_failed: bool = False, client=None, limits: Limits = Limits(),
+              export_timeout: float | None = None) -> dict:
     """Analyzes every job under root (see find_jobs) into the store at db_url. Returns a summary:
     found, analyzed, skipped, failed (jobs without results: failed now, or failed earlier with the
     same inputs), failed_earlier, seconds, jobs (one dict per job, by name) and errors ({job: error}).
     Raises InputError for an unusable root, store or executor. `threads`: ranks read at once
     (local) or threads of the local Dask worker; `client`: a distributed.Client to use instead of
     `scheduler` (dask); `limits`: what one input may make a reader hold (analyze's --max-* options);
-    `progress`: a rich Console to show progress bars on (None: none)."""
+    `export_timeout`: seconds one `nsys export` may take (--export-timeout); `progress`: a rich
+    Console to show progress bars on (None: none)."""
     if executor not in EXECUTORS:
         raise InputError(f"{executor!r} is not an executor: use one of {', '.join(EXECUTORS)}")
     started = time.perf_counter()
@@ -218,11 +230,12 @@ def run_batch(root: str | os.PathLike, db_url: str = "sqlite:///collectivetrace.
         with _Bars(progress, len(paths)) as bars:
             todo, jobs = [], {}
             for path in paths:
-                job = jobs[str(path)] = _prepare(Path(root).resolve(), path)
-                row = {"job": job.name, "path": str(job.path), "inputs": len(job.inputs), "run_id": None, "error": None, "earlier": False}
-                if job.error is None and stored_hash(engine, str(job.path)) == job.input_hash:
+                job = _prepare(Path(root).resolve(), path)
+                jobs[job.key] = job
+                row = {"job": job.name, "path": job.key, "inputs": len(job.inputs), "run_id": None, "error": None, "earlier": False}
+                if job.error is None and stored_hash(engine, job.key) == job.input_hash:
                     rows.append({**row, "status": "skipped"})
-                elif job.error is None and not retry_failed and (error := stored_failure(engine, str(job.path), job.input_hash)):
+                elif job.error is None and not retry_failed and (error := stored_failure(engine, job.key, job.input_hash)):
                     rows.append({**row, "status": "failed", "error": error, "earlier": True})
                 else:
                     todo.append(job)
@@ -231,9 +244,9 @@ def run_batch(root: str | os.PathLike, db_url: str = "sqlite:///collectivetrace.
             broken = [(job, job.error) for job in todo if job.error is not None]
             todo = [job for job in todo if job.error is None]
             if executor == "local":
-                results = _run_local(todo, bars, nsys, cache_dir, threads, limits)
+                results = _run_local(todo, bars, nsys, cache_dir, threads, limits, export_timeout)
             else:
-                results = _run_dask(todo, bars, nsys, cache_dir, scheduler, threads, limits, client)
+                results = _run_dask(todo, bars, nsys, cache_dir, scheduler, threads, limits, client, export_timeout)
             for job, result in itertools.chain(broken, results):
                 rows.append(_store(engine, job, result))
                 bars.job_done()
@@ -258,11 +271,11 @@ _SHOWN = ("ranks", "collectives", "wait_ns", "top_blocking_kernel")  # from each
 
 
 def _store(engine, job: Job, result: Result | str) -> dict:
-    row = {"job": job.name, "path": str(job.path), "inputs": len(job.inputs), "error": None, "earlier": False}
+    row = {"job": job.name, "path": job.key, "inputs": len(job.inputs), "error": None, "earlier": False}
     failed = isinstance(result, str)
     try:
         try:
-            row["run_id"] = write_run(engine, job.path, job.inputs, job.input_hash, result, name=job.name)
+            row["run_id"] = write_run(engine, job.key, job.inputs, job.input_hash, result, name=job.name)
         except AlreadyStored:
             raise
         except Exception as e:
@@ -271,7 +284,7 @@ def _store(engine, job: Job, result: Result | str) -> dict:
             # Results this store cannot take now (disk full, ...): recorded as retryable, so the
             # next batch tries again. The store failing even for that stops the batch.
             failed, result = True, f"could not store the results: {_error_text(e)}"
-            row["run_id"] = write_run(engine, job.path, job.inputs, job.input_hash, result, name=job.name, retryable=True)
+            row["run_id"] = write_run(engine, job.key, job.inputs, job.input_hash, result, name=job.name, retryable=True)
         row["status"] = "failed" if failed else "analyzed"
     except AlreadyStored as e:  # another batch stored it meanwhile
         row["run_id"], row["status"] = e.run_id, "failed" if failed else "skipped"

@@ -40,9 +40,11 @@ class Comparison:
         """Print the comparison as `collectivetrace-nsys compare` does (verdict, then tables)."""
         render_comparison(self.doc)
 
-    def chart(self, path) -> list[Path]:
-        """Write the comparison chart as path (PNG) and the same name with .svg; return both."""
-        return write_compare_chart(self.doc, path)
+    def chart(self, path, force: bool = False, protect=()) -> list[Path]:
+        """Write the comparison chart as path (PNG) and the same name with .svg; return both. As
+        every output (outputs.py): never over `protect`, an existing file only with `force` and
+        only one this tool wrote, in an existing folder, whole or not at all."""
+        return write_compare_chart(self.doc, path, force, protect)
 
 
 def _triple(a, b) -> dict:

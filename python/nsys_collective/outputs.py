@@ -254,6 +254,15 @@ def check_folder(out: Path, force: bool, protect: Iterable[str | os.PathLike] = 
         raise InputError(f"{out}: exists and is not empty; pass --force to replace it")
 
 
+def check_apart(folder: Path, file: Path, folder_option: str, file_option: str) -> None:
+    """Refuse (InputError) an output file that is an output folder or lies in it: the folder is
+    written whole, so one of the two would be lost."""
+    folder, target = Path(folder).resolve(), Path(file).resolve()
+    if target == folder or folder in target.parents:
+        raise InputError(f"{file}: {file_option} names {'the' if target == folder else 'a file in the'} {folder_option} "
+                         "folder; choose a file outside it")
+
+
 def check_file(path: Path, force: bool, protect: Iterable[str | os.PathLike] = (),
                ours: Callable[[Path], bool] = lambda p: False) -> None:
     """Refuse (InputError) an output file that must not be written: a folder, in a missing
@@ -366,3 +375,30 @@ def write_file(path: Path, force: bool, protect: Iterable[str | os.PathLike],
         raise
     except OSError as e:
         raise _destination_error(path, e) from None
+
+
+def write_files(fills: dict[Path, Callable[[Path], object]], force: bool, protect: Iterable[str | os.PathLike] = (),
+                ours: Callable[[Path], bool] = lambda p: False) -> list[Path]:
+    """Write files that belong together (a chart's PNG and SVG): every one checked (check_file)
+    before any is written, each written by `fill(tmp)` into a temporary beside it and moved into
+    place whole (a link at the destination is replaced, never what it points to). Returns the
+    paths, in order."""
+    paths = [Path(p) for p in fills]
+    protect = list(protect)
+    for path in paths:
+        check_file(path, force, protect, ours)
+    for path, fill in zip(paths, fills.values()):
+        try:
+            clean_leftovers(path.parent)
+            with _locked_temp(path, folder=False) as (tmp, _fd):
+                fill(tmp)
+                check_file(path, force, protect, ours)
+                if path.exists() or path.is_symlink():
+                    os.replace(tmp, path)
+                else:
+                    _rename_new(tmp, path)
+        except InputError:
+            raise
+        except OSError as e:
+            raise _destination_error(path, e) from None
+    return paths

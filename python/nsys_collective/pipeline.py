@@ -22,7 +22,7 @@ from nsys_collective.attribution.build import build_result
 from nsys_collective.errors import InputError
 from nsys_collective.ingest import formats
 from nsys_collective.ingest.capture import Limits
-from nsys_collective.ingest.discover import discover
+from nsys_collective.ingest.discover import find_inputs, shown
 from nsys_collective.model.job import Filters, Job, build_job
 from nsys_collective.model.trace import InputFacts, RankTrace, trace_export
 from nsys_collective.result import Result
@@ -38,19 +38,21 @@ class Inputs:
     reports: list[Path]
     readable: list[Path]
     limits: Limits = Limits()
+    warnings: tuple[str, ...] = ()  # discovery's (a file named twice)
 
 
 def prepare(paths: Sequence[str | os.PathLike], nsys: str | None = None, cache_dir: Path | None = None,
-            progress: bool = False, limits: Limits = Limits()) -> Inputs:
+            progress: bool = False, limits: Limits = Limits(), export_timeout: float | None = None) -> Inputs:
     """The inputs `paths` name (files, folders, globs), reports exported with nsys (cached)."""
-    reports = discover(paths)
-    return Inputs(reports=reports, readable=formats.readable_paths(reports, nsys, cache_dir, progress), limits=limits)
+    reports, warnings = find_inputs(paths)
+    readable = formats.readable_paths(reports, nsys, cache_dir, progress, export_timeout)
+    return Inputs(reports=reports, readable=readable, limits=limits, warnings=tuple(warnings))
 
 
 def map_input(readable: Path, index: int, report: str, limits: Limits = Limits()) -> Traced:
     """Read one input and trace its ranks."""
     [export] = formats.read([readable], 1, limits)
-    return trace_export(export, index, report)
+    return trace_export(export, index, shown(report))
 
 
 # More reader threads than this per core only cost memory and start-up time.
@@ -79,12 +81,13 @@ def map_inputs(inputs: Inputs, threads: int | None = None, on_read: Callable[[in
 
 def _map_chunk(inputs: Inputs, lo: int, hi: int, threads: int | None) -> list[Traced]:
     exports = formats.read(inputs.readable[lo:hi], threads, inputs.limits)
-    return [trace_export(export, lo + k, str(inputs.reports[lo + k])) for k, export in enumerate(exports)]
+    return [trace_export(export, lo + k, shown(inputs.reports[lo + k])) for k, export in enumerate(exports)]
 
 
-def model(traced: Sequence[Traced], filters: Filters | None = None) -> Job:
-    """The cross-rank model of one job from its inputs' traces (in input order)."""
-    warnings = [w for facts, _ in traced for w in facts.warnings]
+def model(traced: Sequence[Traced], filters: Filters | None = None, warnings: Sequence[str] = ()) -> Job:
+    """The cross-rank model of one job from its inputs' traces (in input order); `warnings`:
+    discovery's (Inputs.warnings)."""
+    warnings = list(warnings) + [w for facts, _ in traced for w in facts.warnings]
     return build_job([t for _, ranks in traced for t in ranks], warnings, filters)
 
 
@@ -94,19 +97,20 @@ def finish(job: Job, traced: Sequence[Traced], source: str = "", filters: Filter
     return build_result(job, attribution, [facts for facts, _ in traced], __version__, source)
 
 
-def reduce(traced: Sequence[Traced], filters: Filters | None = None, source: str = "") -> Result:
+def reduce(traced: Sequence[Traced], filters: Filters | None = None, source: str = "",
+           warnings: Sequence[str] = ()) -> Result:
     """The result of one job from its inputs' traces (in input order)."""
-    return finish(model(traced, filters), traced, source, filters)
+    return finish(model(traced, filters, warnings), traced, source, filters)
 
 
 def source_of(paths: Sequence[str | os.PathLike]) -> str:
     """What was analyzed, for people: the first path, and how many more."""
-    return os.fspath(paths[0]) + (f" and {len(paths) - 1} more" if len(paths) > 1 else "")
+    return shown(paths[0]) + (f" and {len(paths) - 1} more" if len(paths) > 1 else "")
 
 
 def analyze(paths: Sequence[str | os.PathLike], filters: Filters | None = None, *, nsys: str | None = None,
             cache_dir: Path | None = None, threads: int | None = None, progress: bool = False,
-            limits: Limits = Limits()) -> Result:
+            limits: Limits = Limits(), export_timeout: float | None = None) -> Result:
     """`collectivetrace-nsys analyze PATHS`: the whole pipeline on this machine."""
-    inputs = prepare(paths, nsys, cache_dir, progress, limits)
-    return reduce(map_inputs(inputs, threads), filters, source_of(paths))
+    inputs = prepare(paths, nsys, cache_dir, progress, limits, export_timeout)
+    return reduce(map_inputs(inputs, threads), filters, source_of(paths), inputs.warnings)

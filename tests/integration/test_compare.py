@@ -82,6 +82,7 @@ def _assert_chart(png) -> None:
 def test_cli_reports_the_kernel_that_moved(runs, tmp_path):
     a, truth_a, b, truth_b = runs
     chart = tmp_path / "charts" / "diff.png"
+    chart.parent.mkdir()  # the folder must exist, as for every output (issue 17)
     result = runner.invoke(app, ["compare", str(a), str(b), "--json", "--chart", str(chart)])
     assert result.exit_code == 0, result.stderr
     cmp = json.loads(result.stdout)

@@ -285,21 +285,26 @@ def test_interrupted_nsys_export_is_not_read_as_an_input(job):
 
 
 def test_stale_nsys_export_temporaries_are_cleaned_on_the_next_export(tmp_path):
-    from nsys_collective.ingest.nsys_export import export_reports
+    from nsys_collective.ingest.nsys_export import export_path_for, export_reports
 
     report = tmp_path / "r.nsys-rep"
     report.write_bytes(b"a report")
     nsys = tmp_path / "nsys"
-    nsys.write_text('#!/bin/sh\nwhile [ $# -gt 1 ]; do [ "$1" = --output ] && out="$2"; shift; done\nprintf x > "$out"\n')
+    export = DEMO / "rep_0.sqlite"  # what nsys writes is checked: a whole export
+    nsys.write_text(f'#!/bin/sh\nwhile [ $# -gt 1 ]; do [ "$1" = --output ] && out="$2"; shift; done\ncp "{export}" "$out"\n')
     nsys.chmod(0o755)
-    stale, fresh, other = (tmp_path / ".r.0123abcd.tmp.sqlite", tmp_path / ".r.89abcdef.tmp.sqlite",
-                           tmp_path / ".notes.0123abcd.tmp")
+    cache = tmp_path / "cache"  # exports and their temporaries live in the tool's cache
+    cache.mkdir()
+    stem = export_path_for(report, cache).stem
+    stale, fresh, other = (cache / f".{stem}.0123abcd.tmp.sqlite", cache / f".{stem}.89abcdef.tmp.sqlite",
+                           cache / ".notes.0123abcd.tmp")
     for p in (stale, fresh, other):
         p.write_text("x")
     os.utime(stale, (AGED, AGED))
     os.utime(other, (AGED, AGED))
-    export_reports([report], nsys=nsys)
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([fresh.name, other.name, "nsys", "r.nsys-rep", "r.sqlite"])
+    [done] = export_reports([report], nsys=nsys, cache_dir=cache)
+    assert sorted(p.name for p in cache.iterdir()) == sorted([fresh.name, other.name, done.name])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "nsys", "r.nsys-rep"]
 
 
 # A read-only or full output filesystem (a small tmpfs in a private mount namespace) ---------------

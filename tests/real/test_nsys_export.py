@@ -6,7 +6,6 @@ import hashlib
 import importlib.util
 import os
 import sqlite3
-import stat
 import textwrap
 from pathlib import Path
 
@@ -17,6 +16,9 @@ from nsys_collective.errors import InputError, NsysExportError
 from nsys_collective.ingest.nsys_export import export_path_for, export_reports, find_nsys
 
 REPO = Path(__file__).resolve().parents[2]
+# A whole export for the fake nsys to write: what it writes is checked before it is cached.
+EXPORT = REPO / "fixtures" / "demo-4rank-2host" / "rep_0.sqlite"
+WRITE_EXPORT = f'cp "{EXPORT}" "$out"\n'
 REAL = REPO.parent / "shared" / "data" / "real"
 QDREP = REAL / "reports" / "brentgg-hac-report1.qdrep"
 
@@ -155,22 +157,22 @@ def report(tmp_path) -> Path:
     return path
 
 
-def test_fake_success_beside_report(tmp_path, report):
+def test_fake_success_goes_to_the_cache_never_beside_the_report(tmp_path, report, monkeypatch):
+    monkeypatch.setenv("COLLECTIVETRACE_CACHE", str(tmp_path / "cache"))
     nsys = fake_nsys(tmp_path, """\
         printf 'Processing 10 events: [==50%%   ]\\rProcessing 10 events: [100%%]\\n' >&2
-        printf 'exported %s' "$report" > "$out"
-        """)
+        """ + WRITE_EXPORT)
 
     [export] = export_reports([report], nsys=nsys)
 
-    assert export == report.with_suffix(".sqlite")  # the report's folder is writable
-    assert export.read_text() == f"exported {report}"
-    assert sorted(p.name for p in report.parent.iterdir()) == ["rank0.nsys-rep", "rank0.sqlite"]
+    assert export.parent == tmp_path / "cache" and export.name.startswith("rank0-")  # the report's folder is writable
+    assert sha256(export) == sha256(EXPORT)
+    assert sorted(p.name for p in report.parent.iterdir()) == ["rank0.nsys-rep"]
     assert report.read_bytes() == b"not really a report"
-    # nsys wrote to a temporary .sqlite name in the same folder, not to the export itself.
+    # nsys wrote to a temporary .sqlite name in the cache, not to the export itself.
     [call] = calls(tmp_path)
     tmp_out = Path(call.split()[0])
-    assert tmp_out.parent == report.parent and tmp_out.suffix == ".sqlite" and tmp_out != export
+    assert tmp_out.parent == export.parent and tmp_out.suffix == ".sqlite" and tmp_out != export
 
 
 def test_fake_newer_version(tmp_path, report):
@@ -198,10 +200,11 @@ def test_fake_other_failure_leaves_nothing(tmp_path, report):
         """)
 
     with pytest.raises(NsysExportError) as err:
-        export_reports([report], nsys=nsys)
+        export_reports([report], nsys=nsys, cache_dir=tmp_path / "cache")
 
     assert str(err.value) == f"{report}: nsys export failed: Something went wrong inside."
     assert [p.name for p in report.parent.iterdir()] == ["rank0.nsys-rep"]
+    assert not any((tmp_path / "cache").iterdir())
 
 
 def test_fake_failure_without_message(tmp_path, report):
@@ -216,24 +219,31 @@ def test_fake_success_without_file(tmp_path, report):
         export_reports([report], nsys=nsys, cache_dir=tmp_path / "cache")
 
 
-def test_fresh_export_is_reused_and_stale_one_redone(tmp_path, report):
-    nsys = fake_nsys(tmp_path, 'printf new > "$out"\n')
-    export = report.with_suffix(".sqlite")
-    export.write_text("old")
+def test_cached_export_is_reused_until_the_report_changes(tmp_path, report):
+    nsys = fake_nsys(tmp_path, WRITE_EXPORT)
+    cache = tmp_path / "cache"
+    [export] = export_reports([report], nsys=nsys, cache_dir=cache)
+    assert len(calls(tmp_path)) == 1
 
-    # Newer than the report: reused, nsys not even looked for.
-    os.utime(report, ns=(1_000_000_000, 1_000_000_000))
-    assert export_reports([report], nsys=tmp_path / "no-such-nsys") == [export]
-    assert export.read_text() == "old" and calls(tmp_path) == []
+    # The same report: reused, nsys not even looked for.
+    assert export_reports([report], nsys=tmp_path / "no-such-nsys", cache_dir=cache) == [export]
+    assert len(calls(tmp_path)) == 1
 
-    # Older than the report: exported again.
-    os.utime(export, ns=(500_000_000, 500_000_000))
-    assert export_reports([report], nsys=nsys) == [export]
-    assert export.read_text() == "new" and len(calls(tmp_path)) == 1
+    # A cached export damaged since (truncated): exported again, in its place.
+    export.write_bytes(export.read_bytes()[:5000])
+    assert export_reports([report], nsys=nsys, cache_dir=cache) == [export]
+    assert sha256(export) == sha256(EXPORT) and len(calls(tmp_path)) == 2
+
+    # The report written again, even with its old mtime: a new cache entry, exported again.
+    mtime = report.stat().st_mtime_ns
+    report.write_bytes(b"another report")
+    os.utime(report, ns=(mtime, mtime))
+    [again] = export_reports([report], nsys=nsys, cache_dir=cache)
+    assert again != export and len(calls(tmp_path)) == 3
 
 
 def test_many_reports_in_parallel_keep_order(tmp_path):
-    nsys = fake_nsys(tmp_path, 'sleep 0.2; printf "%s" "$report" > "$out"\n')
+    nsys = fake_nsys(tmp_path, 'sleep 0.2\n' + WRITE_EXPORT)
     reports = []
     for i in range(6):
         path = tmp_path / "in" / f"rank{i}.nsys-rep"
@@ -245,25 +255,25 @@ def test_many_reports_in_parallel_keep_order(tmp_path):
     exports = export_reports(reports + [reports[0]], nsys=nsys, cache_dir=cache, jobs=3)
 
     assert exports == [export_path_for(r, cache) for r in reports + [reports[0]]]
-    assert [e.read_text() for e in exports] == [str(r) for r in reports + [reports[0]]]
-    assert len(calls(tmp_path)) == 6  # the repeated report is exported once
+    assert all(sha256(e) == sha256(EXPORT) for e in exports)
+    assert len(set(exports)) == 6 and len(calls(tmp_path)) == 6  # the repeated report is exported once
 
 
 def test_first_failure_stops_the_rest(tmp_path):
     nsys = fake_nsys(tmp_path, """\
         case "$report" in *bad*) echo 'Exportation error: bad one.' >&2; exit 1;; esac
-        printf ok > "$out"
-        """)
+        """ + WRITE_EXPORT)
     folder = tmp_path / "in"
     folder.mkdir()
     good, bad = folder / "good.nsys-rep", folder / "bad.nsys-rep"
     good.write_text("g")
     bad.write_text("b")
 
+    cache = tmp_path / "cache"
     with pytest.raises(NsysExportError, match=r"bad.nsys-rep: nsys export failed: bad one\.$"):
-        export_reports([good, bad], nsys=nsys, jobs=1)
-    assert not (folder / "bad.sqlite").exists()
-    assert not [p for p in folder.iterdir() if p.name.startswith(".")]
+        export_reports([good, bad], nsys=nsys, jobs=1, cache_dir=cache)
+    assert sorted(p.name for p in folder.iterdir()) == ["bad.nsys-rep", "good.nsys-rep"]
+    assert not [p for p in cache.iterdir() if p.name.startswith(".")]
 
 
 def test_missing_report(tmp_path):
@@ -273,9 +283,9 @@ def test_missing_report(tmp_path):
 
 @pytest.mark.skipif(importlib.util.find_spec("rich") is None, reason="rich not installed")
 def test_progress_bar(tmp_path, report, capsys):
-    nsys = fake_nsys(tmp_path, 'printf ok > "$out"\n')
-    [export] = export_reports([report], nsys=nsys, progress=True)
-    assert export.read_text() == "ok"
+    nsys = fake_nsys(tmp_path, WRITE_EXPORT)
+    [export] = export_reports([report], nsys=nsys, progress=True, cache_dir=tmp_path / "cache")
+    assert sha256(export) == sha256(EXPORT)
     assert capsys.readouterr().out == ""  # the bar goes to stderr only
 
 
@@ -320,19 +330,19 @@ def test_export_path_for(tmp_path, monkeypatch):
         path.write_text("x")
     cache = tmp_path / "cache"
 
-    assert export_path_for(a, None) == tmp_path / "a" / "r.sqlite"
     in_cache_a, in_cache_b = export_path_for(a, cache), export_path_for(b, cache)
     assert in_cache_a.parent == cache and in_cache_a.suffix == ".sqlite"
     assert in_cache_a.name.startswith("r-") and in_cache_a != in_cache_b
     assert export_path_for(a, cache) == in_cache_a  # stable
 
-    # A read-only folder: the default cache, $COLLECTIVETRACE_CACHE.
+    # Never beside the report, writable folder or not: the default cache, $COLLECTIVETRACE_CACHE.
     monkeypatch.setenv("COLLECTIVETRACE_CACHE", str(tmp_path / "env-cache"))
-    a.parent.chmod(stat.S_IRUSR | stat.S_IXUSR)
-    try:
-        assert export_path_for(a, None) == tmp_path / "env-cache" / in_cache_a.name
-    finally:
-        a.parent.chmod(0o755)
+    assert export_path_for(a) == tmp_path / "env-cache" / in_cache_a.name
+
+    # A hard link is the same report (one inode): one cache entry.
+    os.link(a, tmp_path / "a" / "r2.nsys-rep")
+    key = lambda path: export_path_for(path, cache).name.split("-", 1)[1]  # noqa: E731
+    assert key(tmp_path / "a" / "r2.nsys-rep") == key(a)
 
 
 

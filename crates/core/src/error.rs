@@ -7,6 +7,10 @@ use std::path::PathBuf;
 pub enum ReadError {
     #[error("{0}: no such file")]
     Missing(PathBuf),
+    #[error("{0}: not a regular file (a FIFO, device, socket or folder); pass the export or trace file itself")]
+    NotRegular(PathBuf),
+    #[error("{0}: the file changed while it was read (another program wrote, replaced or truncated it); read it again once it is complete")]
+    Changed(PathBuf),
     #[error("{0}: empty file, not an Nsight Systems export")]
     Empty(PathBuf),
     #[error("{0}: not an SQLite file; pass an Nsight Systems export (nsys export --type sqlite) or a .nsys-rep report")]

@@ -57,9 +57,10 @@ pub fn open(path: &Path) -> Result<Connection, ReadError> {
     uri.set_query(Some("mode=ro&immutable=1"));
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(uri.as_str(), flags).map_err(ReadError::sqlite(path))?;
-    // Map the file instead of copying every page through the page cache: exports are read once,
-    // whole, and immutable.
-    conn.pragma_update(None, "mmap_size", 1_i64 << 40).map_err(ReadError::sqlite(path))?;
+    // No memory map (SQLite's default, said here so nobody turns it on for speed): a mapped file
+    // truncated under the reader (`cp new.sqlite old.sqlite` during a run) kills the process
+    // with SIGBUS; read through pread, a short file is an error that `stable` names.
+    conn.pragma_update(None, "mmap_size", 0_i64).map_err(ReadError::sqlite(path))?;
     Ok(conn)
 }
 
@@ -70,6 +71,9 @@ fn check_sqlite_file(path: &Path) -> Result<(), ReadError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ReadError::Missing(path.into())),
         other => other.map_err(io)?,
     };
+    if !meta.is_file() {
+        return Err(ReadError::NotRegular(path.into()));
+    }
     if meta.len() == 0 {
         return Err(ReadError::Empty(path.into()));
     }
@@ -97,6 +101,10 @@ fn check_sqlite_file(path: &Path) -> Result<(), ReadError> {
 }
 
 pub fn read_export(path: &Path) -> Result<Export, ReadError> {
+    crate::stable::read_unchanged(path, read_export_once)
+}
+
+fn read_export_once(path: &Path) -> Result<Export, ReadError> {
     let conn = open(path)?;
     let schema = Schema::probe(&conn).map_err(ReadError::sqlite(path))?;
     const NSYS_TABLES: [&str; 4] = ["META_DATA_EXPORT", "EXPORT_META_DATA", "TARGET_INFO_SESSION_START_TIME", "StringIds"];

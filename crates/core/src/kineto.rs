@@ -95,6 +95,10 @@ pub fn read_kineto(path: &Path) -> Result<Export, ReadError> {
 
 /// Reads one Kineto trace into an `Export`, refusing it past `limits`.
 pub fn read_kineto_with(path: &Path, limits: KinetoLimits) -> Result<Export, ReadError> {
+    crate::stable::read_unchanged(path, |path| read_kineto_once(path, limits))
+}
+
+fn read_kineto_once(path: &Path, limits: KinetoLimits) -> Result<Export, ReadError> {
     let mut trace = Trace::default();
     let (parsed, gzip) = match input::open(path, limits)? {
         Input::Plain(reader) => (parse(reader, &mut trace), false),

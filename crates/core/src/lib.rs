@@ -10,6 +10,7 @@ pub mod intervals;
 pub mod kineto;
 mod memory;
 mod scan;
+mod stable;
 pub mod schema;
 pub mod strings;
 pub mod tables;

@@ -434,6 +434,8 @@ fn convert(value: Value<'_>, kind: Kind, clock: &Clock, strings: &mut StringTabl
     };
     match kind {
         Kind::Int => int,
+        // A negative globalPid (-1: none) is no process, not pid 0xFFFFFF.
+        Kind::Pid if int < 0 => MISSING,
         Kind::Pid => (int >> 24) & 0xFF_FFFF,
         Kind::Tid => int & 0xFF_FFFF,
         Kind::StringId => strings.dense(int),

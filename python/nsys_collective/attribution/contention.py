@@ -56,8 +56,10 @@ def _positions_in_step(job: Job) -> np.ndarray | None:
         trace = job.traces.get(rank)
         if trace is None or trace.ranges is None:
             continue
-        names = trace.names(trace.ranges.name)
-        steps = np.flatnonzero([bool(n and fnmatch.fnmatchcase(n, job.steps.pattern)) for n in names])
+        ids, at = np.unique(trace.ranges.name, return_inverse=True)  # per distinct name, not per range
+        is_step = np.array([bool(n and fnmatch.fnmatchcase(n, job.steps.pattern)) for n in trace.names(ids)] + [False],
+                           dtype=bool)
+        steps = np.flatnonzero(is_step[at.ravel()] if len(ids) else np.zeros(0, bool))
         if len(steps) == 0:
             continue
         found = True

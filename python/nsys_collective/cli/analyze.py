@@ -13,6 +13,7 @@ from nsys_collective import glossary, outputs, pipeline
 from nsys_collective.cli.console import error_edge, stderr, warn
 from nsys_collective.errors import InputError
 from nsys_collective.ingest.capture import Limits
+from nsys_collective.ingest.nsys_export import DEFAULT_TIMEOUT_S
 from nsys_collective.ingest.discover import discover
 from nsys_collective.model.job import Filters
 from nsys_collective.render.outdir import check_target
@@ -37,7 +38,8 @@ EPILOG = "\n\n".join([
 
 
 def analyze(
-    paths: list[Path] = typer.Argument(..., metavar="PATH", help="Exports (.sqlite), reports (.nsys-rep, .qdrep) or PyTorch profiler traces (.json, .json.gz), directories of them, or glob patterns."),
+    # Text, not Path: Path("") would be the current folder, and an empty argument is a mistake.
+    paths: list[str] = typer.Argument(..., metavar="PATH", help="Exports (.sqlite), reports (.nsys-rep, .qdrep) or PyTorch profiler traces (.json, .json.gz), directories of them, or glob patterns."),
     as_json: bool = typer.Option(False, "--json", metavar="", help="Print the results as JSON (the documented contract) on stdout."),
     out: Path = typer.Option(None, "--out", metavar="DIR", help="Write tables (CSV, Parquet), charts (PNG, SVG) and report.html into this folder."),
     force: bool = typer.Option(False, "--force", metavar="", help="Replace an --out folder or --perfetto file written by an earlier run (never anything else)."),
@@ -48,7 +50,8 @@ def analyze(
     steps: str = typer.Option(None, "--steps", metavar="PATTERN", help="Steps are the NVTX ranges matching this pattern (default 'ProfilerStep#*'): only collectives inside complete ones, with per-step results."),
     keep_all: bool = typer.Option(False, "--all", metavar="", help="Keep every collective: incomplete steps and what lies outside steps too."),
     nsys: str = typer.Option(None, "--nsys", metavar="EXE", help="The nsys executable used to export reports (default: nsys on PATH)."),
-    cache_dir: Path = typer.Option(None, "--cache-dir", metavar="DIR", help="Where report exports go when not beside the report."),
+    cache_dir: Path = typer.Option(None, "--cache-dir", metavar="DIR", help="Where the tool caches report exports (default: $COLLECTIVETRACE_CACHE, else ~/.cache/collectivetrace-nsys/exports); never beside the report."),
+    export_timeout: float = typer.Option(DEFAULT_TIMEOUT_S, "--export-timeout", metavar="SECONDS", min=1, help="Stop an `nsys export` of one report that runs longer than this (its whole process group is killed)."),
     threads: int = typer.Option(None, "--threads", metavar="N", help="Exports read at once (default: all cores; at most 4 per core)."),
     max_trace_bytes: int = typer.Option(Limits.max_trace_bytes, "--max-trace-bytes", metavar="BYTES", min=1, help="Refuse a PyTorch profiler trace whose JSON is larger than this."),
     max_gzip_ratio: int = typer.Option(Limits.max_gzip_ratio, "--max-gzip-ratio", metavar="N", min=1, help="Refuse a .json.gz trace that expands more than this many times."),
@@ -62,16 +65,18 @@ def analyze(
         pipeline.check_threads(threads)
         # Refuse unwritable outputs before any work, never writing over an input.
         reports = discover(paths)
+        if out is not None and perfetto is not None:
+            outputs.check_apart(out, perfetto, "--out", "--perfetto")
         if out is not None:
             check_target(out, force, reports)
         if perfetto is not None:
             outputs.check_file(perfetto, force, reports, ours=written_by_us)
         progress = not as_json and sys.stderr.isatty()
-        inputs = pipeline.prepare(reports, nsys, cache_dir, progress, Limits(max_trace_bytes, max_gzip_ratio))
+        inputs = pipeline.prepare(paths, nsys, cache_dir, progress, Limits(max_trace_bytes, max_gzip_ratio), export_timeout)
         with _stage(progress, f"reading {count(len(inputs.readable), 'input')}"):
             traced = pipeline.map_inputs(inputs, threads)
         with _stage(progress, "matching, aligning and attributing"):
-            result = pipeline.reduce(traced, filters, pipeline.source_of(paths))
+            result = pipeline.reduce(traced, filters, pipeline.source_of(paths), inputs.warnings)
         # Files first: a reader of stdout that stops early (| head) must not cost the report.
         if out is not None:
             write_out(result, out, force, progress, inputs.readable)

@@ -10,6 +10,7 @@ import typer
 
 from nsys_collective.cli.console import EXIT_INTERNAL, error_edge, stderr
 from nsys_collective.ingest.capture import Limits
+from nsys_collective.ingest.nsys_export import DEFAULT_TIMEOUT_S
 from nsys_collective.units import count, duration
 
 
@@ -35,7 +36,8 @@ def batch(
     scheduler: str = typer.Option(None, "--scheduler", metavar="ADDRESS",
                                   help="Dask scheduler address (tcp://host:8786) for --executor dask; default: a local cluster on 127.0.0.1."),
     nsys: str = typer.Option(None, "--nsys", metavar="EXE", help="The nsys executable used to export reports (default: nsys on PATH)."),
-    cache_dir: Path = typer.Option(None, "--cache-dir", metavar="DIR", help="Where report exports go when not beside the report."),
+    cache_dir: Path = typer.Option(None, "--cache-dir", metavar="DIR", help="Where the tool caches report exports (default: $COLLECTIVETRACE_CACHE, else ~/.cache/collectivetrace-nsys/exports); never beside the report."),
+    export_timeout: float = typer.Option(DEFAULT_TIMEOUT_S, "--export-timeout", metavar="SECONDS", min=1, help="Stop an `nsys export` of one report that runs longer than this (its whole process group is killed)."),
     retry_failed: bool = typer.Option(False, "--retry-failed", metavar="", help="Analyze again jobs that failed before with the same inputs."),
     max_trace_bytes: int = typer.Option(Limits.max_trace_bytes, "--max-trace-bytes", metavar="BYTES", min=1, help="Refuse a PyTorch profiler trace whose JSON is larger than this."),
     max_gzip_ratio: int = typer.Option(Limits.max_gzip_ratio, "--max-gzip-ratio", metavar="N", min=1, help="Refuse a .json.gz trace that expands more than this many times."),
@@ -53,7 +55,7 @@ def batch(
     with error_edge():
         summary = run_batch(root, db, pattern, executor.value, scheduler, progress=stderr if sys.stderr.isatty() else None,
                             nsys=nsys, cache_dir=cache_dir, retry_failed=retry_failed,
-                            limits=Limits(max_trace_bytes, max_gzip_ratio))
+                            limits=Limits(max_trace_bytes, max_gzip_ratio), export_timeout=export_timeout)
     _print(summary)
     for job, error in summary["errors"].items():
         stderr.print(f"failed: {job}: {error}", markup=False)

@@ -9,7 +9,9 @@ import typer
 
 from nsys_collective.api import DEFAULT_DB, compare_runs, load, parse_source
 from nsys_collective.cli.console import error_edge, stderr, warn
-from nsys_collective.errors import InputError
+from nsys_collective import outputs
+from nsys_collective.render.compare import chart_written_by_us
+from nsys_collective.render.outdir import input_paths
 
 
 def compare(
@@ -17,7 +19,8 @@ def compare(
     b: str = typer.Argument(..., metavar="B", help="The second run, compared against the first (deltas are B - A)."),
     as_json: bool = typer.Option(False, "--json", metavar="", help="Print the comparison as JSON on stdout."),
     db: str = typer.Option(DEFAULT_DB, "--db", metavar="URL", help="The results store run ids are looked up in (an SQLAlchemy URL)."),
-    chart: Path = typer.Option(None, "--chart", metavar="FILE", help="Write a chart of the comparison as FILE.png and FILE.svg."),
+    chart: Path = typer.Option(None, "--chart", metavar="FILE", help="Write a chart of the comparison as FILE.png and FILE.svg (in an existing folder)."),
+    force: bool = typer.Option(False, "--force", metavar="", help="Replace chart files written by an earlier compare (never anything else)."),
     nsys: str = typer.Option(None, "--nsys", metavar="EXE", help="The nsys executable used to export reports (default: nsys on PATH)."),
 ) -> None:
     """Compare two runs: blocking causes, waits and transfers per operation, stragglers and clock
@@ -25,13 +28,15 @@ def compare(
     with error_edge():
         run_a = load(parse_source(a), db=db, nsys=nsys)
         run_b = load(parse_source(b), db=db, nsys=nsys)
+        protect = [*input_paths(run_a), *input_paths(run_b)]
+        if chart is not None:  # refused before any work on the comparison
+            stem = chart.with_suffix("")
+            for path in (stem.with_suffix(".png"), stem.with_suffix(".svg")):
+                outputs.check_file(path, force, protect, chart_written_by_us)
         diff = compare_runs(run_a, run_b)
         # Files first: a reader of stdout that stops early (| head) must not cost the chart.
         if chart is not None:
-            try:
-                png, svg = diff.chart(chart)
-            except OSError as e:  # a missing, read-only or full destination
-                raise InputError(f"{chart}: cannot write: {e.strerror or e}") from None
+            png, svg = diff.chart(chart, force, protect)
             stderr.print(f"wrote {png} and {svg}", markup=False)
         if as_json:
             typer.echo(json.dumps(diff.doc, indent=2))

@@ -77,13 +77,15 @@ def read(paths: Sequence[Path], threads: int | None = None, limits: Limits = Lim
 
 
 def readable_paths(inputs: Sequence[Path], nsys: str | None = None, cache_dir: Path | None = None,
-                   progress: bool = False) -> list[Path]:
-    """What the readers read for each input: reports through `nsys export` (cached), the rest as
+                   progress: bool = False, export_timeout: float | None = None) -> list[Path]:
+    """What the readers read for each input: reports through `nsys export` (cached; each export
+    stopped after `export_timeout` seconds, default nsys_export.DEFAULT_TIMEOUT_S), the rest as
     they are."""
     reports = [p for p in inputs if (f := format_of(p)) is not None and f.exported]
     if not reports:
         return list(inputs)
-    from nsys_collective.ingest.nsys_export import export_reports
+    from nsys_collective.ingest.nsys_export import DEFAULT_TIMEOUT_S, export_reports
 
-    exported = dict(zip(reports, export_reports(reports, nsys=nsys, cache_dir=cache_dir, progress=progress)))
+    timeout = DEFAULT_TIMEOUT_S if export_timeout is None else export_timeout
+    exported = dict(zip(reports, export_reports(reports, nsys=nsys, cache_dir=cache_dir, progress=progress, timeout_s=timeout)))
     return [exported.get(p, p) for p in inputs]

@@ -1,8 +1,13 @@
 """Turn Nsight Systems reports (`.nsys-rep`, `.qdrep`) into SQLite exports with the real `nsys`.
 
 The reader only understands `nsys export --type sqlite` files, and the report format is private
-to NVIDIA, so reports go through the user's own `nsys`. Exports are cached: beside the report when
-its folder is writable, else in a cache folder, and reused while newer than the report.
+to NVIDIA, so reports go through the user's own `nsys`. Exports are cached in a folder the tool
+owns (`--cache-dir`, else `default_cache_dir()`), never beside the report: `x.sqlite` there may be
+anything (the user's own export, a results store). A cached export is named after the report's
+identity (device, inode, size, mtime, ctime), so a report replaced by another, even one with an
+older mtime (`cp -p`), is exported again. nsys writes into a temporary, which becomes the cached
+export only once it is checked (an SQLite file, whole, with the export's tables). nsys runs in its
+own process group, with a time limit; on a timeout or an interrupt the whole group is killed.
 """
 
 from __future__ import annotations
@@ -14,15 +19,24 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import subprocess
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Sequence
 
 from nsys_collective.errors import NsysExportError
+from nsys_collective.ingest.sqlite_kind import complete_sqlite, sqlite_kind
 
-__all__ = ["NsysExportError", "default_cache_dir", "export_path_for", "export_reports", "find_nsys"]
+__all__ = ["DEFAULT_TIMEOUT_S", "NsysExportError", "default_cache_dir", "export_path_for", "export_reports", "find_nsys"]
+
+# `nsys export` of one report may take this long (--export-timeout); a real export of a GB report
+# takes minutes, a hung nsys forever.
+DEFAULT_TIMEOUT_S = 3600.0
+# After SIGTERM, how long nsys's process group has before SIGKILL.
+_KILL_GRACE_S = 2.0
 
 _HINT = "install Nsight Systems or pass --nsys PATH (or export the reports to .sqlite yourself)"
 
@@ -63,40 +77,27 @@ def default_cache_dir() -> Path:
     return Path.home() / ".cache" / "collectivetrace-nsys" / "exports"
 
 
-def _writable_dir(folder: Path) -> bool:
-    try:
-        if not os.access(folder, os.W_OK):
-            return False
-        # root passes os.access on any folder of a read-write filesystem; also honour the
-        # permission bits, so a folder its owner made read-only (shared data) stays untouched.
-        if hasattr(os, "geteuid") and os.geteuid() == 0:
-            return bool(folder.stat().st_mode & 0o222)
-        return True
-    except OSError:
-        return False
+def report_key(report: Path) -> str:
+    """What names a report's cached export: a hash of its identity (device, inode, size, mtime,
+    ctime). Any write to the report changes its ctime, which no tool can set back."""
+    st = os.stat(report)
+    identity = f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+    return hashlib.sha256(identity.encode()).hexdigest()[:16]
 
 
-def export_path_for(report: Path, cache_dir: Path | None) -> Path:
-    """Where the SQLite export of `report` goes.
-
-    Beside the report (`x.nsys-rep` -> `x.sqlite`) when no cache_dir is given and the report's
-    folder is writable; else in cache_dir (default: `default_cache_dir()`), named after the report
-    plus a short hash of its absolute path, so same-named reports from different folders differ.
-    """
+def export_path_for(report: Path, cache_dir: Path | None = None) -> Path:
+    """Where the SQLite export of `report` is cached: in cache_dir (default: `default_cache_dir()`),
+    `<report name>-<report_key>.sqlite`; never beside the report, where a file of that name is the
+    user's."""
     report = Path(report)
-    if cache_dir is None and _writable_dir(report.absolute().parent):
-        return report.with_suffix(".sqlite")
     folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    digest = hashlib.sha256(str(report.resolve()).encode()).hexdigest()[:12]
-    return folder / f"{report.stem}-{digest}.sqlite"
+    return folder / f"{report.stem}-{report_key(report)}.sqlite"
 
 
-def _is_fresh(export: Path, report: Path) -> bool:
-    """An existing export newer than its report needs no new run."""
-    try:
-        return export.stat().st_mtime_ns > report.stat().st_mtime_ns
-    except FileNotFoundError:
-        return False
+def _usable_export(path: Path) -> bool:
+    """Whether path is a whole Nsight Systems export: what nsys wrote is checked before it is
+    cached (an nsys that exits 0 after writing half a file), a cached one before it is reused."""
+    return path.is_file() and complete_sqlite(path) and sqlite_kind(path) == "nsys"
 
 
 def _meaningful_lines(text: str) -> list[str]:
@@ -162,8 +163,64 @@ def _clean_stale_exports(dest: Path) -> None:
                 tmp.unlink()
 
 
-def _export_one(nsys: Path, report: Path, dest: Path) -> None:
-    """Run `nsys export` for one report; the export appears at `dest` whole or not at all."""
+class _Running:
+    """The nsys processes running now, so that an interrupt kills them all (the worker threads
+    wait on them, and the pool waits on its threads)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._procs: set[subprocess.Popen] = set()
+
+    def add(self, proc: subprocess.Popen) -> None:
+        with self._lock:
+            self._procs.add(proc)
+
+    def discard(self, proc: subprocess.Popen) -> None:
+        with self._lock:
+            self._procs.discard(proc)
+
+    def kill_all(self) -> None:
+        with self._lock:
+            procs = list(self._procs)
+        for proc in procs:
+            _kill_group(proc)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGTERM to nsys's whole process group (it starts helper processes), SIGKILL after a grace
+    period: an nsys that ignores signals must not hold the run forever."""
+    for sig, wait in ((signal.SIGTERM, _KILL_GRACE_S), (signal.SIGKILL, None)):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _run_nsys(cmd: list[str], timeout_s: float | None, running: _Running) -> tuple[int, str, str] | None:
+    """(exit status, stdout, stderr) of nsys, or None when it ran past timeout_s (then killed)."""
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, errors="replace", start_new_session=True)
+    running.add(proc)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+        return proc.returncode, out, err
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        proc.communicate()
+        return None
+    except BaseException:
+        _kill_group(proc)
+        raise
+    finally:
+        running.discard(proc)
+
+
+def _export_one(nsys: Path, report: Path, dest: Path, timeout_s: float | None = None,
+                running: _Running | None = None) -> None:
+    """Run `nsys export` for one report; the export appears at `dest` whole and checked, or not at all."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     _clean_stale_exports(dest)
     # A fresh hidden name in the destination folder, so os.replace() is an atomic rename. It ends
@@ -172,14 +229,21 @@ def _export_one(nsys: Path, report: Path, dest: Path) -> None:
     cmd = [str(nsys), "export", "--type", "sqlite", "--output", str(tmp), str(report)]
     try:
         try:
-            proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                                  errors="replace")
+            ran = _run_nsys(cmd, timeout_s, running or _Running())
         except OSError as exc:
             raise NsysExportError(f"{report}: cannot run {nsys}: {exc.strerror or exc}") from None
-        if proc.returncode != 0:
-            raise NsysExportError(_failure_message(report, nsys, proc))
+        if ran is None:
+            raise NsysExportError(f"{report}: nsys export did not finish within {timeout_s:g} s and was stopped; "
+                                  "raise --export-timeout if the report is that large")
+        code, out, err = ran
+        if code != 0:
+            raise NsysExportError(_failure_message(report, nsys, subprocess.CompletedProcess(cmd, code, out, err)))
         if not tmp.is_file():
             raise NsysExportError(f"{report}: nsys export reported success but wrote no file")
+        if not _usable_export(tmp):
+            raise NsysExportError(f"{report}: nsys export reported success but wrote an incomplete or foreign "
+                                  "SQLite file (disk full?); nothing was cached: free space and run again")
+        # The destination is this tool's cache entry for this very report (or a broken one of ours).
         os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)  # gone already after a success; never leave half an export
@@ -208,30 +272,24 @@ def export_reports(
     cache_dir: Path | None = None,
     jobs: int | None = None,
     progress: bool = False,
+    timeout_s: float | None = DEFAULT_TIMEOUT_S,
 ) -> list[Path]:
     """Export each report to SQLite (see `export_path_for`); return the export paths, in order.
 
-    Exports newer than their report are reused without running nsys. The others run `jobs`
-    at a time (default min(4, CPUs)). The first failure raises NsysExportError naming the report;
-    exports already finished stay, unfinished ones leave nothing behind.
+    A whole cached export of the report as it is now is reused without running nsys. The others
+    run `jobs` at a time (default min(4, CPUs)), each for at most `timeout_s` seconds (None: no
+    limit). The first failure raises NsysExportError naming the report; exports already finished
+    stay, unfinished ones leave nothing behind, and an interrupt stops every running nsys.
     """
     reports = [Path(r) for r in reports]
-    dests = [export_path_for(r, cache_dir) for r in reports]
+    for report in reports:
+        if not report.is_file():
+            raise NsysExportError(f"{report}: no such report")
+    dests = [export_path_for(r, cache_dir).absolute() for r in reports]
 
     todo: dict[Path, Path] = {}  # destination -> report; each destination is exported once
     for report, dest in zip(reports, dests):
-        dest = dest.absolute()  # one key per file, however the report was spelled
-        if not report.is_file():
-            raise NsysExportError(f"{report}: no such report")
-        if dest == report.absolute():
-            raise NsysExportError(f"{report}: not a report (.nsys-rep or .qdrep)")
-        other = todo.get(dest)
-        if other is not None:
-            if other.resolve() != report.resolve():
-                raise NsysExportError(f"{other} and {report} would both be exported to {dest}; "
-                                      "rename one of them")
-            continue
-        if not _is_fresh(dest, report):
+        if dest not in todo and not _usable_export(dest):
             todo[dest] = report
     if not todo:
         return dests
@@ -242,17 +300,20 @@ def export_reports(
         bar, advance = _progress_bar(len(todo))
     else:
         bar, advance = contextlib.nullcontext(), lambda report: None
+    running = _Running()
     with bar, ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(_export_one, exe, report, dest): report
+        futures = {pool.submit(_export_one, exe, report, dest, timeout_s, running): report
                    for dest, report in todo.items()}
         try:
             for future in as_completed(futures):
                 future.result()  # re-raises that report's NsysExportError
                 advance(futures[future])
         except BaseException:
-            # Stop what has not started; leaving the `with` waits for the running ones, which
-            # clean up after themselves.
+            # Stop what has not started and kill what runs (an interrupt, another report's
+            # failure); leaving the `with` waits for the running ones, which clean up after
+            # themselves.
             for future in futures:
                 future.cancel()
+            running.kill_all()
             raise
     return dests

@@ -237,7 +237,8 @@ def _select(collectives: Collectives, aligned_start: np.ndarray, ranks: list[Ran
     step_of = names[np.where(code >= 0, code, len(selection.steps))]
     outside = 0
     if selection.restricts:
-        kept = np.isin(code, [selection.steps.index(k) for k in selection.kept])
+        position = {label: i for i, label in enumerate(selection.steps)}
+        kept = np.isin(code, [position[k] for k in selection.kept])
         outside = int(np.count_nonzero(keep & ~kept))
         keep &= kept
     said = steps_warning(selection, outside, n)
@@ -246,15 +247,31 @@ def _select(collectives: Collectives, aligned_start: np.ndarray, ranks: list[Ran
     return keep, step_of, outside
 
 
+# A warning lists at most this many steps, and ranks of each; the rest are counted (the --json
+# document has them all).
+WARNING_ITEMS = 3
+WARNING_RANKS = 8
+
+
+def few(items, limit: int = WARNING_RANKS) -> str:
+    """'0, 1, 2' or '0, 1, ..., 7 and 5 more': a list in a warning, never a wall of numbers."""
+    items = list(items)
+    shown = ", ".join(map(str, items[:limit]))
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
 def steps_warning(selection: StepSelection, outside: int, total: int) -> str | None:
     """What the step selection left out, in words (None when nothing)."""
     if not selection.restricts or (not selection.left_out and not outside):
         return None
     reasons = {"not_closed": "its range has no end", "lost_gpu_work": "kernels it launched are missing from the capture",
                "missing": "not recorded"}
-    parts = [f"{lo.step} ({reasons[lo.reason]} on rank{'s' * (len(lo.ranks) != 1)} {', '.join(map(str, lo.ranks))})"
-             for lo in selection.left_out]
-    what = f"left out the incomplete step{'s' * (len(parts) != 1)} " + "; ".join(parts) if parts else ""
+    left_out = selection.left_out
+    parts = [f"{lo.step} ({reasons[lo.reason]} on rank{'s' * (len(lo.ranks) != 1)} {few(lo.ranks)})"
+             for lo in left_out[:WARNING_ITEMS]]
+    if len(left_out) > WARNING_ITEMS:
+        parts.append(f"and {len(left_out) - WARNING_ITEMS} more (all in --json, steps.left_out)")
+    what = f"left out the incomplete step{'s' * (len(left_out) != 1)} " + "; ".join(parts) if parts else ""
     kept = len(selection.kept)
     said = (f"analyzed the {kept} complete step{'s' * (kept != 1)} matching {selection.pattern!r}"
             if selection.complete_only else f"analyzed the {kept} step{'s' * (kept != 1)} matching {selection.pattern!r}")

@@ -103,7 +103,9 @@ def _ranges(export: Export, pid: int, wanted, domain: str | None):
     names = export.names(nvtx["name"])
     domains = export.names(nvtx["domain_name"])
     is_range = np.isin(nvtx["type"], [NVTX_PUSH_POP_RANGE, NVTX_START_END_RANGE]) & (nvtx["pid"] == pid)
-    known = np.array([wanted(n) for n in names], dtype=bool) if len(names) else np.zeros(0, bool)
+    # `wanted` per distinct name, not per range: millions of NVTX ranges hold a few thousand names.
+    ids, at = np.unique(nvtx["name"], return_inverse=True)
+    known = np.array([bool(wanted(n)) for n in export.names(ids)] + [False], dtype=bool)[at.ravel()] if len(ids) else np.zeros(0, bool)
     in_domain = (domains == domain) | (domains == None)  # noqa: E711 - elementwise on an object array
     pick = np.flatnonzero(is_range & known & in_domain)
     out = {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nsys_collective.errors import InputError
 from nsys_collective.model.alignment import Alignment
 from nsys_collective.model.trace import RankTrace
 
@@ -31,8 +32,29 @@ class Rank:
     export_index: int  # which of the job's inputs holds this rank
 
 
+def refuse_conflicts(traces: list[RankTrace]) -> None:
+    """InputError naming both inputs when two of them claim to be the same rank: the same rank
+    number from their environment (files of two jobs mixed, or one capture copied), or the same
+    process and GPU on the same host with the same first GPU work (one capture copied)."""
+    claimed: dict[tuple, RankTrace] = {}
+    for t in traces:
+        claims = []
+        if t.env_rank is not None:
+            claims.append((("env",) + tuple(t.env_rank), f"rank {t.env_rank[0]} by their {t.env_rank[1]}"))
+        if t.host is not None and t.pid is not None:
+            claims.append((("process", t.host, t.pid, t.device, t.counts.get("first_ns")),
+                           f"process {t.pid} on GPU {t.device} of {t.host}, from the same start"))
+        for key, what in claims:
+            other = claimed.setdefault(key, t)
+            if other.index != t.index:
+                raise InputError(f"{other.report} and {t.report} both claim to be {what}: the same capture twice, "
+                                 "or files of two jobs; pass each rank of one job once")
+
+
 def number_ranks(traces: list[RankTrace]) -> tuple[list[tuple[Rank, RankTrace]], list[str]]:
-    """Numbers the ranks of all inputs; (rank, its trace) sorted by number."""
+    """Numbers the ranks of all inputs; (rank, its trace) sorted by number. Two inputs claiming
+    one rank are refused (refuse_conflicts)."""
+    refuse_conflicts(traces)
     warnings = []
     traces = sorted(traces, key=lambda f: (f.host or "", -1 if f.pid is None else f.pid,
                                            -1 if f.device is None else f.device, f.report))

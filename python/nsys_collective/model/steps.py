@@ -75,7 +75,8 @@ class StepSelection:
         rs = self.ranks.get(rank)
         if rs is None:
             return None
-        keep = np.array([label in self.kept for label in rs.label], dtype=bool)
+        kept = set(self.kept)
+        keep = np.array([label in kept for label in rs.label], dtype=bool)
         return rs.start[keep], rs.end[keep]
 
     def analyzed(self, rank: int, times: np.ndarray) -> np.ndarray:
@@ -157,8 +158,9 @@ def select_steps(traces: dict[int, RankTrace], pattern: str | None, keep_all: bo
                 problems.setdefault((label, "lost_gpu_work"), []).append(r)
         for label in set(steps) - set(s.label):
             problems.setdefault((label, "missing"), []).append(r)
+    position = {label: i for i, label in enumerate(steps)}  # steps.index() per problem was quadratic
     left_out = tuple(LeftOut(step, reason, tuple(sorted(rs))) for (step, reason), rs in
-                     sorted(problems.items(), key=lambda kv: (steps.index(kv[0][0]), kv[0][1])))
+                     sorted(problems.items(), key=lambda kv: (position[kv[0][0]], kv[0][1])))
     incomplete = {lo.step for lo in left_out}
     kept = steps if keep_all else tuple(s for s in steps if s not in incomplete)
     return StepSelection(pattern=chosen, complete_only=not keep_all, restricts=not keep_all or pattern is not None,

@@ -23,6 +23,7 @@ import numpy as np
 
 from nsys_collective import _native
 from nsys_collective.ingest.capture import NVTX_PUSH_POP_RANGE, NVTX_START_END_RANGE, Export, Session
+from nsys_collective.ingest.discover import shown
 from nsys_collective.ingest.identity import Candidate, rank_from_environment, rank_from_file_name
 from nsys_collective.model import cuda_api
 from nsys_collective.model.intervals import covered_ns, overlap_ns
@@ -303,10 +304,28 @@ def drop_bad_times(table: dict[str, np.ndarray], capture_start: int | None = Non
     return ({c: v[good] for c, v in table.items()} if dropped else table), dropped
 
 
+# Ids a rank and its streams are keyed on: CUDA device ordinals (CUPTI's 0xFFFFFFFF is "invalid"),
+# the 24-bit pid field of nsys's packed globalPid (0 is no user process; -1 none), CUPTI's 32-bit
+# stream ids (-1: not recorded). Rows outside are damage: they would become phantom ranks.
+MAX_DEVICE = 4096
+MAX_PID = (1 << 24) - 1
+MAX_STREAM = (1 << 32) - 1
+
+
+def drop_bad_ids(table: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], int]:
+    """The rows of a GPU work table whose device, pid and stream can be right, and how many were
+    dropped."""
+    good = ((table["device"] >= 0) & (table["device"] < MAX_DEVICE) & (table["pid"] >= 1) & (table["pid"] <= MAX_PID)
+            & (table["stream"] >= -1) & (table["stream"] <= MAX_STREAM))
+    dropped = int(len(good) - np.count_nonzero(good))
+    return ({c: v[good] for c, v in table.items()} if dropped else table), dropped
+
+
 def trace_export(export: Export, index: int, report: str, key: int | None = None) -> tuple[InputFacts, list[RankTrace]]:
     """The facts of one input and a trace per rank it holds (at least one: a report without GPU
     work is a rank with zero kernels, and a warning says so). GPU work with impossible times is
-    dropped, counted in a warning: it would become negative or absurd figures."""
+    dropped, counted in a warning: it would become negative or absurd figures; so is GPU work whose
+    ids cannot be right (drop_bad_ids): it would become a phantom rank."""
     warnings = [f"{report}: {w}" for w in export.warnings]
     capture_start = export.session.capture_start_ns  # None where the format records none
     fixed = {}
@@ -314,6 +333,10 @@ def trace_export(export: Export, index: int, report: str, key: int | None = None
         fixed[name], dropped = drop_bad_times(getattr(export, name), capture_start)
         if dropped:
             warnings.append(f"{report}: {dropped} {name} rows with missing, negative, reversed or out-of-range times dropped")
+        fixed[name], dropped = drop_bad_ids(fixed[name])
+        if dropped:
+            warnings.append(f"{report}: {dropped} {name} rows with a missing or out-of-range device, process or stream id "
+                            f"(device 0-{MAX_DEVICE - 1}, pid 1-{MAX_PID}, stream 0-{MAX_STREAM}) dropped")
     export = dataclasses.replace(export, **fixed)
     tables = [getattr(export, t) for t in GPU_ACTIVITY_TABLES]
     # (pid, device) packed in one integer: np.unique on rows is many times slower.
@@ -364,5 +387,5 @@ def trace_export(export: Export, index: int, report: str, key: int | None = None
             counts=_counts(export, pid, device, is_nccl), strings=strings, ops=ops, gpu=gpu, ranges=ranges, calls=calls,
             sm_count=sm_count(export, device) if pid is not None else None,
             metrics=metrics, metrics_shared=len(devices) > 1, syncs=syncs, events=events, key=key))
-    facts = InputFacts(report=report, export=str(export.path), session=export.session, warnings=tuple(warnings))
+    facts = InputFacts(report=report, export=shown(export.path), session=export.session, warnings=tuple(warnings))
     return facts, traces

@@ -7,11 +7,13 @@ from pathlib import Path
 
 import matplotlib
 import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from nsys_collective import causes as cause_kinds
-from nsys_collective.render.charts import STYLE, save_figure
+from nsys_collective import outputs
+from nsys_collective.render.charts import DPI, STYLE
 from nsys_collective.render.names import unique_labels as _unique_labels
 from nsys_collective.render.terminal import named_table, plain_table, stdout_console, title_line
 from nsys_collective.units import count
@@ -96,12 +98,28 @@ C_A = "#9aa7b4"  # the baseline is quiet, the new run loud
 C_B = "#1f5fa8"
 
 
-def write_compare_chart(cmp: dict, path_png) -> list[Path]:
+# Stored in the chart files (PNG Software, SVG Creator): what `--force` recognizes as ours.
+CHART_TAG = "collectivetrace-nsys compare"
+
+
+def chart_written_by_us(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return CHART_TAG.encode() in f.read(1 << 16)
+    except OSError:
+        return False
+
+
+def write_compare_chart(cmp: dict, path_png, force: bool = False, protect=()) -> list[Path]:
     """Paired bars, A against B: the wait each top cause inflicted, per cause and late rank (so a
     cause that moved between ranks shows as one bar gone and one new), then wait and transfer per
-    operation. Writes path_png and the same name with .svg; returns both paths."""
+    operation. Writes path_png and the same name with .svg; returns both paths. As every output
+    (outputs.py): never over `protect`, an existing file only with `force` and only one this tool
+    wrote, in an existing folder, whole or not at all."""
     stem = Path(path_png).with_suffix("")
-    stem.parent.mkdir(parents=True, exist_ok=True)
+    png, svg = stem.with_suffix(".png"), stem.with_suffix(".svg")
+    for path in (png, svg):  # refused before the chart is drawn
+        outputs.check_file(path, force, protect, chart_written_by_us)
     rows, _ = _shown_causes(cmp, MAX_CHART_CAUSES)
     rows.sort(key=lambda r: -max(r["wait_saved_ns"]["a"], r["wait_saved_ns"]["b"]))
     ops = cmp["operations"]
@@ -147,7 +165,14 @@ def write_compare_chart(cmp: dict, path_png) -> list[Path]:
             ax.set_title(f"{key} per operation (ms of GPU time, all ranks)", loc="left")
             ax.grid(axis="y", color="#e5e5e5", linewidth=0.6)
             ax.set_axisbelow(True)
-        return save_figure(fig, stem)
+        FigureCanvasAgg(fig)
+
+        def svg_file(tmp):
+            fig.set_layout_engine("none")  # the layout is done: the SVG keeps it instead of solving it again
+            fig.savefig(tmp, format="svg", metadata={"Date": None, "Creator": CHART_TAG})
+
+        return outputs.write_files({png: lambda tmp: fig.savefig(tmp, format="png", dpi=DPI, metadata={"Software": CHART_TAG}),
+                                    svg: svg_file}, force, protect, chart_written_by_us)
 
 
 def _short_source(side: dict) -> str:

@@ -180,7 +180,8 @@ def input_hash(folder: Path, files: Sequence[Path]) -> str:
         digests = list(pool.map(file_sha256, [f for _, f in rel]))
     h = hashlib.sha256()
     for (name, f), digest in zip(rel, digests):
-        h.update(f"{name}\0{f.stat().st_size}\0{digest}\n".encode())
+        # surrogateescape: a name that is no UTF-8 hashes as its bytes.
+        h.update(f"{name}\0{f.stat().st_size}\0{digest}\n".encode("utf-8", "surrogateescape"))
     return h.hexdigest()
 
 

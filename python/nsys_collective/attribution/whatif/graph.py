@@ -50,14 +50,16 @@ def steps_of(job: Job, rank: int, points: np.ndarray, step_index: dict[str, int]
     ranges = trace.ranges
     if ranges is None or not step_index:
         return out
-    names = trace.names(ranges.name)
-    rows = np.flatnonzero([bool(n) and n in step_index for n in names.tolist()])
+    # Per distinct name, not per range.
+    ids, at = np.unique(ranges.name, return_inverse=True)
+    code_of = np.array([step_index.get(n, -1) if n else -1 for n in trace.names(ids).tolist()] + [-1], dtype=np.int64)
+    codes = code_of[at.ravel()] if len(ids) else np.zeros(0, np.int64)
+    rows = np.flatnonzero(codes >= 0)
     if not len(rows):
         return out
     found = _native.innermost_covering(ranges.start[rows], ranges.end[rows], points)
     hit = found >= 0
-    codes = np.array([step_index[n] for n in names[rows].tolist()], dtype=np.int64)
-    out[hit] = codes[found[hit]]
+    out[hit] = codes[rows][found[hit]]
     return out
 
 
@@ -67,7 +69,11 @@ def _step_names(job: Job, pattern: str) -> list[str]:
     for trace in job.traces.values():
         if trace.ranges is None:
             continue
-        for name, start in zip(trace.names(trace.ranges.name).tolist(), trace.ranges.start.tolist()):
+        # Per distinct name, not per range: millions of NVTX ranges hold a few thousand names.
+        ids, at = np.unique(trace.ranges.name, return_inverse=True)
+        starts = np.full(len(ids), np.iinfo(np.int64).max)
+        np.minimum.at(starts, at.ravel(), trace.ranges.start)
+        for name, start in zip(trace.names(ids).tolist(), starts.tolist()):
             if name and fnmatch.fnmatchcase(name, pattern):
                 first[name] = min(first.get(name, start), start)
     return sorted(first, key=first.get)
@@ -80,7 +86,8 @@ def build_graph(job: Job, tolerance_ns: int, step_pattern: str | None = None) ->
         return None
     step_names = _step_names(job, step_pattern or STEP_PATTERN)
     if job.steps is not None and job.steps.restricts:  # steps left out as incomplete are no steps here
-        step_names = [n for n in step_names if n not in {lo.step for lo in job.steps.left_out}]
+        left_out = {lo.step for lo in job.steps.left_out}  # once: a set per name was quadratic
+        step_names = [n for n in step_names if n not in left_out]
     step_index = {n: i for i, n in enumerate(step_names)}
     calls, ops, syncs, events = [], [], [], []
     op_offset, call_offset = {}, {}
