@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import FIXTURES, REAL, analyzed, gen
+from conftest import FIXTURES, REAL, analyzed, gen, need_real
 
 SMALL = dict(style="ddp", ranks=4, hosts=2, kernels_per_step=12, scenario="balanced", seed=3)
 
@@ -63,10 +63,7 @@ def test_enough_collectives_give_a_disagreeing_rank_its_own_clock(tmp_path):
 
 
 def real(name):
-    folder = REAL / name
-    if not folder.is_dir():
-        pytest.skip(f"real exports not found at {folder}")
-    return analyzed([folder])[1].doc
+    return analyzed([need_real(REAL / name)])[1].doc
 
 
 def test_real_ring_set_fitted_on_one_collective_warns_three_times():
