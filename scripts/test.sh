@@ -10,12 +10,12 @@ prefix="$(python3 -c 'import sys; print(sys.prefix)')"
 # built from these sources, and only the test requirements may be missing (scripts/built.py).
 if missing="$(python3 scripts/built.py)"; then
   if [ -n "$missing" ]; then
-    say "installing the test requirements $(printf '%s ' $missing)from PyPI into $prefix (about 10 MB)"
+    say "installing the test requirements $(printf '%s ' $missing)from PyPI into $prefix (about 7 MB)"
     printf '%s\n' "$missing" | xargs -d '\n' python3 -m pip install --quiet --disable-pip-version-check
   fi
 else
   say "building the native extension (release, into target/) and installing the package with its test extras" \
-      "from PyPI into $prefix (pip install -e '.[test]': about 190 MB of wheels, 8 to 9 minutes on 2 cores)"
+      "from PyPI into $prefix (pip install -e '.[test]': about 120 MB of wheels and 30 MB of crates, 8 to 9 minutes on 2 cores)"
   python3 -m pip install --quiet --disable-pip-version-check -e '.[test]'
 fi
 # The HTML report is checked in a real headless Chromium (Debian's package) where one can be had.
