@@ -362,6 +362,11 @@ def _where(side: dict) -> str:
     return f"{Path(inputs[0]).parent}/ ({count(len(inputs), 'file')})" if inputs else "?"
 
 
+def _rank_or_hosts(rank) -> str:
+    """Where a cause acts: 'rank 3', a host or hosts (a cause on every rank of them), or 'all'."""
+    return f"rank {rank}" if isinstance(rank, int) else rank or "all"
+
+
 def _describe(side: dict) -> str:
     return (f"{_where(side)}: {count(side['ranks'], 'rank')} on {count(side['hosts'], 'host')}, "
             f"{count(side['collectives'], 'collective')}")
@@ -369,7 +374,7 @@ def _describe(side: dict) -> str:
 
 def render_comparison(cmp: dict, console=None) -> None:
     """Verdict lines first, then blocking deltas, operations, stragglers, alignment (rich, stdout)."""
-    from nsys_collective.render.terminal import named_table, plain_table, stdout_console, title_line
+    from nsys_collective.render.terminal import named_table, plain_table, prose, stdout_console, title_line
 
     out = console or stdout_console()
     parts = [f"A: {_describe(cmp['a'])}", f"B: {_describe(cmp['b'])}"]
@@ -378,8 +383,8 @@ def render_comparison(cmp: dict, console=None) -> None:
     if rows:
         names = [f"host in '{r['nvtx'] or 'no NVTX range'}'" if r["cause"] in HOST_CAUSES else r["kernel"] or r["cause"] for r in rows]
         parts += named_table(out, "What fixing each cause saves, A → B (wait saved, replayed)",
-                             ["rank", "cause", "A", "B", "Δ", "A excess", "B excess"],
-                             [[str(r["rank"]), r["cause"], _d(r["wait_saved_ns"]["a"]), _d(r["wait_saved_ns"]["b"]),
+                             ["where", "cause", "A", "B", "Δ", "A excess", "B excess"],
+                             [[_rank_or_hosts(r["rank"]), r["cause"], _d(r["wait_saved_ns"]["a"]), _d(r["wait_saved_ns"]["b"]),
                                _signed(r["wait_saved_ns"]["delta"]), _d(r["blame_ns"]["a"]), _d(r["blame_ns"]["b"])] for r in rows],
                              names, "kernel or NVTX range", at=2)
         if left_out:
@@ -403,7 +408,7 @@ def render_comparison(cmp: dict, console=None) -> None:
     rows.append(["causality violations after", str(al["violations_after"]["a"]), str(al["violations_after"]["b"])])
     parts += [title_line("Clock alignment, A → B"), plain_table(out, ["", "A", "B"], rows)]
     for part in parts:
-        out.print(part, markup=False) if isinstance(part, str) else out.print(part)
+        out.print(prose(out, part), markup=False) if isinstance(part, str) else out.print(part)
 
 
 # Chart -----------------------------------------------------------------------------------------------
