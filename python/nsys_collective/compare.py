@@ -293,11 +293,11 @@ def _findings(cmp: dict) -> list[str]:
         else:
             side = "b" if sig_b else "a"
             out.append(f"{name} {'grew' if t['delta'] > 0 else 'shrank'} by {abs(change):.0%}: "
-                       f"{_d(t['a'])} → {_d(t['b'])} of wait its fix saves (mostly through rank {g['top_rank'][side]}).")
+                       f"{_d(t['a'])} → {_d(t['b'])} of wait its fix saves (mostly through {_rank_or_hosts(g['top_rank'][side])}).")
     top = s["top_straggler_rank"]
     if top["changed"] and top["a"] is not None and top["b"] is not None:
         out.append(f"The rank that cost the most wait changed from rank {top['a']} in A to rank {top['b']} in B.")
-    if (sentence := _total_sentence("Total transfer time", s["transfer_ns"], always=False)):
+    if (sentence := _total_sentence("GPU transfer time", s["transfer_ns"], always=False)):
         out.append(sentence)
     for r in cmp["contention"][:1]:
         c = r["contention_ns"]
@@ -391,11 +391,11 @@ def render_comparison(cmp: dict, console=None) -> None:
             parts.append(f"{count(left_out, 'smaller cause')} in --json.")
     if cmp["operations"]:
         parts += [title_line("Operations, A → B"), plain_table(out, [
-            "op", "A count", "B count", "A wait", "B wait", "Δ wait", "A transfer", "B transfer", "Δ transfer"],
+            "op", "A count", "B count", "A wait", "B wait", "Δ wait", "A GPU transfer", "B GPU transfer", "Δ GPU transfer"],
             [[o["op"], str(o["count"]["a"]), str(o["count"]["b"]), _d(o["wait_ns"]["a"]), _d(o["wait_ns"]["b"]),
               _signed(o["wait_ns"]["delta"]), _d(o["transfer_ns"]["a"]), _d(o["transfer_ns"]["b"]), _signed(o["transfer_ns"]["delta"])]
              for o in cmp["operations"]]),
-            "Transfer is GPU time: each collective's transfer on each of its ranks."]
+            "GPU transfer: each collective's transfer summed over its ranks."]
     if cmp["stragglers"]:
         parts += [title_line("Stragglers, A → B"), plain_table(out, [
             "rank", "host", "A last in", "B last in", "A wait caused", "B wait caused", "Δ wait caused"],

@@ -187,7 +187,7 @@ def _contention(out: Console, doc: dict) -> list[RenderableType]:
         return []
     rows = [[_d(e["overlap_ns"]), _d(e["contention_ns"]), f"{e['sm_footprint']:.2f}", str(e["collectives"])] for e in entries]
     names = distinct_names([e["kernel"] for e in entries], [e.get("kernel_full") or e["kernel"] for e in entries])
-    return named_table(out, "What slowed the transfers", ["overlap", "slowdown", "SM footprint", "collectives"], rows, names,
+    return named_table(out, "What slowed the transfers", ["overlap", "transfer slowdown", "SM footprint", "collectives"], rows, names,
                        "kernel", at=0)
 
 
@@ -211,7 +211,7 @@ def _steps(out: Console, doc: dict) -> list[RenderableType]:
     rows = [[st["step"], str(st["collectives"]), _d(st["wait_ns"]), _d(st["transfer_ns"]),
              "-" if st["top_straggler_rank"] is None else str(st["top_straggler_rank"]), _d(st["top_blocker_wait_ns"])]
             for st in steps]
-    return named_table(out, "Per step", ["step", "collectives", "wait", "transfer", "straggler", "its wait"], rows,
+    return named_table(out, "Per step", ["step", "collectives", "wait", "GPU transfer", "straggler", "its wait"], rows,
                        [st["top_blocker"] or "-" for st in steps], "top blocker", at=5)
 
 
@@ -230,12 +230,21 @@ def _alignment(out: Console, result: Result) -> list[RenderableType]:
         return []
     clocks = result.evidence.clocks
     rows = [[name, _d(host["offset_ns"]), f"{host['drift_ppm']:.2f}"] for name, host in zip(clocks[:MAX_RANK_ROWS], a["hosts"])]
-    title = title_line(f"Clock alignment ({a['method']} method, {count(a['instances_used'], 'collective')} used)")
+    title = title_line(alignment_title(a))
     table = plain_table(out, ["clock", "offset", "drift ppm"], rows)
     more = f" {count(len(clocks) - MAX_RANK_ROWS, 'more clock')} in --json." if len(clocks) > MAX_RANK_ROWS else ""
     return [title, table, f"End-time spread p50/p95/max: before {_d(b['p50'])} / {_d(b['p95'])} / {_d(b['max'])}, "
                    f"after {_d(f['p50'])} / {_d(f['p95'])} / {_d(f['max'])}; causality violations "
                    f"{a['violations_before']} -> {a['violations_after']}.{more}"]
+
+
+def alignment_title(a: dict) -> str:
+    """How the clocks were aligned, in words: a fit on N collectives, or why none was needed."""
+    if a["method"] == "none (one clock)":
+        return "Clock alignment: none needed, every rank reads one clock"
+    if a["method"].startswith("none"):
+        return "Clock alignment: none, no collective to fit the clocks on"
+    return f"Clock alignment (fitted on {count(a['instances_used'], 'collective')}, {a['method']} method)"
 
 
 def _ranks(out: Console, doc: dict) -> list[RenderableType]:
