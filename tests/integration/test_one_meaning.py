@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from conftest import ROOT
 from nsys_collective import glossary
 from nsys_collective.cli import app
-from nsys_collective.compare import _rank_or_hosts
+from nsys_collective.causes import rank_or_hosts
 from nsys_collective.render.terminal import alignment_title
 
 
@@ -32,8 +32,8 @@ def test_warnings_write_durations_as_the_tables_do():
 
 
 def test_compare_names_ranks_and_hosts_for_what_they_are():
-    assert _rank_or_hosts(3) == "rank 3"
-    assert _rank_or_hosts("ault42.cscs.ch, ault43.cscs.ch") == "ault42.cscs.ch, ault43.cscs.ch"
+    assert rank_or_hosts(3) == "rank 3"
+    assert rank_or_hosts("ault42.cscs.ch, ault43.cscs.ch") == "ault42.cscs.ch, ault43.cscs.ch"
 
 
 def test_the_alignment_title_reads_as_words():
