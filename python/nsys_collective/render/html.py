@@ -16,7 +16,7 @@ from pathlib import Path
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from nsys_collective.render.names import short_name
-from nsys_collective.render.terminal import verdict
+from nsys_collective.render.terminal import stopped_lines, verdict
 from nsys_collective.result import Result
 from nsys_collective import causes as cause_kinds, glossary
 from nsys_collective.units import count
@@ -90,7 +90,7 @@ def render(result: Result, charts: dict[str, list[Path]]) -> str:
         "figures": _figures(charts),
         "blocking": _blocking(doc), "fidelity": _fidelity(doc), "contention": _contention(doc), "slowdown": _slowdown(doc),
         "stragglers": _stragglers(doc), "worst": _worst(doc), "ranks": _ranks(doc),
-        "alignment": a, "spread": _spread(a), "clocks": _clocks(a), "warnings": doc["warnings"],
+        "alignment": a, "spread": _spread(a), "clocks": _clocks(a), "warnings": doc["warnings"], "stopped": stopped_lines(doc),
         "alignment_issues": [ALIGNMENT_ISSUES.get(i, i) for i in (a.get("quality") or {}).get("issues", [])],
         "glossary": glossary.TERMS,
     }

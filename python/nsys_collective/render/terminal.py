@@ -232,6 +232,30 @@ def _alignment(out: Console, result: Result) -> list[RenderableType]:
                    f"{a['violations_before']} -> {a['violations_after']}.{more}"]
 
 
+def stopped_lines(doc: dict) -> list[str]:
+    """Per communicator whose ranks did not all reach its last operation: where each rank stopped,
+    and which stopped earlier (what a hang or a mismatch needs first)."""
+    lines = []
+    for s in doc.get("stopped") or ():
+        reached = sorted(s["reached"], key=lambda r: (-r["operations"], r["rank"]))
+        by_point: dict[tuple[int, str], list[int]] = {}
+        for r in reached:
+            by_point.setdefault((r["operations"], r["last_op"]), []).append(r["rank"])
+        where = ", ".join(f"{count(len(ranks), 'rank')} ({', '.join(map(str, ranks))}) reached operation {n} ({op})"
+                          for (n, op), ranks in by_point.items())
+        if s["communicator"] is None:
+            lines.append(f"stream {'/'.join(map(str, s['streams']))}: {where}, matching no other rank's operations.")
+        else:
+            lines.append(f"{s['communicator']}: {where}; {'rank' if len(s['stopped_early']) == 1 else 'ranks'} "
+                         f"{', '.join(map(str, s['stopped_early']))} stopped earlier.")
+    return lines
+
+
+def _stopped(out: Console, doc: dict) -> list[RenderableType]:
+    lines = stopped_lines(doc)
+    return [title_line("Where ranks stopped (not all reached the last operation)"), *lines] if lines else []
+
+
 def alignment_title(a: dict) -> str:
     """How the clocks were aligned, in words: a fit on N collectives, or why none was needed."""
     if a["method"] == "none (one clock)":
@@ -286,6 +310,6 @@ def render(result: Result, console: Console | None = None) -> None:
         say(line)
     parts = (_whatif(out, doc) + _contention(out, doc) + _stragglers(out, doc) + _steps(out, doc) + _worst(out, doc)
              if doc["collectives"] else [])
-    for part in parts + _alignment(out, result) + _ranks(out, doc) + _idle(out, doc):
+    for part in parts + _stopped(out, doc) + _alignment(out, result) + _ranks(out, doc) + _idle(out, doc):
         say(part) if isinstance(part, str) else out.print(part)
     out.print("What each figure means: collectivetrace-nsys glossary", markup=False, style="dim")
