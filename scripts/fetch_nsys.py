@@ -38,7 +38,7 @@ COMPONENT = "non-free"
 NSYS_REL = "usr/lib/x86_64-linux-gnu/nsight-systems/target-linux-x64/nsys"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 DEFAULT_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
-# About 190 MB of packages plus 680 MB unpacked, with some slack.
+# About 190 MB of packages plus 680 MB unpacked (measured: the line it prints says), with some slack.
 NEEDED_BYTES = 1_000_000_000
 
 # Suites that name the Debian archive itself (as opposed to a third-party repository).
@@ -139,7 +139,26 @@ def _run(cmd: list[str], cwd: Path | None = None) -> str:
     return proc.stdout
 
 
-def _download(work: Path) -> list[Path]:
+def _sizes(show: str) -> tuple[int, int]:
+    """(download bytes, unpacked bytes) of the packages `apt-cache show` describes (its first
+    stanza per package: the version asked for)."""
+    download = unpacked = 0
+    seen = set()
+    for stanza in re.split(r"\n\s*\n", show.strip()):
+        fields = dict(re.findall(r"^([\w-]+):\s*(.*)$", stanza, re.M))
+        if fields.get("Package") in seen or "Package" not in fields:
+            continue
+        seen.add(fields["Package"])
+        download += int(fields.get("Size", 0))
+        unpacked += int(fields.get("Installed-Size", 0)) * 1024  # KiB
+    return download, unpacked
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:,.0f} MB"
+
+
+def _download(work: Path, dest: Path) -> list[Path]:
     """Download the two .deb files into work/debs with a private apt setup; return them."""
     mirror, keyring = debian_mirror()
     if keyring is None and Path(DEFAULT_KEYRING).is_file():
@@ -172,7 +191,6 @@ def _download(work: Path) -> list[Path]:
         # apt would drop to the `_apt` user, which cannot write into our private folder.
         apt_opts.append("-oAPT::Sandbox::User=root")
 
-    _log(f"fetch_nsys: reading {mirror} {SUITE}/{COMPONENT} package lists")
     # `apt-get update` exits 0 even when the mirror cannot be reached: look for its warning.
     proc = subprocess.run(["apt-get", *apt_opts, "-q", "update"], stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, errors="replace")
@@ -194,7 +212,10 @@ def _download(work: Path) -> list[Path]:
                            f"{UPSTREAM_VERSION} (found: {found})")
     version = wanted[0]  # madison lists the highest version first
 
-    _log(f"fetch_nsys: downloading {' '.join(PACKAGES)} {version} (about 190 MB)")
+    # The one line a user sees: what comes from where, how big, and where it goes.
+    download, unpacked = _sizes(_run(["apt-cache", *apt_opts, "show", *(f"{p}={version}" for p in PACKAGES)]))
+    _log(f"fetch_nsys: downloading Debian's {' and '.join(PACKAGES)} {version} from {mirror} "
+         f"({_mb(download)}), unpacked into {dest} ({_mb(unpacked)}); once, reused by later runs")
     _run(["apt-get", *apt_opts, "-q", "download", *(f"{p}={version}" for p in PACKAGES)],
          cwd=work / "debs")
     debs = sorted((work / "debs").glob("*.deb"))
@@ -239,18 +260,17 @@ def _fetch(dest: Path) -> Path:
     # run never leaves a half-unpacked dest behind, only a temporary folder that gets removed.
     with tempfile.TemporaryDirectory(prefix=".fetch-nsys-", dir=dest.parent) as tmp:
         work = Path(tmp)
-        debs = _download(work)
+        debs = _download(work, dest)
         root = work / "root"
         for deb in debs:
-            _log(f"fetch_nsys: unpacking {deb.name}")
             _run(["dpkg", "-x", str(deb), str(root)])
         nsys = _usable_nsys(root)
         if nsys is None:
             raise RuntimeError(f"the packages did not contain {NSYS_REL}")
         _run([str(nsys), "--version"])  # proves it runs here before we keep it
-        if dest.exists():
-            dest.rmdir()  # empty (checked above)
         try:
+            if dest.exists():
+                dest.rmdir()  # empty (checked above), unless another run just filled it
             os.rename(root, dest)
         except OSError:
             # Another run may have finished first; its copy is as good as ours.

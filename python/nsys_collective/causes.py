@@ -162,6 +162,12 @@ def where(cause: dict, job_wide: str = "every rank") -> str:
     return f"rank {cause['rank']}" if cause["rank"] is not None else (cause["host"] or job_wide)
 
 
+def rank_or_hosts(rank: int | str | None) -> str:
+    """Where a compared cause acts (compare's rows hold a rank, or the hosts of a cause on every
+    rank of them, in one field): 'rank 3', 'ault42.cscs.ch, ault43.cscs.ch' or 'all'."""
+    return where({"rank": rank, "host": None} if isinstance(rank, int) else {"rank": None, "host": rank}, job_wide="all")
+
+
 def in_few_words(entry: dict) -> str:
     """A blame entry's cause in a few words (a step's top blocker, a store column)."""
     k = of(entry["cause"])

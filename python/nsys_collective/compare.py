@@ -286,11 +286,11 @@ def _findings(cmp: dict) -> list[str]:
         else:
             side = "b" if sig_b else "a"
             out.append(f"{name} {'grew' if t['delta'] > 0 else 'shrank'} by {abs(change):.0%}: "
-                       f"{_d(t['a'])} → {_d(t['b'])} of wait its fix saves (mostly through rank {g['top_rank'][side]}).")
+                       f"{_d(t['a'])} → {_d(t['b'])} of wait its fix saves (mostly through {cause_kinds.rank_or_hosts(g['top_rank'][side])}).")
     top = s["top_straggler_rank"]
     if top["changed"] and top["a"] is not None and top["b"] is not None:
         out.append(f"The rank that cost the most wait changed from rank {top['a']} in A to rank {top['b']} in B.")
-    if (sentence := _total_sentence("Total transfer time", s["transfer_ns"], always=False)):
+    if (sentence := _total_sentence("GPU transfer time", s["transfer_ns"], always=False)):
         out.append(sentence)
     for r in cmp["contention"][:1]:
         c = r["contention_ns"]

@@ -13,8 +13,10 @@ TERMS: tuple[tuple[str, str], ...] = (
              "typical rank. It is smaller than the spread."),
     ("spread", "Last minus first: of the arrivals of a collective, or of its ends (end-time spread, "
                "the clock alignment's measure: after alignment the ends of a collective should coincide)."),
-    ("transfer", "The median end of a collective minus its last arrival: moving the data once every rank is there. "
-                 "'shortest' is the shortest NCCL kernel of the collective, a check that needs no clock alignment."),
+    ("transfer", "Of one collective: its median end minus its last arrival, moving the data once every rank is "
+                 "there. 'shortest' is the shortest NCCL kernel of the collective, a check that needs no clock alignment."),
+    ("GPU transfer", "Transfer summed over each collective's ranks (GPU time): the per-step and whole-run totals, "
+                     "a collective on 2 ranks counting its transfer twice."),
     ("excess", "How much longer a cause ran on its rank than its reference (the same work on the other "
                "ranks, or in its own other steps), summed over the run."),
     ("wait saved", "The wait the job would no longer spend with the cause removed: its dependency graph "
@@ -27,8 +29,11 @@ TERMS: tuple[tuple[str, str], ...] = (
                    "often jitter."),
     ("fidelity", "How well the replay reproduces the capture: the share of GPU operation starts that the "
                  "recorded and inferred dependencies explain, and the error of the replayed starts."),
-    ("slowdown", "Transfer time beyond the clean baseline of the same kind of collective (same communicator, "
-                 "operation, rank count, size), shared among the compute kernels that overlapped it."),
+    ("transfer slowdown", "Transfer time beyond the clean baseline of the same kind of collective (same communicator, "
+                          "operation, rank count, size), shared among the compute kernels that overlapped it."),
+    ("longer by", "How much longer a cause (a kernel, a host range) ran than its reference, as a share of the "
+                  "reference (what-if causes' `slowdown`)."),
+    ("compute slowdown", "How much longer a compute kernel runs beside NCCL than alone, as a share of its time alone."),
     ("SM footprint", "The share of the GPU's SMs a compute kernel occupies (its blocks over the SM count, at most 1)."),
     ("compute overlap", "The share of a rank's NCCL kernel time during which a compute kernel also ran on its GPU."),
     ("GPU idle", "Time a rank's GPU ran nothing, split into host wait (the host had not yet launched the "

@@ -394,6 +394,26 @@ class StepSelectionInfo:
 
 
 @dataclass(frozen=True)
+class RankReached:
+    __pydantic_config__ = _STRICT
+    rank: int
+    operations: int  # how many of the communicator's operations it reached
+    last_op: str  # the kind of the last one
+
+
+@dataclass(frozen=True)
+class StoppedCommunicator:
+    """A communicator whose ranks did not all reach its last operation (a hang, a mismatch, a
+    capture cut short on some ranks): which ranks stopped where."""
+
+    __pydantic_config__ = _STRICT
+    communicator: str | None  # None: a rank's stream that matches no other rank's
+    streams: tuple[int, ...]
+    reached: tuple[RankReached, ...]
+    stopped_early: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class Document:
     """The `analyze --json` document."""
 
@@ -415,6 +435,8 @@ class Document:
     warnings: tuple[str, ...]
     # None where no rank marks a step (and in documents stored before it existed).
     step_selection: StepSelectionInfo | None = None
+    # Communicators whose ranks stopped at different operations (empty in documents stored before it).
+    stopped: tuple[StoppedCommunicator, ...] = ()
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}

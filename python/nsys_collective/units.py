@@ -37,3 +37,4 @@ def signed_duration(ns) -> str:
 def count(n: int, noun: str, plural: str | None = None) -> str:
     """'1 collective', '18 collectives' (or the plural given, for nouns that do not take an s)."""
     return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+

@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import create_engine, select, text
 from typer.testing import CliRunner
 
-from conftest import REAL, ROOT, gen
+from conftest import REAL, ROOT, gen, needs_real
 from nsys_collective.batch import run_batch
 from nsys_collective.ingest.discover import find_jobs
 from nsys_collective.cli import app
@@ -200,7 +200,7 @@ def test_dask_executor_equals_local(cluster, local_store, tmp_path):
     assert rows(url) == rows(local_store)
 
 
-@pytest.mark.skipif(not (REAL / "fs24-ring-6rank-2node").is_dir(), reason=f"real exports not found at {REAL}")
+@needs_real(REAL / "fs24-ring-6rank-2node")
 def test_dask_executor_equals_local_on_real_exports(tmp_path):
     """Real exports hold what the generator never writes: traced on workers, the same results."""
     local = run_batch(REAL, f"sqlite:///{tmp_path / 'l.db'}", "fs24-*")

@@ -7,7 +7,7 @@ import matplotlib
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from conftest import FIXTURES, REAL, analyzed
+from conftest import FIXTURES, REAL, analyzed, need_real
 from nsys_collective.render import charts
 
 
@@ -28,7 +28,5 @@ def test_the_log_axis_reads_as_numbers():
 
 
 def test_one_collective_has_integer_ids():
-    if not (REAL / "fs24-ring-6rank-2node").is_dir():
-        pytest.skip("real exports not found beside the checkout")
-    _, x = _labels(analyzed([REAL / "fs24-ring-6rank-2node"])[1])
+    _, x = _labels(analyzed([need_real(REAL / "fs24-ring-6rank-2node")])[1])
     assert x == ["0"], x

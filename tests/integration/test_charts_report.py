@@ -12,7 +12,7 @@ from pathlib import Path
 import matplotlib.image
 import numpy as np
 import pytest
-from conftest import FIXTURES, REAL, analyzed
+from conftest import FIXTURES, REAL, analyzed, need_real
 
 from nsys_collective.render.charts import write_charts
 from nsys_collective.render.html import write_report
@@ -119,18 +119,14 @@ def test_single_rank_skips_charts_gracefully(tmp_path):
 
 
 def test_export_without_nccl_has_no_charts(tmp_path):
-    if not NO_NCCL_EXPORT.is_file():
-        pytest.skip(f"real export not found at {NO_NCCL_EXPORT} (the real data lives beside the checkout)")
-    doc, charts, report = _build([NO_NCCL_EXPORT], tmp_path)
+    doc, charts, report = _build([need_real(NO_NCCL_EXPORT)], tmp_path)
     assert not doc["collectives"] and charts == {}
     text = _check_report(report, doc)
     assert "No charts" in text and "data:image" not in text
 
 
 def test_real_multi_host_job(tmp_path):
-    if not REAL_SET.is_dir():
-        pytest.skip(f"real exports not found at {REAL_SET} (the real data lives beside the checkout)")
-    doc, charts, report = _build(sorted(REAL_SET.glob("*.sqlite")), tmp_path)
+    doc, charts, report = _build(sorted(need_real(REAL_SET).glob("*.sqlite")), tmp_path)
     assert {"timeline", "wait_heatmap", "alignment", "transfer_vs_footprint"} <= set(charts)
     _check_charts(charts)
     _check_report(report, doc)

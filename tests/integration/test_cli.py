@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from conftest import REAL, ROOT, tree_hashes
+from conftest import REAL, ROOT, no_real_data, tree_hashes
 from nsys_collective import __version__
 from nsys_collective.cli import app
 
@@ -63,7 +63,7 @@ def bad_inputs(tmp_path):
 def test_bad_input_is_one_line_and_exit_2(tmp_path, case):
     cases = bad_inputs(tmp_path)
     if case not in cases:
-        pytest.skip(f"needs the real exports at {REAL}")
+        pytest.skip(no_real_data(REAL / "versions"))
     path, words = cases[case]
     before = tree_hashes(path) if path.exists() else {}
     result = run("analyze", str(path), "--json")

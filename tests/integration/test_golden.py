@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import no_real_data
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -20,7 +21,7 @@ REAL_MISSING = not (ROOT / golden.REAL).is_dir()
 def test_analyze_json_is_byte_identical_to_the_golden_document(name):
     args = golden.CASES[name]
     if REAL_MISSING and any(a.startswith(golden.REAL) for a in args):
-        pytest.skip(f"real exports not found at {golden.REAL} (beside the checkout)")
+        pytest.skip(no_real_data(golden.REAL))
     expected = (golden.GOLDEN / f"{name}.json").read_bytes()
     got = golden.run(args)
     assert got == expected, f"analyze {' '.join(args)} --json differs from tests/golden/{name}.json"

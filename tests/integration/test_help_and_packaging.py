@@ -115,3 +115,22 @@ def test_test_sh_builds_only_when_a_source_is_newer_than_the_extension(tmp_path,
     os.utime(source, (made - 60, made - 60))
     assert built.main() == 1, "installed from another checkout: build"
     assert "scripts/built.py" in (ROOT / "scripts" / "test.sh").read_text()
+
+
+def test_skips_of_absent_real_data_share_one_wording():
+    """One reason, naming the folder, in pytest's skips and in cargo's ignored tests alike
+    (issue 21: there were about 15 wordings)."""
+    from conftest import REAL, no_real_data
+
+    rust = [(path.name, m.group(1)) for path in sorted((ROOT / "crates").rglob("*.rs"))
+            for m in re.finditer(r'ignore\s*=\s*"([^"]*)"', path.read_text())]
+    assert rust, "the Rust tests that read the real data say why they are ignored"
+    for name, reason in rust:
+        folder = re.match(r"real data not found at (\S+) ", reason)
+        assert folder and reason == no_real_data(folder.group(1)), (name, reason)
+    assert no_real_data(REAL / "kineto") == no_real_data("../shared/data/real/kineto")
+    # Python: every skip about real data goes through conftest's no_real_data / need_real / needs_real.
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if re.search(r"pytest\.skip\(|reason=", line) and re.search(r"\breal (data|exports?|traces?|reports?)", line, re.I):
+                assert "no_real_data(" in line or "NO_" in line, f"{path.name}:{number}: {line.strip()}"

@@ -159,6 +159,7 @@ def test_three_concurrent_runs_to_one_new_folder_one_wins(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # kills runs at fractions of a timed run: other tests beside it would move those moments
 def test_kill_9_at_any_point_leaves_the_old_or_the_new_folder_and_the_next_run_cleans_up(tmp_path):
     out = tmp_path / "out"
     assert subprocess.run(_cli("analyze", str(DEMO), "--out", str(out)), capture_output=True).returncode == 0

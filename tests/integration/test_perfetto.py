@@ -10,7 +10,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from conftest import FIXTURES, NO_REAL_DATA, REAL, analyzed, gen
+from conftest import FIXTURES, REAL, analyzed, gen, need_real
 from nsys_collective.errors import InputError
 from nsys_collective.render.perfetto import write_trace
 
@@ -235,7 +235,5 @@ def test_replaces_its_own_trace_whole_and_only_with_force(demo, tmp_path):
 
 @pytest.mark.parametrize("name", ["fs24-allreduce2x-9rank-3node", "nsys-ai-2gpu"])
 def test_real_exports_write_valid_traces(name, tmp_path):
-    if not (REAL / name).is_dir():
-        pytest.skip(NO_REAL_DATA)
-    analysis, result = analyze(REAL / name)
+    analysis, result = analyze(need_real(REAL / name))
     check_trace(export(result, tmp_path), analysis)

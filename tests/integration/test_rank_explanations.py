@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from conftest import REAL, analyzed, gen
+from conftest import REAL, analyzed, gen, need_real
 from nsys_collective.attribution.idle import idle_split
 from nsys_collective.attribution.overlap import zero_overlap
 
@@ -52,10 +52,7 @@ def test_compute_waiting_on_every_collective_is_serialized(tmp_path):
 
 
 def real(name):
-    folder = REAL / name
-    if not folder.is_dir():
-        pytest.skip(f"real exports not found at {folder}")
-    return folder
+    return need_real(REAL / name)
 
 
 def test_real_nsys_ai_report_runs_nccl_on_the_compute_stream():

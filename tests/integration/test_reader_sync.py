@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REAL, real_params
+from conftest import REAL, need_real, no_real_data, real_params
 import reference_reader  # tests/: the pure-Python oracle of the native reader
 from nsys_collective import _native
 from test_reader_hardening import BASE, assert_same_raw, kernel, launch
@@ -44,10 +44,7 @@ def names(export: dict, ids) -> list:
 
 
 def real_export(relative: str) -> Path:
-    path = REAL / relative
-    if not path.is_file():
-        pytest.skip(f"real export not found at {path}")
-    return path
+    return need_real(REAL / relative)
 
 
 @pytest.mark.parametrize("facts", real_params())
@@ -121,7 +118,7 @@ def _events(path: Path) -> list[dict]:
 def kineto_traces() -> list[Path]:
     paths = sorted(DLRM.glob("*.json")) + sorted(HTA.glob("*.json.gz"))
     if not paths:
-        pytest.skip(f"real Kineto traces not found at {REAL / 'kineto'}")
+        pytest.skip(no_real_data(REAL / "kineto"))
     return paths
 
 

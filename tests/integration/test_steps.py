@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from conftest import FIXTURES, REAL, analyzed, gen
+from conftest import FIXTURES, REAL, analyzed, gen, need_real
 from nsys_collective.model.job import Filters
 from nsys_collective.model.steps import select_steps
 
@@ -79,7 +79,7 @@ def test_a_whole_run_keeps_every_step_and_labels_each_collective_with_its_step(t
 
 
 def test_exports_without_steps_have_no_selection():
-    _, result = analyzed([REAL / "nsys-ai-2gpu"]) if (REAL / "nsys-ai-2gpu").is_dir() else pytest.skip("no real data")
+    _, result = analyzed([need_real(REAL / "nsys-ai-2gpu")])
     assert result.doc["step_selection"] is None and result.doc["steps"] == []
 
 
@@ -118,9 +118,7 @@ def test_real_hta_traces_both_steps_complete_and_htas_step_gives_htas_overlap():
     """HTA 0.5.0: 11.81% and 20.05% overlap, after dropping the last ProfilerStep by convention. Both
     steps are whole here (every launch has its kernel, both ranges closed): the default keeps both
     (14.95% / 19.93%, the whole capture, as before); the step HTA keeps gives HTA's figures."""
-    folder = REAL / "kineto" / "hta-trace_filter-2rank"
-    if not folder.is_dir():
-        pytest.skip(f"real traces not found at {folder}")
+    folder = need_real(REAL / "kineto" / "hta-trace_filter-2rank")
     _, result = analyzed([folder])
     sel = result.doc["step_selection"]
     assert sel["analyzed"] == sel["steps"] == ["ProfilerStep#551", "ProfilerStep#552"] and sel["left_out"] == []

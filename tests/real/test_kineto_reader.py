@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REAL
+from conftest import REAL, need_real, no_real_data
 from nsys_collective.errors import InputError
 from nsys_collective.ingest.capture import NVTX_PUSH_POP_RANGE, TABLES, read_exports, read_kineto
 
 KINETO = REAL / "kineto" / "hta-trace_filter-2rank"
 TRACES = [KINETO / f"sampled_rank-{rank}.json.gz" for rank in (0, 1)]
-NO_TRACES = f"real Kineto traces not found at {KINETO} (they live beside the project checkout, not in it)"
+NO_TRACES = no_real_data(KINETO)
 
 needs_real = pytest.mark.skipif(not all(p.is_file() for p in TRACES), reason=NO_TRACES)
 
@@ -194,9 +194,7 @@ def test_analyze_accepts_a_folder_of_traces_and_refuses_mixed_inputs(tmp_path):
 
     from nsys_collective.cli import app
 
-    folder = REAL / "kineto" / "hta-trace_filter-2rank"
-    if not folder.is_dir():
-        pytest.skip(f"real traces not found at {folder}")
+    folder = need_real(REAL / "kineto" / "hta-trace_filter-2rank")
     result = CliRunner().invoke(app, ["analyze", str(folder), "--json"])
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
@@ -210,9 +208,7 @@ def test_analyze_accepts_a_folder_of_traces_and_refuses_mixed_inputs(tmp_path):
 def test_overlap_with_hta_filters_equals_htas_published_figures():
     """HTA 0.5.0 reports 11.81% and 20.05% communication/computation overlap on these traces
     (../shared/data/real/README.md); scripts/compare_hta.py computes ours with HTA's filters."""
-    folder = REAL / "kineto" / "hta-trace_filter-2rank"
-    if not folder.is_dir():
-        pytest.skip(f"real traces not found at {folder}")
+    folder = need_real(REAL / "kineto" / "hta-trace_filter-2rank")
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("compare_hta", Path(__file__).resolve().parents[2] / "scripts" / "compare_hta.py")

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from conftest import REAL, analyzed, gen
+from conftest import REAL, analyzed, gen, need_real
 from nsys_collective.model.nccl_net import wire_bytes
 from nsys_collective.model.timing import message_sizes
 from nsys_collective.model.nccl import ALGORITHMS, OPS
@@ -21,10 +21,7 @@ MIB = 1 << 20
 
 
 def real(name):
-    folder = REAL / name
-    if not folder.is_dir():
-        pytest.skip(f"real exports not found at {folder}")
-    return folder
+    return need_real(REAL / name)
 
 
 def distinct_sends_in_kernel(path):

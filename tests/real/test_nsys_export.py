@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import REAL, no_real_data
 from nsys_collective.ingest import nsys_export
 from nsys_collective.errors import InputError, NsysExportError
 from nsys_collective.ingest.nsys_export import export_path_for, export_reports, find_nsys
@@ -19,7 +20,6 @@ REPO = Path(__file__).resolve().parents[2]
 # A whole export for the fake nsys to write: what it writes is checked before it is cached.
 EXPORT = REPO / "fixtures" / "demo-4rank-2host" / "rep_0.sqlite"
 WRITE_EXPORT = f'cp "{EXPORT}" "$out"\n'
-REAL = REPO.parent / "shared" / "data" / "real"
 QDREP = REAL / "reports" / "brentgg-hac-report1.qdrep"
 
 # What nsys 2023.4.4 prints (on stderr, exit status 1) for a report from a newer nsys.
@@ -58,10 +58,23 @@ def real_nsys() -> Path:
         pytest.skip(f"no real nsys (scripts/fetch_nsys.py failed: {exc})")
 
 
+def test_fetch_nsys_sizes_come_from_the_package_index():
+    """The one line fetch_nsys prints gives the download and unpacked sizes apt's index states
+    (measured here: 190 MB and 713 MB, where the README once said 190 MB in all)."""
+    spec = importlib.util.spec_from_file_location("fetch_nsys", REPO / "scripts" / "fetch_nsys.py")
+    fetch_nsys = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fetch_nsys)
+    show = ("Package: nsight-systems-target\nVersion: 1\nInstalled-Size: 600000\nSize: 100000000\n\n"
+            "Package: nsight-systems\nVersion: 1\nInstalled-Size: 100000\nSize: 90000000\n\n"
+            "Package: nsight-systems\nVersion: 0\nInstalled-Size: 1\nSize: 1\n")
+    assert fetch_nsys._sizes(show) == (190_000_000, 700_000 * 1024)
+    assert fetch_nsys._mb(712_687_000) == "713 MB"
+
+
 @pytest.fixture(scope="session")
 def qdrep() -> Path:
     if not QDREP.is_file():
-        pytest.skip(f"real report data not found at {QDREP}")
+        pytest.skip(no_real_data(QDREP))
     return QDREP
 
 

@@ -11,7 +11,7 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from conftest import REAL, gen
+from conftest import REAL, gen, no_real_data
 
 DLRM = REAL / "kineto" / "param-dlrm-8rank"
 HTA = REAL / "kineto" / "hta-trace_filter-2rank"
@@ -50,7 +50,7 @@ def ddp(tmp_path_factory):
 def dlrm():
     files = sorted(DLRM.glob("*.json"))
     if not files:
-        pytest.skip(f"the real DLRM traces are not at {DLRM} (they live beside the checkout)")
+        pytest.skip(no_real_data(DLRM))
     return [load(f) for f in files]
 
 

@@ -10,7 +10,7 @@ import re
 import pytest
 from typer.testing import CliRunner
 
-from conftest import REAL
+from conftest import REAL, no_real_data
 from nsys_collective.cli import app
 
 SETS = ["fs24-allreduce2x-9rank-3node", "fs24-ring-6rank-2node", "nccl-net-2rank-2node", "nsys-ai-2gpu",
@@ -72,4 +72,4 @@ def test_a_host_that_left_the_bootstrap_late_is_named(real_dir):
 
 
 if not REAL.is_dir():  # the reason shows in the skip, not as a pass
-    pytestmark = pytest.mark.skip(reason=f"real exports not found at {REAL}")
+    pytestmark = pytest.mark.skip(reason=no_real_data(REAL))

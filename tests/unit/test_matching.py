@@ -53,3 +53,33 @@ def test_pipeline_neighbours_pair_a_send_with_its_receive():
     found = match(streams)
     assert sorted(found.communicators.values()) == [[0, 1], [1, 2], [2, 3]]
     assert {OPS[o] for o in found.op} == {"SendRecv"} and set(found.nranks.tolist()) == {2}
+
+
+def test_ranks_that_stopped_earlier_are_named_per_communicator():
+    """A hang or a mismatch: rank 2 stopped after 3 of the communicator's 5 operations; rank 3's
+    stream matches nobody. Which ranks stopped where is said, not only counted (issue 21)."""
+    t = np.arange(1, 6) * 1_000_000
+    kinds = ["AllReduce", "AllGather", "AllReduce", "ReduceScatter", "AllReduce"]
+    found = match({0: ops(t, kinds), 1: ops(t + 1_000, kinds), 2: ops(t[:3] + 2_000, kinds[:3]),
+                   3: ops([9_000_000, 9_500_000], ["Broadcast", "Broadcast"], stream=77)})
+    stopped = {s.communicator: s for s in found.stopped}
+    comm = next(c for c in stopped if c is not None)
+    assert stopped[comm].reached == ((0, 5, "AllReduce"), (1, 5, "AllReduce"), (2, 3, "AllReduce"))
+    assert stopped[comm].early == (2,)
+    assert stopped[None].reached == ((3, 2, "Broadcast"),) and stopped[None].streams == (77,)
+    assert len(found.seq) == 3, "only what every rank reached is analyzed"
+
+
+def test_where_ranks_stopped_reads_in_the_terminal_and_the_report():
+    from nsys_collective.render.terminal import stopped_lines
+
+    doc = {"stopped": [{"communicator": "c0:stream13", "streams": [13], "stopped_early": [2],
+                        "reached": [{"rank": 0, "operations": 5, "last_op": "AllReduce"},
+                                    {"rank": 1, "operations": 5, "last_op": "AllReduce"},
+                                    {"rank": 2, "operations": 3, "last_op": "AllReduce"}]},
+                       {"communicator": None, "streams": [77], "stopped_early": [],
+                        "reached": [{"rank": 3, "operations": 2, "last_op": "Broadcast"}]}]}
+    assert stopped_lines(doc) == [
+        "c0:stream13: 2 ranks (0, 1) reached operation 5 (AllReduce), 1 rank (2) reached operation 3 (AllReduce); "
+        "rank 2 stopped earlier.",
+        "stream 77: 1 rank (3) reached operation 2 (Broadcast), matching no other rank's operations."]

@@ -255,7 +255,7 @@ fn fuzz_committed_fixture_exports() {
 }
 
 #[test]
-#[cfg_attr(not(real_data), ignore = "real exports not found at ../shared/data/real")]
+#[cfg_attr(not(real_data), ignore = "real data not found at ../shared/data/real (it lives beside the checkout, never in it)")]
 fn fuzz_real_exports() {
     let real = real_dir();
     let sources: Vec<PathBuf> = [
@@ -471,7 +471,7 @@ fn fuzz_synthetic_traces() {
 }
 
 #[test]
-#[cfg_attr(not(real_data), ignore = "real Kineto traces not found at ../shared/data/real/kineto")]
+#[cfg_attr(not(real_data), ignore = "real data not found at ../shared/data/real/kineto (it lives beside the checkout, never in it)")]
 fn fuzz_real_traces() {
     let kineto = real_dir().join("kineto");
     let read = |p: PathBuf| -> Value {

@@ -12,7 +12,7 @@ fn traces() -> Vec<PathBuf> {
 }
 
 #[test]
-#[cfg_attr(not(real_data), ignore = "real Kineto traces not found at ../shared/data/real/kineto")]
+#[cfg_attr(not(real_data), ignore = "real data not found at ../shared/data/real/kineto (it lives beside the checkout, never in it)")]
 fn real_two_rank_traces_parse_with_their_counts() {
     let paths = traces();
     // rank: (kernels, NCCL kernels, runtime calls, memcpy, memset, user_annotation ranges, host pid)
@@ -50,7 +50,7 @@ fn real_two_rank_traces_parse_with_their_counts() {
 }
 
 #[test]
-#[cfg_attr(not(real_data), ignore = "real Kineto traces not found at ../shared/data/real/kineto")]
+#[cfg_attr(not(real_data), ignore = "real data not found at ../shared/data/real/kineto (it lives beside the checkout, never in it)")]
 fn real_traces_in_parallel_equal_one_by_one() {
     let paths = traces();
     for (path, together) in paths.iter().zip(read_kineto_traces(&paths, Some(2)).unwrap()) {
@@ -92,7 +92,7 @@ fn categories(path: &Path) -> HashMap<String, usize> {
 }
 
 #[test]
-#[cfg_attr(not(real_data), ignore = "real Kineto traces not found at ../shared/data/real/kineto")]
+#[cfg_attr(not(real_data), ignore = "real data not found at ../shared/data/real/kineto (it lives beside the checkout, never in it)")]
 fn real_traces_give_every_cpu_op_and_runtime_call() {
     let paths = all_real_traces();
     assert_eq!(paths.len(), 10);

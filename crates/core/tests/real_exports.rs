@@ -18,7 +18,7 @@ fn facts(dir: &Path) -> Vec<std::collections::HashMap<String, String>> {
 }
 
 #[test]
-#[cfg_attr(not(real_data), ignore = "real exports not found at ../shared/data/real")]
+#[cfg_attr(not(real_data), ignore = "real data not found at ../shared/data/real (it lives beside the checkout, never in it)")]
 fn every_real_export_matches_its_facts() {
     let dir = real_dir();
     for f in facts(&dir) {
@@ -44,7 +44,7 @@ fn every_real_export_matches_its_facts() {
 }
 
 #[test]
-#[cfg_attr(not(real_data), ignore = "real exports not found at ../shared/data/real")]
+#[cfg_attr(not(real_data), ignore = "real data not found at ../shared/data/real (it lives beside the checkout, never in it)")]
 fn many_files_in_parallel_equal_one_by_one() {
     let dir = real_dir();
     let paths: Vec<PathBuf> = facts(&dir).iter().map(|f| dir.join(&f["file"])).collect();
@@ -87,7 +87,7 @@ fn bad_files_are_told_apart() {
 }
 
 #[test]
-#[cfg_attr(not(real_data), ignore = "real exports not found at ../shared/data/real")]
+#[cfg_attr(not(real_data), ignore = "real data not found at ../shared/data/real (it lives beside the checkout, never in it)")]
 fn a_bad_file_fails_only_itself_in_a_parallel_read() {
     let dir = tempfile::tempdir().unwrap();
     let empty = dir.path().join("empty.sqlite");
@@ -111,7 +111,7 @@ fn stored_rows(path: &Path, table: &str) -> usize {
 }
 
 #[test]
-#[cfg_attr(not(real_data), ignore = "real exports not found at ../shared/data/real")]
+#[cfg_attr(not(real_data), ignore = "real data not found at ../shared/data/real (it lives beside the checkout, never in it)")]
 fn sync_event_and_runtime_rows_of_every_real_export_equal_sqlite_counts() {
     let dir = real_dir();
     // Counts seen on two files with plain sqlite3: (sync, cuda_event, runtime).
@@ -138,7 +138,7 @@ fn sync_event_and_runtime_rows_of_every_real_export_equal_sqlite_counts() {
 }
 
 #[test]
-#[cfg_attr(not(real_data), ignore = "real exports not found at ../shared/data/real")]
+#[cfg_attr(not(real_data), ignore = "real data not found at ../shared/data/real (it lives beside the checkout, never in it)")]
 fn a_wait_links_to_its_event_record() {
     let export = read_export(&real_dir().join("versions/nsys-2026.1-test-cuda.sqlite")).unwrap();
     let sync = export.table("sync");

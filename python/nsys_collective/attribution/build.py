@@ -14,8 +14,8 @@ from nsys_collective.attribution.findings import verdict_lines
 from nsys_collective.model.timing import bus_bandwidth_gbps
 from nsys_collective.result import (BLAME_OF, SCHEMA_VERSION, AlignmentInfo, AlignmentQuality, Blame, BlockingKernel,
                                     BlockingLaunch, Collective, ComputeSlowdown, ContentionEntry, Document, Evidence,
-                                    Fidelity, HostClock, Input, LeftOutStep, Observations, RankRow, RanksClock, Result,
-                                    Saving, Spread, StartError, StepRow, StepSelectionInfo, Summary, WhatIfBlock,
+                                    Fidelity, HostClock, Input, LeftOutStep, Observations, RankReached, RankRow, RanksClock, Result,
+                                    Saving, Spread, StartError, StepRow, StepSelectionInfo, StoppedCommunicator, Summary, WhatIfBlock,
                                     WhatIfCause, check_figures)
 
 
@@ -129,6 +129,8 @@ def build_result(job, attribution, inputs, tool_version: str, source: str = "") 
         findings=tuple(attribution.findings),
         warnings=tuple(job.warnings + attribution.warnings),
         step_selection=_step_selection(job),
+        stopped=tuple(StoppedCommunicator(s.communicator, s.streams, tuple(RankReached(*r) for r in s.reached), s.early)
+                      for s in job.collectives.stopped),
     )
     check_figures(document)  # a negative wait or a share of -511% is a bug, never an output
     evidence = Evidence(

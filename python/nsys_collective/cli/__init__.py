@@ -34,7 +34,7 @@ def _root(
     version: bool = typer.Option(False, "--version", metavar="", callback=_version, is_eager=True, help="Print the version and exit."),
 ) -> None:
     """Which CUDA kernels block your NCCL collectives, on which rank, by how much: cross-rank
-    analysis of Nsight Systems reports."""
+    analysis of Nsight Systems reports and PyTorch profiler traces."""
 
 
 # One line each in the command list (a docstring's line breaks would show there).

@@ -66,7 +66,7 @@ def batch(
 def _print(summary: dict) -> None:
     """One row per job; job names whole (a pipe gets wide lines), the top kernel listed under the
     table when the console has no room for it beside the figures."""
-    from nsys_collective.render.terminal import named_table, stdout_console
+    from nsys_collective.render.terminal import named_table, prose, stdout_console
 
     out = stdout_console()
     rows = [[r["job"], "failed before" if r["earlier"] else r["status"], _text(r.get("ranks")), _text(r.get("collectives")),
@@ -75,8 +75,8 @@ def _print(summary: dict) -> None:
                             [_text(r.get("top_blocking_kernel")) or "-" for r in summary["jobs"]], "top blocking kernel", at=5,
                             fold={"job": min(JOB_MIN, max((len(r[0]) for r in rows), default=3))}):
         out.print(part)
-    out.print(f"{count(summary['found'], 'job')}: {summary['analyzed']} analyzed, {summary['skipped']} skipped (already stored), "
-              f"{summary['failed']} failed, {summary['seconds']:.1f} s; store {summary['db']}", markup=False)
+    out.print(prose(out, f"{count(summary['found'], 'job')}: {summary['analyzed']} analyzed, {summary['skipped']} skipped "
+                         f"(already stored), {summary['failed']} failed, {summary['seconds']:.1f} s; store {summary['db']}"), markup=False)
 
 
 def _text(value) -> str:

@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 
 from nsys_collective.errors import InputError
+from nsys_collective.render.text import wrap
 
 EXIT_INTERNAL = 1
 EXIT_INPUT = 2
@@ -21,7 +22,8 @@ stderr = Console(stderr=True, highlight=False, soft_wrap=not sys.stderr.isatty()
 
 
 def warn(message: str) -> None:
-    stderr.print(f"warning: {message}", markup=False)
+    text = f"warning: {message}"
+    stderr.print(text if stderr.soft_wrap else wrap(text, stderr.width), markup=False)
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:

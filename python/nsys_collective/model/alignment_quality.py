@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nsys_collective.units import duration
+
 from nsys_collective.model.alignment import Alignment, Spread, spread_of
 
 # Ranks of one host read one clock: they end one collective within tens of us (25 to 76 us on the
@@ -42,7 +44,8 @@ class Quality:
 
 
 def _us(ns: int) -> str:
-    return f"{ns / 1000:,.0f} us"
+    """A duration as every output writes one (units.duration: '7.44 ms', not '7,442 us')."""
+    return duration(ns)
 
 
 def _same_clock_spreads(inst: np.ndarray, clock: np.ndarray, end: np.ndarray, n_clocks: int):

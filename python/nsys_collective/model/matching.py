@@ -55,6 +55,18 @@ def _spread(a: np.ndarray, b: np.ndarray) -> float | None:
     return float(np.median(np.abs(step - np.median(step))))
 
 
+@dataclass(frozen=True)
+class Stopped:
+    """A communicator whose ranks did not all reach its last operation: per rank, how many of its
+    operations it reached and the last one's kind; `early`, the ranks that stopped before the others.
+    `communicator` is None for a rank's stream that matches no other rank's."""
+
+    communicator: str | None
+    streams: tuple[int, ...]
+    reached: tuple[tuple[int, int, str], ...]  # (rank, operations reached, the last one's kind)
+    early: tuple[int, ...]
+
+
 @dataclass
 class _Stream:
     rank: int
@@ -129,6 +141,9 @@ class Collectives:
     obs_launch: np.ndarray | None = None  # per observation: its op's launch call start (own clock), -1 unknown
     # Per instance: the most bytes a member sent over the network (model.nccl_net), -1 where none.
     wire_bytes: np.ndarray | None = None
+    # Communicators (or lone streams) whose ranks did not all reach the same operation: for a hang
+    # or a mismatch, which ranks stopped where (Stopped, one per such communicator).
+    stopped: list[Stopped] = field(default_factory=list)
 
     def __post_init__(self):
         if self.wire_bytes is None:
@@ -150,7 +165,7 @@ class Collectives:
             comm=[self.comm[i] for i in kept], seq=self.seq[kept], op=self.op[kept], bytes=self.bytes[kept],
             nranks=self.nranks[kept], obs_instance=new_id[self.obs_instance[rows]], obs_rank=self.obs_rank[rows],
             obs_start=self.obs_start[rows], obs_end=self.obs_end[rows], communicators=self.communicators,
-            warnings=self.warnings, bytes_source=self.bytes_source[kept], obs_launch=self.obs_launch[rows],
+            warnings=self.warnings, stopped=self.stopped, bytes_source=self.bytes_source[kept], obs_launch=self.obs_launch[rows],
             wire_bytes=self.wire_bytes[kept])
 
 
@@ -180,12 +195,14 @@ def match(ops_by_rank: dict[int, NcclOps]) -> Collectives:
     comm, seq, op, nranks, nbytes, wire, algorithm = [], [], [], [], [], [], []
     obs_inst, obs_rank, obs_start, obs_end, obs_launch = [], [], [], [], []
     communicators: dict[str, list[int]] = {}
+    stopped: list[Stopped] = []
     groups.sort(key=lambda g: min(ops_by_rank[m.rank].start[m.rows[0]] for m in g.members))
     for g in groups:
         members = sorted(g.members, key=lambda m: m.rank)
         if len(members) == 1 and ranks_with_work > 1:
             m = members[0]
             warnings.append(f"rank {m.rank}: {len(m.rows)} NCCL operations on stream {m.stream} match no other rank's; not analyzed")
+            stopped.append(Stopped(None, (m.stream,), ((m.rank, len(m.rows), OPS[g.op[len(m.rows) - 1]]),), ()))
             continue
         count = min(len(m.rows) for m in members)
         for m in members:
@@ -194,6 +211,10 @@ def match(ops_by_rank: dict[int, NcclOps]) -> Collectives:
                                 f"{count} its peers captured (a capture cut short?); not analyzed")
         streams_used = sorted({m.stream for m in members})
         name = f"c{len(communicators)}:stream{'/'.join(map(str, streams_used))}"
+        reached = [len(m.rows) for m in members]
+        if min(reached) < max(reached):
+            stopped.append(Stopped(name, tuple(streams_used), tuple((m.rank, n, OPS[g.op[n - 1]]) for m, n in zip(members, reached)),
+                                   tuple(m.rank for m, n in zip(members, reached) if n < max(reached))))
         communicators[name] = [m.rank for m in members]
         base = len(seq)
         comm += [name] * count
@@ -241,6 +262,7 @@ def match(ops_by_rank: dict[int, NcclOps]) -> Collectives:
         obs_end=obs_end[obs_sort],
         communicators=communicators,
         warnings=warnings,
+        stopped=stopped,
         bytes_source=source[order],
         wire_bytes=np.array(wire, dtype=np.int64)[order],
         obs_launch=obs_launch[obs_sort],

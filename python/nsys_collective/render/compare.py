@@ -15,7 +15,7 @@ from nsys_collective import causes as cause_kinds
 from nsys_collective import outputs
 from nsys_collective.render.charts import DPI, STYLE
 from nsys_collective.render.names import unique_labels as _unique_labels
-from nsys_collective.render.terminal import named_table, plain_table, stdout_console, title_line
+from nsys_collective.render.terminal import named_table, plain_table, prose, stdout_console, title_line
 from nsys_collective.units import count
 from nsys_collective.units import duration as _d
 from nsys_collective.units import signed_duration as _signed
@@ -64,19 +64,19 @@ def render_comparison(cmp: dict, console=None) -> None:
     if rows:
         names = [f"host in '{r['nvtx'] or 'no NVTX range'}'" if _is_host(r["cause"]) else r["kernel"] or r["cause"] for r in rows]
         parts += named_table(out, "What fixing each cause saves, A → B (wait saved, replayed)",
-                             ["rank", "cause", "A", "B", "Δ", "A excess", "B excess"],
-                             [[str(r["rank"]), r["cause"], _d(r["wait_saved_ns"]["a"]), _d(r["wait_saved_ns"]["b"]),
+                             ["where", "cause", "A", "B", "Δ", "A excess", "B excess"],
+                             [[cause_kinds.rank_or_hosts(r["rank"]), r["cause"], _d(r["wait_saved_ns"]["a"]), _d(r["wait_saved_ns"]["b"]),
                                _signed(r["wait_saved_ns"]["delta"]), _d(r["blame_ns"]["a"]), _d(r["blame_ns"]["b"])] for r in rows],
                              names, "kernel or NVTX range", at=2)
         if left_out:
             parts.append(f"{count(left_out, 'smaller cause')} in --json.")
     if cmp["operations"]:
         parts += [title_line("Operations, A → B"), plain_table(out, [
-            "op", "A count", "B count", "A wait", "B wait", "Δ wait", "A transfer", "B transfer", "Δ transfer"],
+            "op", "A count", "B count", "A wait", "B wait", "Δ wait", "A GPU transfer", "B GPU transfer", "Δ GPU transfer"],
             [[o["op"], str(o["count"]["a"]), str(o["count"]["b"]), _d(o["wait_ns"]["a"]), _d(o["wait_ns"]["b"]),
               _signed(o["wait_ns"]["delta"]), _d(o["transfer_ns"]["a"]), _d(o["transfer_ns"]["b"]), _signed(o["transfer_ns"]["delta"])]
              for o in cmp["operations"]]),
-            "Transfer is GPU time: each collective's transfer on each of its ranks."]
+            "GPU transfer: each collective's transfer summed over its ranks."]
     if cmp["stragglers"]:
         parts += [title_line("Stragglers, A → B"), plain_table(out, [
             "rank", "host", "A last in", "B last in", "A wait caused", "B wait caused", "Δ wait caused"],
@@ -89,7 +89,7 @@ def render_comparison(cmp: dict, console=None) -> None:
     rows.append(["causality violations after", str(al["violations_after"]["a"]), str(al["violations_after"]["b"])])
     parts += [title_line("Clock alignment, A → B"), plain_table(out, ["", "A", "B"], rows)]
     for part in parts:
-        out.print(part, markup=False) if isinstance(part, str) else out.print(part)
+        out.print(prose(out, part), markup=False) if isinstance(part, str) else out.print(part)
 
 
 # Chart -----------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from pathlib import Path
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from nsys_collective.render.names import short_name
-from nsys_collective.render.terminal import verdict
+from nsys_collective.render.terminal import stopped_lines, verdict
 from nsys_collective.result import Result
 from nsys_collective import causes as cause_kinds, glossary
 from nsys_collective.units import count
@@ -90,7 +90,7 @@ def render(result: Result, charts: dict[str, list[Path]]) -> str:
         "figures": _figures(charts),
         "blocking": _blocking(doc), "fidelity": _fidelity(doc), "contention": _contention(doc), "slowdown": _slowdown(doc),
         "stragglers": _stragglers(doc), "worst": _worst(doc), "ranks": _ranks(doc),
-        "alignment": a, "spread": _spread(a), "clocks": _clocks(a), "warnings": doc["warnings"],
+        "alignment": a, "spread": _spread(a), "clocks": _clocks(a), "warnings": doc["warnings"], "stopped": stopped_lines(doc),
         "alignment_issues": [ALIGNMENT_ISSUES.get(i, i) for i in (a.get("quality") or {}).get("issues", [])],
         "glossary": glossary.TERMS,
     }
@@ -111,7 +111,7 @@ def _cards(doc: dict) -> list[dict]:
         {"label": "Avoidable", "value": "none found",
          "note": "fixing every cause found at once would not shorten the wait: it moves it to other ranks"
                  if s.get("avoidable_wait_ns") is not None else "no replay: nothing to attribute"},
-        {"label": "Transfer", "value": _d(s['transfer_ns']), "note": "GPU time moving data once all ranks arrived"},
+        {"label": "GPU transfer", "value": _d(s['transfer_ns']), "note": "each collective's transfer summed over its ranks"},
         {"label": "Top straggler", "value": "-" if straggler is None else f"rank {straggler}",
          "note": f"caused {_d(caused)} of wait" if straggler is not None else "no rank stands out"},
         {"label": "Top cause", "value": _name(cause_kinds.table_label(top), top.get("name_full"), 60), "small": True,
@@ -137,14 +137,14 @@ def _blocking(doc: dict) -> dict:
     rows = []
     for e in causes[:MAX_CAUSES]:
         runs = f"{e['runs']} vs {e['reference_runs']}" if e.get("runs") is not None else "-"
-        slowdown = "-" if e.get("slowdown") is None else f"{e['slowdown']:+.1%}"
+        longer = "-" if e.get("slowdown") is None else f"{e['slowdown']:+.1%}"
         where = cause_kinds.where(e, job_wide="all")
         rows.append([where, e["cause"], _name(cause_kinds.table_label(e), e.get("name_full")), _d(e["excess_ns"]), _d(e["wait_saved_ns"]),
                      _pct(e["wait_saved_ns"] / total if total and e["wait_saved_ns"] > 0 else None), _d(e["step_time_saved_ns"]),
-                     e["collectives"], slowdown, runs, {"confidence": e["confidence"]}])
+                     e["collectives"], longer, runs, {"confidence": e["confidence"]}])
     headers = ["where", "cause", "kernel or NVTX range", "excess", "wait saved", "share of wait", "step time saved",
-               "collectives", "slowdown", "runs vs reference", "confidence"]
-    return _table(headers, rows, {"excess", "wait saved", "share of wait", "step time saved", "collectives", "slowdown",
+               "collectives", "longer by", "runs vs reference", "confidence"]
+    return _table(headers, rows, {"excess", "wait saved", "share of wait", "step time saved", "collectives", "longer by",
                                   "runs vs reference"}, total=len(causes))
 
 
@@ -163,16 +163,16 @@ def _contention(doc: dict) -> dict:
     entries = doc["contention"]
     rows = [[_name(e["kernel"], e.get("kernel_full")), _d(e["overlap_ns"]), _d(e["contention_ns"]), f"{e['sm_footprint']:.2f}",
              e["collectives"]] for e in entries[:MAX_CONTENTION]]
-    return _table(["kernel", "overlap", "slowdown", "SM footprint", "collectives"], rows,
-                  {"overlap", "slowdown", "SM footprint", "collectives"}, total=len(entries))
+    return _table(["kernel", "overlap", "transfer slowdown", "SM footprint", "collectives"], rows,
+                  {"overlap", "transfer slowdown", "SM footprint", "collectives"}, total=len(entries))
 
 
 def _slowdown(doc: dict) -> dict:
     slowed = doc["compute_slowdown"]
     rows = [[_name(e["kernel"], e.get("kernel_full")), _d(e["overlapped_mean_ns"]), _d(e["alone_mean_ns"]),
              f"{e['slowdown']:+.1%}", f"{e['overlapped_runs']} / {e['alone_runs']}"] for e in slowed[:MAX_CONTENTION]]
-    return _table(["kernel", "mean beside NCCL", "mean alone", "slowdown", "runs beside / alone"], rows,
-                  {"mean beside NCCL", "mean alone", "slowdown", "runs beside / alone"}, total=len(slowed))
+    return _table(["kernel", "mean beside NCCL", "mean alone", "compute slowdown", "runs beside / alone"], rows,
+                  {"mean beside NCCL", "mean alone", "compute slowdown", "runs beside / alone"}, total=len(slowed))
 
 
 def _stragglers(doc: dict) -> dict:

@@ -35,13 +35,9 @@ def short_name(name: str | None, width: int = 48) -> str:
 
 
 def unique_labels(names: list[str], width: int = 48) -> list[str]:
-    """Short names, widened until names that differ stay different; template variants that
-    only their arguments tell apart are numbered."""
-    for w in range(width, width + 64, 8):
-        labels = [short_name(n, w) for n in names]
-        if len(set(labels)) == len(set(names)):
-            return labels
-    labels = [short_name(n, width) for n in names]
+    """Short names, told apart where different names share one (distinct_names: the template
+    arguments that differ); names that still share a label are numbered."""
+    labels = distinct_names([short_name(n, width) for n in names], names)
     variants: dict[str, list[str]] = {}
     for n, label in zip(names, labels):
         if n not in variants.setdefault(label, []):
@@ -50,10 +46,95 @@ def unique_labels(names: list[str], width: int = 48) -> list[str]:
             for n, label in zip(names, labels)]
 
 
+_OPEN, _CLOSE = "<({[", ">)}]"
+
+
+def _split_top(text: str, sep: str) -> list[str]:
+    """text split at `sep` outside any bracket."""
+    parts, depth, start, k = [], 0, 0, 0
+    while k < len(text):
+        ch = text[k]
+        if ch in _OPEN:
+            depth += 1
+        elif ch in _CLOSE and depth:
+            depth -= 1
+        elif depth == 0 and text.startswith(sep, k):
+            parts.append(text[start:k])
+            start = k = k + len(sep)
+            continue
+        k += 1
+    return parts + [text[start:]]
+
+
+def _node(text: str) -> tuple[str, list[str]]:
+    """(head, template arguments) of a C++ name: the last named part of its qualified name (not a
+    lambda or an anonymous namespace), without `void`, namespaces or the parameter list."""
+    text = re.sub(r"^\s*(void|const)\s+", "", text.strip())
+    parts = [p.strip() for p in _split_top(text, "::")]
+    part = next((p for p in reversed(parts) if p and p[0] not in _OPEN), parts[-1])
+    cut = min([i for i in (part.find("<"), part.find("(")) if i > 0] or [len(part)])
+    head = part[:cut].strip()
+    if cut < len(part) and part[cut] == "<":
+        inner, depth = [], 0
+        for ch in part[cut:]:
+            depth += ch in _OPEN
+            depth -= ch in _CLOSE
+            inner.append(ch)
+            if depth == 0:
+                break
+        return head, [a.strip() for a in _split_top("".join(inner)[1:-1], ",")]
+    return head, []
+
+
+def _tell_apart(texts: list[str]) -> list[str]:
+    """The shortest labels that keep different texts different: the head of each C++ name, and for
+    heads that several share, only the template arguments that tell them apart, themselves told
+    apart the same way (the others shown as `…`)."""
+    nodes = [_node(t) for t in texts]
+    labels = [head for head, _ in nodes]
+    groups: dict[str, list[int]] = {}
+    for k, (head, _) in enumerate(nodes):
+        groups.setdefault(head, []).append(k)
+    for members in groups.values():
+        if len({texts[k] for k in members}) < 2:
+            continue
+        width = max(len(nodes[k][1]) for k in members)
+        args = [[nodes[k][1][p] if p < len(nodes[k][1]) else "" for p in range(width)] for k in members]
+        chosen: list[int] = []
+        # Greedily add the argument that splits the group most, until the arguments tell its
+        # names apart (or none is left that splits it further).
+        while True:
+            key = lambda row: tuple(row[p] for p in chosen)  # noqa: E731
+            parted = len({key(r) for r in args})
+            gains = [(len({key(r) + (r[p],) for r in args}), -p) for p in range(width) if p not in chosen]
+            best = max(gains, default=(parted, 0))
+            if best[0] <= parted:
+                break
+            chosen.append(-best[1])
+            if best[0] == len({tuple(r) for r in args}):
+                break
+        if len({tuple(args[i][p] for p in chosen) for i in range(len(members))}) < len({texts[k] for k in members}):
+            for k in members:  # same head and arguments: their qualified names or parameters differ
+                labels[k] = re.sub(r"^\s*void\s+", "", texts[k])
+            continue
+        shown = {p: _tell_apart([row[p] for row in args]) for p in chosen}
+        for i, k in enumerate(members):
+            cells = [shown[p][i] if p in shown else "…" for p in range(width)]
+            cells = [c for j, c in enumerate(cells) if not (c == "…" and j and cells[j - 1] == "…")]
+            labels[k] = f"{labels[k]}<{', '.join(cells)}>"
+    return labels
+
+
 def distinct_names(names: list[str], full: list[str]) -> list[str]:
     """The names as shown, except where different full names share one (template variants that
-    only their arguments tell apart): those are shown whole, without a leading `void`."""
-    groups: dict[str, set[str]] = {}
-    for name, whole in zip(names, full):
-        groups.setdefault(name, set()).add(whole)
-    return [re.sub(r"^void\s+", "", whole) if len(groups[name]) > 1 else name for name, whole in zip(names, full)]
+    only their arguments tell apart): those get the shortest form that tells them apart, their
+    template arguments abbreviated to the ones that differ (the full names are in --json)."""
+    groups: dict[str, list[int]] = {}
+    for k, name in enumerate(names):
+        groups.setdefault(name, []).append(k)
+    out = list(names)
+    for members in groups.values():
+        if len({full[k] for k in members}) > 1:
+            for k, label in zip(members, _tell_apart([full[k] for k in members])):
+                out[k] = label
+    return out

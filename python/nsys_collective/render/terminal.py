@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 from rich import box
-from rich.console import Console, RenderableType
+from rich.console import Console, Group, RenderableType
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
@@ -23,6 +23,7 @@ from nsys_collective.render.names import distinct_names
 from nsys_collective.result import Result
 from nsys_collective.units import count
 from nsys_collective.units import duration as _d
+from nsys_collective.render.text import break_name, longest_part, wrap
 
 WORST = 10
 MAX_RANK_ROWS = 32
@@ -42,19 +43,59 @@ def stdout_console() -> Console:
     return Console(width=PIPE_WIDTH, highlight=False, soft_wrap=True)
 
 
+def prose(out: Console, text: str) -> str:
+    """A sentence for the console: wrapped between words, a figure kept with its unit (rich would
+    break '0 ms' apart); a pipe gets it on one line."""
+    return text if out.soft_wrap else wrap(text, out.width)
+
+
 def title_line(text: str) -> Text:
     """A table's title, on its own line after a blank one: a caption or title inside the table would
     wrap to the table's width."""
     return Text.assemble("\n", (text, "bold"))
 
 
-def plain_table(out: Console, columns: list[str], rows: list[list[str]], fold: dict[str, int] | None = None) -> Table:
+def plain_table(out: Console, columns: list[str], rows: list[list[str]], fold: dict[str, int] | None = None) -> RenderableType:
     """A compact table: no vertical rules, no cell cut or wrapped but those of the `fold` columns
     ({column: its least width}: names, wrapped rather than cut); when the console is too narrow for
-    the headers, their words are stacked."""
+    the headers, their words are stacked, and if that is not enough the widest text cells (a host,
+    a job) are broken where their parts meet ('ault43' / '.cscs.ch'), never inside a word."""
     fold = fold or {}
     one_line = sum(fold[c] if c in fold else max([len(c)] + [len(r[k]) for r in rows]) for k, c in enumerate(columns))
-    return _layout(columns, rows, fold, stacked=one_line + 2 * (len(columns) - 1) > out.width)
+    stacked = one_line + 2 * (len(columns) - 1) > out.width
+    table = _layout(columns, rows, fold, stacked)
+
+    cells = rows
+
+    def longest(k: int) -> int:
+        return max(len(line) for r in rows for line in r[k].splitlines())
+
+    def least(k: int) -> int:  # below it a word or a name's part would be cut
+        return max([len(w) for w in columns[k].split()] + [longest_part(r[k]) for r in cells] + [fold.get(columns[k], 0)])
+
+    breakable = [k for k, c in enumerate(columns) if (c in fold or stacked and c in TEXT_COLUMNS) and rows]
+    while (over := _width(out, table) - out.width) > 0:
+        shrinkable = [k for k in breakable if longest(k) > least(k)]
+        if not shrinkable:
+            break
+        widest = max(shrinkable, key=longest)
+        width = max(least(widest), longest(widest) - over)
+        rows = [r[:widest] + [break_name(c[widest], width)] + r[widest + 1:] for r, c in zip(rows, cells)]
+        table = _layout(columns, rows, fold, stacked)
+    if stacked and len(columns) > 2 and _width(out, table) > out.width:
+        # Still too wide (figures are never cut): the columns that do not fit continue in a second
+        # table below, beside the first column again so its rows can be told apart.
+        for k in range(len(columns) - 1, 1, -1):
+            head = _layout(columns[:k], [r[:k] for r in rows], fold, stacked)
+            if _width(out, head) <= out.width:
+                rest = plain_table(out, columns[:1] + columns[k:], [r[:1] + r[k:] for r in rows], fold)
+                return Group(head, Text(""), rest)
+    return table
+
+
+def _width(out: Console, renderable) -> int:
+    """How wide a renderable is with no console limit."""
+    return Measurement.get(out, out.options.update_width(10_000), renderable).maximum
 
 
 def _layout(columns: list[str], rows: list[list[str]], fold: dict[str, int], stacked: bool) -> Table:
@@ -79,10 +120,11 @@ def named_table(out: Console, title: str, columns: list[str], rows: list[list[st
     fold = fold or {}
     figures = plain_table(out, columns, rows, fold)
     room = out.width - Measurement.get(out, out.options, figures).maximum - 2
-    fit = min(NAME_MIN, max((len(n) for n in names), default=0))
+    fit = max(min(NAME_MIN, max((len(n) for n in names), default=0)), *(len(w) for w in name_header.split()))
     if room >= fit:
+        whole = min(room, max((len(n) for n in names), default=0))  # the names whole where they fit
         return [title_line(title), plain_table(out, columns[:at] + [name_header] + columns[at:],
-                                               [r[:at] + [n] + r[at:] for r, n in zip(rows, names)], {**fold, name_header: fit})]
+                                               [r[:at] + [n] + r[at:] for r, n in zip(rows, names)], {**fold, name_header: max(fit, whole)})]
     if not list_below:
         return [title_line(title), figures]
     numbered = plain_table(out, ["#"] + columns, [[str(k + 1)] + r for k, r in enumerate(rows)], fold)
@@ -90,7 +132,7 @@ def named_table(out: Console, title: str, columns: list[str], rows: list[list[st
     legend.add_column(justify="right")
     legend.add_column(overflow="fold")
     for k, name in enumerate(names):
-        legend.add_row(f"{k + 1}", Text(name))
+        legend.add_row(f"{k + 1}", Text(break_name(name, out.width - len(str(len(names))) - 1)))
     return [title_line(title), numbered, Text(f"{name_header}, by #:", style="dim"), legend]
 
 
@@ -139,7 +181,7 @@ def _contention(out: Console, doc: dict) -> list[RenderableType]:
         return []
     rows = [[_d(e["overlap_ns"]), _d(e["contention_ns"]), f"{e['sm_footprint']:.2f}", str(e["collectives"])] for e in entries]
     names = distinct_names([e["kernel"] for e in entries], [e.get("kernel_full") or e["kernel"] for e in entries])
-    return named_table(out, "What slowed the transfers", ["overlap", "slowdown", "SM footprint", "collectives"], rows, names,
+    return named_table(out, "What slowed the transfers", ["overlap", "transfer slowdown", "SM footprint", "collectives"], rows, names,
                        "kernel", at=0)
 
 
@@ -163,7 +205,7 @@ def _steps(out: Console, doc: dict) -> list[RenderableType]:
     rows = [[st["step"], str(st["collectives"]), _d(st["wait_ns"]), _d(st["transfer_ns"]),
              "-" if st["top_straggler_rank"] is None else str(st["top_straggler_rank"]), _d(st["top_blocker_wait_ns"])]
             for st in steps]
-    return named_table(out, "Per step", ["step", "collectives", "wait", "transfer", "straggler", "its wait"], rows,
+    return named_table(out, "Per step", ["step", "collectives", "wait", "GPU transfer", "straggler", "its wait"], rows,
                        [st["top_blocker"] or "-" for st in steps], "top blocker", at=5)
 
 
@@ -182,12 +224,45 @@ def _alignment(out: Console, result: Result) -> list[RenderableType]:
         return []
     clocks = result.evidence.clocks
     rows = [[name, _d(host["offset_ns"]), f"{host['drift_ppm']:.2f}"] for name, host in zip(clocks[:MAX_RANK_ROWS], a["hosts"])]
-    title = title_line(f"Clock alignment ({a['method']} method, {count(a['instances_used'], 'collective')} used)")
+    title = title_line(alignment_title(a))
     table = plain_table(out, ["clock", "offset", "drift ppm"], rows)
     more = f" {count(len(clocks) - MAX_RANK_ROWS, 'more clock')} in --json." if len(clocks) > MAX_RANK_ROWS else ""
     return [title, table, f"End-time spread p50/p95/max: before {_d(b['p50'])} / {_d(b['p95'])} / {_d(b['max'])}, "
                    f"after {_d(f['p50'])} / {_d(f['p95'])} / {_d(f['max'])}; causality violations "
                    f"{a['violations_before']} -> {a['violations_after']}.{more}"]
+
+
+def stopped_lines(doc: dict) -> list[str]:
+    """Per communicator whose ranks did not all reach its last operation: where each rank stopped,
+    and which stopped earlier (what a hang or a mismatch needs first)."""
+    lines = []
+    for s in doc.get("stopped") or ():
+        reached = sorted(s["reached"], key=lambda r: (-r["operations"], r["rank"]))
+        by_point: dict[tuple[int, str], list[int]] = {}
+        for r in reached:
+            by_point.setdefault((r["operations"], r["last_op"]), []).append(r["rank"])
+        where = ", ".join(f"{count(len(ranks), 'rank')} ({', '.join(map(str, ranks))}) reached operation {n} ({op})"
+                          for (n, op), ranks in by_point.items())
+        if s["communicator"] is None:
+            lines.append(f"stream {'/'.join(map(str, s['streams']))}: {where}, matching no other rank's operations.")
+        else:
+            lines.append(f"{s['communicator']}: {where}; {'rank' if len(s['stopped_early']) == 1 else 'ranks'} "
+                         f"{', '.join(map(str, s['stopped_early']))} stopped earlier.")
+    return lines
+
+
+def _stopped(out: Console, doc: dict) -> list[RenderableType]:
+    lines = stopped_lines(doc)
+    return [title_line("Where ranks stopped (not all reached the last operation)"), *lines] if lines else []
+
+
+def alignment_title(a: dict) -> str:
+    """How the clocks were aligned, in words: a fit on N collectives, or why none was needed."""
+    if a["method"] == "none (one clock)":
+        return "Clock alignment: none needed, every rank reads one clock"
+    if a["method"].startswith("none"):
+        return "Clock alignment: none, no collective to fit the clocks on"
+    return f"Clock alignment (fitted on {count(a['instances_used'], 'collective')}, {a['method']} method)"
 
 
 def _ranks(out: Console, doc: dict) -> list[RenderableType]:
@@ -226,14 +301,15 @@ def render(result: Result, console: Console | None = None) -> None:
     """The verdict first, then what blocked and what slowed the collectives, then the evidence."""
     out = console or stdout_console()
     doc = result.doc
+    say = lambda line: out.print(prose(out, line), markup=False)  # noqa: E731
     for line in result.evidence.verdict:
-        out.print(line, markup=False)
+        say(line)
     if doc["findings"]:
         out.print()
     for line in doc["findings"]:
-        out.print(line, markup=False)
+        say(line)
     parts = (_whatif(out, doc) + _contention(out, doc) + _stragglers(out, doc) + _steps(out, doc) + _worst(out, doc)
              if doc["collectives"] else [])
-    for part in parts + _alignment(out, result) + _ranks(out, doc) + _idle(out, doc):
-        out.print(part, markup=False) if isinstance(part, str) else out.print(part)
+    for part in parts + _stopped(out, doc) + _alignment(out, result) + _ranks(out, doc) + _idle(out, doc):
+        say(part) if isinstance(part, str) else out.print(part)
     out.print("What each figure means: collectivetrace-nsys glossary", markup=False, style="dim")
