@@ -20,6 +20,7 @@ import numpy as np
 from nsys_collective import _native
 from nsys_collective.attribution.causes import Cause
 from nsys_collective.attribution.whatif import WhatIf
+from nsys_collective.attribution.whatif.candidate import programs
 from nsys_collective.model.job import Job
 
 MIN_TOLERANCE_NS = 10_000
@@ -136,10 +137,8 @@ def _window(job: Job, result: Blocking, tolerance_ns: int) -> None:
 
 def _ranks_without_peers(job: Job) -> set[int]:
     """Ranks whose compute kernels (by name) no other rank mostly shares: another program."""
-    from nsys_collective.attribution.whatif import _programs
-
     ranks = [r.rank for r in job.ranks if job.traces[r.rank].gpu is not None]
-    program = _programs(job, ranks)
+    program = programs(job, ranks)
     sizes = defaultdict(int)
     for p in program.values():
         sizes[p] += 1
