@@ -12,6 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from nsys_collective import causes as cause_kinds
 from nsys_collective.units import count
 from nsys_collective.units import duration as _d
 from nsys_collective.units import signed_duration as _signed
@@ -83,7 +84,8 @@ def _summary(a: dict, b: dict) -> dict:
 
 # Blocking causes ----------------------------------------------------------------------------------
 
-HOST_CAUSES = ("host", "host_group", "host_launch")  # host_launch: documents of schema 1
+def _is_host(kind: str) -> bool:
+    return cause_kinds.of(kind).family is cause_kinds.HOST
 
 
 def _causes(doc: dict) -> dict[tuple, dict]:
@@ -95,15 +97,16 @@ def _causes(doc: dict) -> dict[tuple, dict]:
     if doc.get("whatif"):
         for e in doc["whatif"]["causes"]:
             name = e.get("name_full") or e.get("name")
-            entry = {**e, "kernel": e["name"] if e["cause"] in ("kernel", "extra_kernel") else None,
-                     "kernel_full": e.get("name_full"), "nvtx": e["name"] if e["cause"] in HOST_CAUSES else None,
+            family = cause_kinds.of(e["cause"]).family
+            entry = {**e, "kernel": e["name"] if family is cause_kinds.KERNEL else None,
+                     "kernel_full": e.get("name_full"), "nvtx": e["name"] if family is cause_kinds.HOST else None,
                      "blame_ns": e["excess_ns"]}
             out[(e["cause"], name, e["rank"] if e["rank"] is not None else e["host"])] = entry
         return out
     for e in doc.get("blocking_kernels", []):
         out[(e["cause"], e.get("kernel_full") or e["kernel"], e["rank"])] = {**e, "wait_saved_ns": e["inflicted_wait_ns"]}
     for e in doc.get("blocking_launches", []):
-        out[("host_launch", e["nvtx"], e["rank"])] = {**e, "wait_saved_ns": e["inflicted_wait_ns"]}
+        out[("host", e["nvtx"], e["rank"])] = {**e, "wait_saved_ns": e["inflicted_wait_ns"]}  # schema 1: one rank's
     return out
 
 
@@ -225,11 +228,8 @@ def _contention(a: dict, b: dict) -> list[dict]:
 
 def _name(g: dict) -> str:
     """A cause as the subject of a sentence."""
-    if g["cause"] in HOST_CAUSES:
-        return f"Host time in '{g['nvtx'] or 'no NVTX range'}'"
-    if g["cause"] in ("transfer", "idle"):
-        return {"transfer": "Slow transfers", "idle": "Unexplained GPU idle"}[g["cause"]]
-    return g["kernel"] or "-"  # whole: two GEMMs cut at a fixed width read alike
+    # The kernel's whole name: two GEMMs cut at a fixed width read alike.
+    return cause_kinds.of(g["cause"]).subject.format(kernel=g["kernel"] or "-", nvtx=g["nvtx"] or "no NVTX range")
 
 
 def _total_sentence(what: str, t: dict, always: bool = True) -> str | None:
@@ -277,8 +277,8 @@ def _findings(cmp: dict) -> list[str]:
         t, name = g["wait_saved_ns"], _name(g)
         ra, rb = g["top_rank"]["a"], g["top_rank"]["b"]
         change = _change(t)
-        # Late launches are plural ("they"), a kernel is one thing ("it").
-        it, s_, is_ = ("they", "", "are") if g["cause"] in ("transfer",) else ("it", "s", "is")
+        # Slow transfers are plural ("they"), a kernel is one thing ("it").
+        it, s_, is_ = ("they", "", "are") if cause_kinds.of(g["cause"]).plural else ("it", "s", "is")
         if sig_a and sig_b and g["moved"]:
             out.append(f"{name} moved: {it} made rank {ra} late in A ({_d(rank_wait(g, 'a'))} of wait) "
                        f"and rank {rb} late in B ({_d(rank_wait(g, 'b'))}).")
@@ -376,7 +376,7 @@ def render_comparison(cmp: dict, console=None) -> None:
     parts += cmp["findings"] + [f"warning: {w}" for w in cmp["warnings"]]
     rows, left_out = _shown_causes(cmp, WORST)
     if rows:
-        names = [f"host in '{r['nvtx'] or 'no NVTX range'}'" if r["cause"] in HOST_CAUSES else r["kernel"] or r["cause"] for r in rows]
+        names = [f"host in '{r['nvtx'] or 'no NVTX range'}'" if _is_host(r["cause"]) else r["kernel"] or r["cause"] for r in rows]
         parts += named_table(out, "What fixing each cause saves, A → B (wait saved, replayed)",
                              ["rank", "cause", "A", "B", "Δ", "A excess", "B excess"],
                              [[str(r["rank"]), r["cause"], _d(r["wait_saved_ns"]["a"]), _d(r["wait_saved_ns"]["b"]),
@@ -438,7 +438,7 @@ def write_compare_chart(cmp: dict, path_png) -> list[Path]:
         if rows:
             names = _unique_labels([r["kernel_full"] or r["kernel"] or r["nvtx"] or "no NVTX range" for r in rows], width=46)
             labels = [f"{'rank ' + str(r['rank']) if isinstance(r['rank'], int) else r['rank'] or 'all'} · "
-                      f"{'host in ' if r['cause'] in HOST_CAUSES else ''}{n}" for r, n in zip(rows, names)]
+                      f"{'host in ' if _is_host(r['cause']) else ''}{n}" for r, n in zip(rows, names)]
             y = np.arange(len(rows))
             for side, colour, shift in sides:
                 values = np.array([r["wait_saved_ns"][side] for r in rows], float)

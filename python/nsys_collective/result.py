@@ -1,6 +1,6 @@
 """The result of one analyzed run: one typed, immutable `Result`.
 
-`Result.document` is the `--json` contract (../shared/docs/output-contract.md) as typed
+`Result.document` is the `--json` contract (docs/output-contract.md) as typed
 dataclasses: names exactly as there, integer ns on the aligned clock, None where a value is
 unknown. `Result.doc` is the same as plain JSON data, what `--json` prints, the tables
 (render.tables) and the store rows (store) are made of. Beside the document, a result holds what
@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from nsys_collective import causes
 from nsys_collective.units import count, duration
 
 SCHEMA_VERSION = 2
@@ -33,7 +34,18 @@ SCHEMA_VERSION = 2
 _STRICT = {"extra": "forbid"}
 
 
-# The document (output-contract.md) ---------------------------------------------------------------
+# The cause kinds each part of the document allows, from the registry (causes.py).
+_KERNEL_BLAME = causes.kinds(causes.KERNEL)
+_HOST_BLAME = causes.kinds(causes.HOST)
+_TRANSFER_BLAME = causes.kinds(causes.TRANSFER)
+_IDLE_BLAME = causes.kinds(causes.IDLE)
+_UNEXPLAINED_BLAME = causes.kinds(causes.UNEXPLAINED)
+_KERNEL_CAUSES = causes.kinds(causes.KERNEL, replayed=True)
+_HOST_CAUSES = causes.kinds(causes.HOST, replayed=True)
+_REPLAYED = causes.kinds(replayed=True)
+
+
+# The document (docs/output-contract.md) ---------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Input:
@@ -125,7 +137,7 @@ class AlignmentInfo:
 @dataclass(frozen=True)
 class KernelBlame:
     __pydantic_config__ = _STRICT
-    cause: Literal["kernel", "extra_kernel", "window"]
+    cause: Literal[_KERNEL_BLAME]
     kernel: str
     kernel_full: str
     rank: int
@@ -138,7 +150,7 @@ class KernelBlame:
 @dataclass(frozen=True)
 class HostBlame:
     __pydantic_config__ = _STRICT
-    cause: Literal["host", "host_group"]
+    cause: Literal[_HOST_BLAME]
     nvtx: str | None
     rank: int | None
     host: str | None
@@ -150,7 +162,7 @@ class HostBlame:
 @dataclass(frozen=True)
 class TransferBlame:
     __pydantic_config__ = _STRICT
-    cause: Literal["transfer"]
+    cause: Literal[_TRANSFER_BLAME]
     name: str | None
     rank: int | None
     host: str | None
@@ -162,7 +174,7 @@ class TransferBlame:
 @dataclass(frozen=True)
 class IdleBlame:
     __pydantic_config__ = _STRICT
-    cause: Literal["idle"]
+    cause: Literal[_IDLE_BLAME]
     rank: int | None
     host: str | None
     ns: int
@@ -173,7 +185,7 @@ class IdleBlame:
 @dataclass(frozen=True)
 class UnexplainedBlame:
     __pydantic_config__ = _STRICT
-    cause: Literal["unexplained"]
+    cause: Literal[_UNEXPLAINED_BLAME]
     rank: int
     ns: int
     wait_saved_ns: None
@@ -181,8 +193,9 @@ class UnexplainedBlame:
 
 
 Blame = KernelBlame | HostBlame | TransferBlame | IdleBlame | UnexplainedBlame
-_BLAME = {"kernel": KernelBlame, "extra_kernel": KernelBlame, "window": KernelBlame, "host": HostBlame,
-          "host_group": HostBlame, "transfer": TransferBlame, "idle": IdleBlame, "unexplained": UnexplainedBlame}
+# Each family's blame variant; every kind of the registry is one of them (tests/unit/test_causes.py).
+_BLAME_OF = {causes.KERNEL: KernelBlame, causes.HOST: HostBlame, causes.TRANSFER: TransferBlame, causes.IDLE: IdleBlame,
+             causes.UNEXPLAINED: UnexplainedBlame}
 
 
 @dataclass(frozen=True)
@@ -220,7 +233,7 @@ class BlockingKernel:
     kernel: str
     kernel_full: str
     rank: int
-    cause: Literal["kernel", "extra_kernel"]
+    cause: Literal[_KERNEL_CAUSES]
     reference: Literal["peers", "self"] | None
     blame_ns: int  # the kernel's own excess over its reference (or the extra runs' time)
     inflicted_wait_ns: int  # kept for one release: wait_saved_ns, at least 0
@@ -239,7 +252,7 @@ class BlockingLaunch:
     nvtx: str | None
     rank: int | None
     host: str | None
-    cause: Literal["host", "host_group"]
+    cause: Literal[_HOST_CAUSES]
     blame_ns: int  # host time beyond the reference
     inflicted_wait_ns: int  # kept for one release: wait_saved_ns, at least 0
     wait_saved_ns: int
@@ -282,7 +295,7 @@ class StartError:
 
 @dataclass(frozen=True)
 class Fidelity:
-    """How much of the trace the replayed dependency graph explains (method.md section 4)."""
+    """How much of the trace the replayed dependency graph explains (docs/method.md section 4)."""
 
     __pydantic_config__ = _STRICT
     ops: int
@@ -303,7 +316,7 @@ class Saving:
 @dataclass(frozen=True)
 class WhatIfCause:
     __pydantic_config__ = _STRICT
-    cause: Literal["kernel", "extra_kernel", "host", "host_group", "transfer", "idle"]
+    cause: Literal[_REPLAYED]
     rank: int | None
     host: str | None
     name: str | None
@@ -597,7 +610,7 @@ def _int_or_none(value: int) -> int | None:
 
 
 def _blame(entry: dict) -> Blame:
-    return _BLAME[entry["cause"]](**entry)
+    return _BLAME_OF[causes.of(entry["cause"]).family](**entry)
 
 
 def _whatif(w) -> WhatIfBlock | None:

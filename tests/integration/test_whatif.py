@@ -1,4 +1,4 @@
-"""What-if blame (method.md section 4) against the generator's what-if truth, for every style x cause.
+"""What-if blame (docs/method.md section 4) against the generator's what-if truth, for every style x cause.
 
 The truth of a planted cause is the same job simulated again without it (fixturegen/truth.py):
 `wait_saved_ns` (the drop of the summed wait of all ranks over all collectives) and

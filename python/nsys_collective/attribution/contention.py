@@ -1,4 +1,4 @@
-"""Contention attribution (method.md section 5): why the transfer was slow.
+"""Contention attribution (docs/method.md section 5): why the transfer was slow.
 
 Once the last rank has arrived, each rank's NCCL kernel transfers while compute kernels on the
 same GPU compete for SMs and memory bandwidth. For every (collective, rank): the compute kernels

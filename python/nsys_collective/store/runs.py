@@ -25,6 +25,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModuleError
 
 from nsys_collective import __version__
+from nsys_collective import causes as cause_kinds
 from nsys_collective.errors import InputError
 from nsys_collective.ingest.sqlite_kind import STORE_APPLICATION_ID, sqlite_kind
 from nsys_collective.result import SCHEMA_VERSION, Result
@@ -226,8 +227,7 @@ def _cause_text(cause: dict | None) -> str | None:
     """A what-if cause in a few words, for a column."""
     if not cause:
         return None
-    where = f"rank {cause['rank']}" if cause["rank"] is not None else cause["host"] or "every rank"
-    return f"{cause['cause']} {cause['name'] or ''} on {where}".replace("  ", " ")
+    return f"{cause['cause']} {cause['name'] or ''} on {cause_kinds.where(cause)}".replace("  ", " ")
 
 
 def _child_rows(run_id: int, doc: dict) -> dict:

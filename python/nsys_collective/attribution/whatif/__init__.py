@@ -1,4 +1,4 @@
-"""What-if blame (method.md section 4): what fixing each cause would save, measured by replaying the
+"""What-if blame (docs/method.md section 4): what fixing each cause would save, measured by replaying the
 job's dependency graph with that cause removed.
 
 1. The graph (`graph`): every rank's CUDA API calls and GPU ops on the aligned clock, with the

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsys_collective.attribution.causes import nvtx_family
 from nsys_collective.attribution.whatif.candidate import MIN_SLOWDOWN, Candidate, Context
 from nsys_collective.attribution.whatif.graph import steps_of
+from nsys_collective.causes import nvtx_family
 from nsys_collective.model import grouping
 from nsys_collective.model.ranks import hosts_of
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nsys_collective.attribution.whatif import host, idle, kernels, transfers
 from nsys_collective.attribution.whatif.candidate import MIN_EXCESS_TOLERANCES, Candidate, Context, programs
 from nsys_collective.attribution.whatif.graph import build_graph
+from nsys_collective.causes import CAUSES, candidate_function
 from nsys_collective.model.job import Job
 from nsys_collective.model.steps import STEP_PATTERN
 
@@ -28,10 +28,6 @@ MIN_STEP_SHARE = 0.002
 # Candidates replayed at most (the largest excess first): each replay is one pass over the job.
 MAX_CANDIDATES = 24
 _I64_MIN = np.iinfo(np.int64).min
-# The candidate pickers, in the order their candidates are listed before sorting by excess (ties
-# keep it).
-PICKERS = (kernels.kernel_candidates, kernels.extra_candidates, host.host_candidates, host.host_group_candidates,
-           transfers.transfer_candidates, idle.idle_candidates)
 
 
 @dataclass
@@ -95,7 +91,9 @@ def analyze(job: Job, kind: np.ndarray, tolerance_ns: int, step_pattern: str | N
     min_saved = max(MIN_EXCESS_TOLERANCES * tolerance_ns, int(0.002 * total_wait))
     ctx = Context(job=job, graph=g, program=programs(job, g.ranks), kind=kind, tolerance_ns=tolerance_ns,
                   min_excess=min_excess, step_pattern=pattern)
-    candidates = [c for pick in PICKERS for c in pick(ctx)]
+    # Every replayed kind's candidates, in registry order (ties in excess keep it).
+    pickers = [candidate_function(k) for k in CAUSES.values() if k.replayed]
+    candidates = [c for pick in pickers for c in pick(ctx)]
     candidates.sort(key=lambda c: -c.excess_ns)
     warnings = []
     if len(candidates) > MAX_CANDIDATES:
