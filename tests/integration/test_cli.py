@@ -128,7 +128,7 @@ def test_module_runs_without_install_entry_point(real_dir):
 
 
 def _contract_example() -> dict:
-    text = (ROOT / "docs" / "docs/output-contract.md").read_text()
+    text = (ROOT / "docs" / "output-contract.md").read_text()
     return json.loads(text.split("```json", 1)[1].split("```", 1)[0])
 
 

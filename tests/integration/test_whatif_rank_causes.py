@@ -17,9 +17,6 @@ from conftest import REAL, gen
 from nsys_collective.cli import app
 from test_whatif import JOB, KERNELS, SEED, analyzed, assert_close, mean_step
 
-XFAIL = "issue 19: {} (phase 2 builds the mechanism)"
-
-
 def found(doc, planted):
     """The what-if causes that stand for a planted one, in the document's order."""
     t = planted["type"]
@@ -50,7 +47,6 @@ def check_first(doc, truth):
     check_figures(doc, truth, planted, mine[0])
 
 
-@pytest.mark.xfail(strict=True, reason=XFAIL.format("a whole device slower is one rank-level cause"))
 @pytest.mark.parametrize("style", ["ddp", "tp"])
 def test_a_slow_device_is_one_cause_with_what_fixing_it_saves(tmp_path_factory, style):
     doc, truth = analyzed(tmp_path_factory, style, "slow_device")
@@ -58,14 +54,12 @@ def test_a_slow_device_is_one_cause_with_what_fixing_it_saves(tmp_path_factory, 
     assert 0.05 <= truth["causes"][0]["factor"] - 1 <= 0.10
 
 
-@pytest.mark.xfail(strict=True, reason=XFAIL.format("API calls at their peers' durations are a rank-level cause"))
 @pytest.mark.parametrize("style", ["ddp", "fsdp"])
 def test_stalled_api_calls_of_a_host_bound_rank_are_found(tmp_path_factory, style):
     doc, truth = analyzed(tmp_path_factory, style, "api_stall")
     check_first(doc, truth)
 
 
-@pytest.mark.xfail(strict=True, reason=XFAIL.format("work the peers do not do has 'not running it' as reference"))
 @pytest.mark.parametrize("fmt", ["nsys", "kineto"])
 def test_a_one_off_stall_in_a_range_only_one_rank_runs_is_found(tmp_path_factory, fmt):
     """10 ms of gc.collect once, mid-backward, on one rank, while its host is ahead of the GPU: the
@@ -76,7 +70,6 @@ def test_a_one_off_stall_in_a_range_only_one_rank_runs_is_found(tmp_path_factory
     check_first(doc, truth)
 
 
-@pytest.mark.xfail(strict=True, reason=XFAIL.format("nested ranges over one stall are one cause, innermost name"))
 @pytest.mark.parametrize("fmt", ["nsys", "kineto"])
 def test_nested_ranges_over_one_stall_are_one_cause_named_by_the_innermost(tmp_path_factory, fmt):
     doc, truth = analyzed(tmp_path_factory, "ddp", "nested_stall", fmt=fmt)
@@ -88,7 +81,6 @@ def test_nested_ranges_over_one_stall_are_one_cause_named_by_the_innermost(tmp_p
     assert enclosing == [], f"the enclosing ranges blamed again: {enclosing}"
 
 
-@pytest.mark.xfail(strict=True, reason=XFAIL.format("two rank-level causes at once"))
 def test_a_slow_device_and_a_one_off_stall_at_once_are_both_found(tmp_path_factory):
     doc, truth = analyzed(tmp_path_factory, "ddp", "slow_device+oneoff_stall")
     for planted in truth["causes"]:
@@ -100,7 +92,6 @@ def test_a_slow_device_and_a_one_off_stall_at_once_are_both_found(tmp_path_facto
                  "ideal wait saved")
 
 
-@pytest.mark.xfail(strict=True, reason=XFAIL.format("same-named step ranges are separate steps"))
 @pytest.mark.parametrize("fmt", ["nsys", "kineto"])
 def test_steps_named_by_a_repeated_range_are_separate_steps(tmp_path_factory, fmt):
     """range_push('train_step') in every step, --steps train_step: six steps, step time saved per
@@ -123,7 +114,6 @@ def test_steps_named_by_a_repeated_range_are_separate_steps(tmp_path_factory, fm
         assert 0 <= got["wait_share"] <= 1 and 0 <= got["idle_share"] <= 1
 
 
-@pytest.mark.xfail(strict=True, reason=XFAIL.format("coverage and a verdict that follows the numbers"))
 def test_on_the_real_dlrm_traces_the_coverage_is_reported_and_the_verdict_says_what_remains():
     folder = REAL / "kineto" / "param-dlrm-8rank"
     if not folder.is_dir():

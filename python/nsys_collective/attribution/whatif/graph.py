@@ -45,33 +45,15 @@ def _first_of_thread(tid: np.ndarray) -> np.ndarray:
 
 
 def steps_of(job: Job, rank: int, points: np.ndarray, step_index: dict[str, int]) -> np.ndarray:
-    """The step (dense, -1 none) each point (UTC on the rank's clock) falls in."""
-    trace = job.traces[rank]
+    """The step (dense, -1 none) each point (UTC on the rank's clock) falls in. Steps are the job's
+    step ranges (model/steps.py): a name that repeats on a rank (`train_step`) is a step per range."""
     out = np.full(len(points), -1, dtype=np.int64)
-    ranges = trace.ranges
-    if ranges is None or not step_index:
+    steps = job.steps.ranks.get(int(rank)) if job.steps is not None and step_index else None
+    if steps is None or not len(points):
         return out
-    names = trace.names(ranges.name)
-    rows = np.flatnonzero([bool(n) and n in step_index for n in names.tolist()])
-    if not len(rows):
-        return out
-    found = _native.innermost_covering(ranges.start[rows], ranges.end[rows], points)
-    hit = found >= 0
-    codes = np.array([step_index[n] for n in names[rows].tolist()], dtype=np.int64)
-    out[hit] = codes[found[hit]]
-    return out
-
-
-def _step_names(job: Job, pattern: str) -> list[str]:
-    """The training steps every rank marks (ProfilerStep#N, or --steps), in time order."""
-    first: dict[str, int] = {}
-    for trace in job.traces.values():
-        if trace.ranges is None:
-            continue
-        for name, start in zip(trace.names(trace.ranges.name).tolist(), trace.ranges.start.tolist()):
-            if name and fnmatch.fnmatchcase(name, pattern):
-                first[name] = min(first.get(name, start), start)
-    return sorted(first, key=first.get)
+    at = steps.index_of(points)
+    codes = np.array([step_index.get(label, -1) for label in steps.label] + [-1], dtype=np.int64)
+    return codes[np.where(at >= 0, at, len(steps.label))]
 
 
 def build_graph(job: Job, tolerance_ns: int, step_pattern: str | None = None) -> JobGraph | None:
@@ -79,9 +61,8 @@ def build_graph(job: Job, tolerance_ns: int, step_pattern: str | None = None) ->
     ranks = [r.rank for r in job.ranks if job.traces[r.rank].gpu is not None]
     if not ranks or not len(job.collectives):
         return None
-    step_names = _step_names(job, step_pattern or STEP_PATTERN)
-    if job.steps is not None and job.steps.restricts:  # steps left out as incomplete are no steps here
-        step_names = [n for n in step_names if n not in {lo.step for lo in job.steps.left_out}]
+    # The job's steps (model/steps.py); those left out as incomplete are no steps here.
+    step_names = list(job.steps.kept) if job.steps is not None else []
     step_index = {n: i for i, n in enumerate(step_names)}
     calls, ops, syncs, events = [], [], [], []
     op_offset, call_offset = {}, {}
