@@ -104,6 +104,7 @@ def _these(where: str) -> str:
 
 
 _KERNEL_NOTE = ("", "")  # kernel causes draw their runs instead
+_HOST_NOTE = ("late: host in '{nvtx}' ▶", "host ▶")
 _PICKERS = "nsys_collective.attribution.whatif"
 
 CAUSES: dict[str, Kind] = {k.kind: k for k in (
@@ -118,10 +119,10 @@ CAUSES: dict[str, Kind] = {k.kind: k for k in (
              f"(more work on this rank); without the extra runs the job {gain}."),
          candidates=f"{_PICKERS}.kernels:extra_candidates"),
     Kind("host", HOST, "rank", label="host", unnamed="host time", subject="Host time in '{nvtx}'",
-         caption="host time in '{nvtx}' on rank {rank}: {part}", note=("late: host in '{nvtx}' ▶", "host ▶"),
+         caption="host time in '{nvtx}' on rank {rank}: {part}", note=_HOST_NOTE,
          finding=_host_sentence, candidates=f"{_PICKERS}.host:host_candidates"),
     Kind("host_group", HOST, "host", label="host group", unnamed="host time", subject="Host time in '{nvtx}'",
-         caption="host time in '{nvtx}' on every rank of {host}: {part}", note=("late: host in '{nvtx}' ▶", "host ▶"),
+         caption="host time in '{nvtx}' on every rank of {host}: {part}", note=_HOST_NOTE,
          finding=lambda c, where, gain: (
              f"{where}: every rank of {_these(where)} ended '{c['name'] or 'no named range'}' later than the other hosts "
              f"({_ms(c['excess_ns'])} of host time in all); fixing it on {_these(where)} {gain}."),

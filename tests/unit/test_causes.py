@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import string
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from nsys_collective import causes
 from nsys_collective.attribution.findings import _cause_sentence
 from nsys_collective.attribution.whatif.candidate import Candidate
 from nsys_collective.attribution.whatif.replay import analyze
-from nsys_collective.result import _BLAME_OF, Collective
+from nsys_collective.result import BLAME_OF
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 CAUSE = {"cause": "kernel", "rank": 3, "host": "node1", "name": "gemm", "name_full": "gemm<float>", "reference": "peers",
@@ -32,7 +31,7 @@ BLAME = {"rank": 3, "host": "node1", "ns": 1_000, "wait_saved_ns": 1_000, "step_
 
 @pytest.mark.parametrize("kind", list(causes.CAUSES.values()), ids=lambda k: k.kind)
 def test_every_kind_declares_everything_it_needs(kind):
-    assert kind.family in causes.FAMILIES and kind.family in _BLAME_OF, "its family has a blame variant in result.py"
+    assert kind.family in causes.FAMILIES and kind.family in BLAME_OF, "its family has a blame variant in result.py"
     assert kind.acts_on in ("rank", "host", "job")
     for field in ("label", "unnamed", "subject", "caption"):
         assert getattr(kind, field).strip(), field
@@ -50,7 +49,7 @@ def test_every_kind_declares_everything_it_needs(kind):
 
 
 def test_the_document_allows_exactly_the_registered_kinds():
-    allowed = {dataclasses.fields(v)[0].type for v in _BLAME_OF.values()}
+    allowed = {dataclasses.fields(v)[0].type for v in BLAME_OF.values()}
     assert all(t.startswith("Literal[_") for t in allowed)  # read from the registry, not spelled out
     for path in sorted(GOLDEN.glob("*.json")):
         doc = json.loads(path.read_text())
@@ -121,7 +120,7 @@ def test_a_stub_cause_is_replayed_worded_and_drawn_from_its_entry_alone(stubbed,
     assert blamed and all(b["kernel"] == "every compute kernel" for b in blamed)
     assert any(k["cause"] == "stub_kernel" for k in at.blocking.kernels)
     from nsys_collective.render import charts, html, terminal
-    from nsys_collective.result import build_result
+    from nsys_collective.attribution.build import build_result
 
     result = build_result(job, at, [], "test")
     console = Console(width=100, record=True, color_system=None)

@@ -8,12 +8,9 @@ Numbers come from the most trusted source every rank has (see ingest.identity).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from nsys_collective.model.alignment import Alignment
 from nsys_collective.model.trace import RankTrace
-
-if TYPE_CHECKING:  # the job holds the ranks
-    from nsys_collective.model.job import Job
 
 
 @dataclass(frozen=True)
@@ -61,14 +58,14 @@ def number_ranks(traces: list[RankTrace]) -> tuple[list[tuple[Rank, RankTrace]],
 SAME_CLOCK_NS = 20_000
 
 
-def hosts_of(job: Job) -> dict[int, str]:
+def hosts_of(ranks: list[Rank], alignment: Alignment) -> dict[int, str]:
     """Each rank's host: its hostname, else (a capture that names none) the ranks sharing its
     fitted clock, named after them."""
-    named = {r.rank: r.host for r in job.ranks}
+    named = {r.rank: r.host for r in ranks}
     unnamed = sorted(r for r, h in named.items() if h is None)
     if not unnamed:
         return named
-    a = job.alignment
+    a = alignment
     offset = {r: float(a.offset_ns[a.clock_of_rank[r]]) if r in a.clock_of_rank else None for r in unnamed}
     groups: list[list[int]] = []
     for r in unnamed:

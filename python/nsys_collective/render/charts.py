@@ -67,7 +67,7 @@ def write_charts(result: Result, out_dir: Path) -> dict[str, list[Path]]:
             try:
                 fig = draw(result)
                 if fig is not None:
-                    written[name] = _save(fig, out_dir / name)
+                    written[name] = save_figure(fig, out_dir / name)
             except (OverflowError, ValueError, RuntimeError) as e:
                 # Values of absurd magnitude can exceed what Agg and FreeType rasterize: the report
                 # goes on without that chart.
@@ -84,7 +84,7 @@ class ChartWarning(UserWarning):
     """A chart could not be drawn; the rest of the report was written."""
 
 
-def _save(fig: Figure, stem: Path) -> list[Path]:
+def save_figure(fig: Figure, stem: Path) -> list[Path]:
     FigureCanvasAgg(fig)
     png, svg = stem.with_suffix(".png"), stem.with_suffix(".svg")
     fig.savefig(png, dpi=DPI, metadata={"Software": None})

@@ -32,11 +32,12 @@ from pathlib import Path
 
 import numpy as np
 
-from nsys_collective import __version__, outputs
+from nsys_collective import outputs
 from nsys_collective.causes import HOST, KERNEL, of
 from nsys_collective.errors import InputError
 from nsys_collective.render.outdir import input_paths
 from nsys_collective.result import Result
+from nsys_collective.version import __version__
 
 # Flows drawn per instance to the straggler: its largest kernel causes of at least the alignment
 # tolerance (a window fallback can blame dozens of kernels; more arrows stop being readable).

@@ -42,7 +42,7 @@ class HostTime:
     occurrence: np.ndarray
     total: np.ndarray
     end: np.ndarray  # when the range ended, on the aligned clock
-    range_row: np.ndarray  # the occurrence's row in its rank's HostRanges
+    range_row: np.ndarray  # the occurrence's row in its rank's HostRanges (-1: unknown)
     gap_start: np.ndarray  # where its first gap began (own clock): ranges nested inside that gap are one stall
     families: list[str]
     item_row: np.ndarray  # the occurrence (row) of each piece; rows ascending, time order within
@@ -81,6 +81,8 @@ class HostTime:
         """The ranges around an occurrence that lie in its gap (nested ranges over one stall),
         outermost first, steps left out: the enclosing names shown with the innermost one that
         names the cause."""
+        if self.range_row[row] < 0:  # host time built without its ranges (a test's)
+            return None
         trace = job.traces[int(self.rank[row])]
         r, i = trace.ranges, int(self.range_row[row])
         around = np.flatnonzero((r.tid == r.tid[i]) & (r.start <= r.start[i]) & (r.end >= r.end[i])
@@ -236,7 +238,7 @@ def host_group_candidates(ctx: Context) -> list[Candidate]:
     for the other). Fixed on all of its ranks, against the ranks of the other hosts: the range as a
     whole, its calls included (`range_time`)."""
     job, h, min_excess = ctx.job, ctx.shared(range_time), ctx.min_excess
-    host_of = hosts_of(job)
+    host_of = hosts_of(job.ranks, job.alignment)
     hosts: dict[str, list[int]] = {}
     for r in sorted(r for r in job.traces if job.traces[r].gpu is not None):
         hosts.setdefault(host_of[r], []).append(r)
