@@ -46,7 +46,7 @@ PART_KINDS = {"slow_device": ("kernel",), "host_bound": ("host",), "api_stall": 
 def device_candidates(ctx: Context) -> list[Candidate]:
     """`slow_device` per rank, from every op run but the collectives' (kernels, copies, memsets)."""
     job, g, ops, min_excess = ctx.job, ctx.graph, ctx.shared(kernels.op_runs), ctx.min_excess
-    ref = grouping.median_of_others(ops.duration, ops.program, ops.step, ops.name, ops.occurrence)
+    ref = _peers_median(ops)
     out = []
     for rank in g.ranks:
         rows = np.flatnonzero((ops.rank == rank) & ~np.isnan(ref))
@@ -69,6 +69,26 @@ def device_candidates(ctx: Context) -> list[Candidate]:
             cause="slow_device", rank=int(rank), host=job.by_number[rank].host, name=None, name_full=None,
             reference="peers", excess_ns=excess, systematic=bool(systematic), slowdown=float(slowdown),
             runs=len(rows), reference_runs=len(rows), change={"op": ops.op[rows], "op_ns": fixed}))
+    return out
+
+
+def _peers_median(ops) -> np.ndarray:
+    """Per op run, the median of the same run (program, step, name, occurrence) on the other ranks
+    (NaN where none ran it). Not the median of all of them: a slow device must not pull its own
+    reference up (with four ranks the median of all four is half its own)."""
+    keys = (ops.program, ops.step, ops.name, ops.occurrence)
+    code = grouping.packed(keys)
+    if code is None:  # too wide to pack: number the keys instead
+        code = np.unique(np.stack(keys), axis=1, return_inverse=True)[1].ravel()
+    out = np.full(len(code), np.nan)
+    for rank in np.unique(ops.rank).tolist():
+        mine, others = ops.rank == rank, ops.rank != rank
+        if not others.any():
+            continue
+        order, _, first, median = grouping.group_medians(ops.duration[others], code[others])
+        known = code[others][order[first]]  # ascending
+        at = np.minimum(np.searchsorted(known, code[mine]), len(known) - 1)
+        out[mine] = np.where(known[at] == code[mine], median[at], np.nan)
     return out
 
 
