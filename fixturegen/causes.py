@@ -20,6 +20,8 @@
   still runs.
 * ``slow_network``: in odd steps, the collectives with traffic leaving or entering one host (members
   on it and off it) transfer 1.8x slower. Removed: normal speed.
+* ``slow_device``, ``api_stall``, ``oneoff_stall``, ``nested_stall``: a slow GPU, a stalling CUDA
+  runtime, a one-off host stall and nested ranges over one stall on one rank (``stragglers.py``).
 * ``balanced``: nothing planted (control). ``mixed``: slow_kernel on one rank in even steps and a
   data-loader host_stall on another in odd steps (the demo).
 
@@ -38,9 +40,10 @@ import numpy as np
 
 from . import catalog as cat
 from .catalog import US
+from . import stragglers
 from .program import G_D2H, STALL_NS, STREAM_SIDE, Builder, _rng
 
-CAUSES = ("slow_kernel", "extra_kernel", "host_stall", "host_group", "contention", "slow_network")
+CAUSES = ("slow_kernel", "extra_kernel", "host_stall", "host_group", "contention", "slow_network") + stragglers.RANK_CAUSES
 ALIASES = {"late_launch": "host_stall"}  # the first generator's name for a data-loader stall
 SCENARIOS = ("balanced", "mixed") + CAUSES
 STALL_KINDS = ("dataloader", "gc", "item")
@@ -50,7 +53,7 @@ CONTENTION_FACTOR = 1.6
 NETWORK_FACTOR = 1.8
 CONTENDER_SLACK = 300 * US  # the contending GEMM outlasts the slowed transfer by about this much
 SIDE_STREAMS = 8  # contending GEMMs rotate over side streams 21, 25, ... (8 of them)
-RANK_SLOTS = {"slow_kernel": 0, "host_stall": 1, "extra_kernel": 2, "contention": 3}
+RANK_SLOTS = {"slow_kernel": 0, "host_stall": 1, "extra_kernel": 2, "contention": 3, **stragglers.SLOTS}
 HOST_CAUSES = ("host_group", "slow_network")
 
 
@@ -110,6 +113,8 @@ def plan(scenario, lay, steps, seed, contention_ranks="one", stall="dataloader")
             st = ~even
         elif rule == "even":
             st = even.copy()
+        elif typ in stragglers.RANK_CAUSES:
+            st = stragglers.steps_of(typ, steps)
         elif typ == "slow_kernel" and lay.style == "pp":
             if steps < 2:
                 raise ValueError("slow_kernel with pp needs steps >= 2 (it acts in odd steps)")
@@ -134,6 +139,8 @@ def plan(scenario, lay, steps, seed, contention_ranks="one", stall="dataloader")
             c.kind = stall if typ == "host_stall" else "dataloader"
         c.factor = {"slow_kernel": SLOW_FACTOR, "contention": CONTENTION_FACTOR,
                     "slow_network": NETWORK_FACTOR}.get(typ)
+        if typ == "slow_device":
+            c.factor = float(_rng(seed, 4, 2).uniform(*stragglers.DEVICE_FACTOR))
         causes.append(c)
     return causes
 
@@ -216,6 +223,8 @@ def plant(causes, lay, rank, template, cols, events, seed, transfer_of):
                             i = b.host("host")
                         p.host_durations.append((i, ns))
                     p.rows_for(c, s, anchors["item"], build)
+        elif c.type in stragglers.RANK_CAUSES:
+            stragglers.plant(c, p, cols, anchors, rng)
         elif c.type == "contention":
             targets = primary_collectives(lay.style, anchors)
             for s in st.tolist():

@@ -24,6 +24,7 @@ from .program import (
     STREAM_RS,
     STREAM_SIDE,
     STREAM_TP,
+    STEP_RANGE,
     STREAM_UNSHARD,
     STYLES,
     _rng,
@@ -54,6 +55,7 @@ def args_text(a):
     t += ["--kineto-base-boundary"] if a["kineto_base_boundary"] else []
     t += [f"--report-clock-ns {a['report_clock_ns']}"] if a.get("report_clock_ns") else []
     t += [f"--capture-stop {a['capture_stop']}"] if a.get("capture_stop") is not None else []
+    t += [f"--step-range {a['step_range']}"] if a.get("step_range") else []
     return " ".join(t)
 
 
@@ -74,7 +76,7 @@ def generate(out_dir, ranks=8, hosts=2, steps=10, kernels_per_step=64, buckets=4
              normalized_time=False, shuffle_rows=False, drift_ppm=0.0, nsys_version="2024.5",
              contention_ranks="one", force=False, format="nsys", kineto_base_boundary=False,  # noqa: A002
              style="ddp", microbatches=4, stall="dataloader", sync_records=True, report_clock_ns=0,
-             capture_stop=None):
+             capture_stop=None, step_range=STEP_RANGE):
     """Write rep_<rank>.sqlite (format "nsys") or rank_<rank>.json.gz (format "kineto") for every
     rank and truth.json into out_dir; return the truth.
 
@@ -115,8 +117,10 @@ def generate(out_dir, ranks=8, hosts=2, steps=10, kernels_per_step=64, buckets=4
         raise FileExistsError(f"{out} exists and is not a directory")
     if out.exists() and any(out.iterdir()) and not force:
         raise FileExistsError(f"{out} is not empty (use --force to overwrite)")
+    if not step_range:
+        raise ValueError("step_range must name the step's range")
     job = jobmod.build(style, ranks, hosts, steps, kernels_per_step, buckets, microbatches, scenario, seed,
-                       contention_ranks, stall)
+                       contention_ranks, stall, step_range)
     out.mkdir(parents=True, exist_ok=True)
     # --force: no leftovers of an older set, of either format
     for stale in [*out.glob("rep_*.sqlite"), *out.glob("rank_*.json.gz"), out / "truth.json"]:
@@ -130,6 +134,8 @@ def generate(out_dir, ranks=8, hosts=2, steps=10, kernels_per_step=64, buckets=4
         args["report_clock_ns"] = int(report_clock_ns)
     if capture_stop is not None:
         args["capture_stop"] = float(capture_stop)
+    if step_range != STEP_RANGE:  # only when used, as above
+        args["step_range"] = step_range
     lay = job.lay
 
     # clocks, identities
@@ -262,6 +268,9 @@ def main(argv=None):
                     help="each report's own clock error (ns, up to this much either way) on top of its host's offset")
     ap.add_argument("--capture-stop", type=float, default=None,
                     help="stop every profiler this fraction of the way through the last step (GPU work in flight is lost)")
+    ap.add_argument("--step-range", default=STEP_RANGE,
+                    help="the step range's name ('{step}': its number; without it every step has the same name, "
+                         "as range_push('train_step') gives)")
     ap.add_argument("--force", action="store_true", help="write into a non-empty OUT_DIR")
     a = ap.parse_args(argv)
     try:
@@ -271,7 +280,7 @@ def main(argv=None):
                          contention_ranks=a.contention_ranks, force=a.force, format=a.format,
                          kineto_base_boundary=a.kineto_base_boundary, style=a.style, microbatches=a.microbatches,
                          stall=a.stall, sync_records=not a.no_sync_records, report_clock_ns=a.report_clock_ns,
-                         capture_stop=a.capture_stop)
+                         capture_stop=a.capture_stop, step_range=a.step_range)
     except (ValueError, FileExistsError) as e:
         print(f"generate_fixture: {e}", file=sys.stderr)
         return 2

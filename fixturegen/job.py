@@ -12,6 +12,7 @@ from .causes import CAUSES, plant, plan
 from .catalog import US
 from .program import (
     FIELDS,
+    STEP_RANGE,
     G_NCCL,
     Program,
     base_program,
@@ -53,12 +54,13 @@ class Job:
 
 
 def build(style, ranks, hosts, steps, kernels_per_step, buckets, microbatches, scenario, seed,
-          contention_ranks="one", stall="dataloader"):
+          contention_ranks="one", stall="dataloader", step_range=STEP_RANGE):
     lay = layout(style, ranks, hosts)
     if style == "pp" and ranks < 2:
         raise ValueError("pp needs at least 2 ranks (stages)")
     causes = plan(scenario, lay, steps, seed, contention_ranks, stall)
-    bases = [base_program(lay, r, steps, kernels_per_step, buckets, microbatches, seed) for r in range(ranks)]
+    bases = [base_program(lay, r, steps, kernels_per_step, buckets, microbatches, seed, step_range)
+             for r in range(ranks)]
 
     # collective instances: the k-th op of a communicator on each member
     keys = {}
@@ -212,7 +214,7 @@ def merge(rank, b, cols, op_name, planter, causes, seed, steps):
         if c.type == "extra_kernel" and len(owned):
             k = owned[merged["gdur"][owned] > 0]
             np.add.at(per_step, merged["step"][k], merged["gdur"][k])
-        if c.type in ("host_stall", "host_group") and len(owned):
+        if c.type in ("host_stall", "host_group", "oneoff_stall", "nested_stall") and len(owned):
             h = owned[merged["api"][owned] == 0]
             np.add.at(per_step, merged["step"][h], merged["dur"][h])
         if per_step.any():

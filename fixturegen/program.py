@@ -520,11 +520,12 @@ def build_pp(b, lay, rank, k, microbatches):
 BUILDERS = {"ddp": build_ddp, "fsdp": build_fsdp, "tp": build_tp, "tp+ddp": build_tp, "pp": build_pp}
 
 
-def step_template(lay, rank, k, buckets, microbatches):
+def step_template(lay, rank, k, buckets, microbatches, step_range=STEP_RANGE):
     """One step of rank's program: the Builder (rows, ranges, anchors) and the step's size figure
-    (buckets, layers or microbatches)."""
+    (buckets, layers or microbatches). `step_range` names the step's range ("{step}": its number;
+    without it every step has the same name, as `range_push("train_step")` gives)."""
     b = Builder(rank, {})
-    with b.range(STEP_RANGE):
+    with b.range(step_range):
         size = BUILDERS[lay.style](b, lay, rank, k, microbatches if lay.style == "pp" else buckets)
     return b, size
 
@@ -617,10 +618,10 @@ def gpu_durations(cols, z):
     return np.where((gkind == G_NONE) | (gkind == G_WAIT), 0, np.rint(d)).astype(np.int64)
 
 
-def base_program(lay, rank, steps, k, buckets, microbatches, seed):
+def base_program(lay, rank, steps, k, buckets, microbatches, seed, step_range=STEP_RANGE):
     """Rank's base program (no cause): the step template (Builder: rows, ranges, anchors, events),
     its rows tiled over the steps and drawn (columns), the NCCL op names, the step's size figure."""
-    b, size = step_template(lay, rank, k, buckets, microbatches)
+    b, size = step_template(lay, rank, k, buckets, microbatches, step_range)
     cols, op_name = tile(b, steps)
     gap, dur, lat, gdur = draw(cols, _rng(seed, 1, rank))
     cols.update(gap=gap, dur=dur, lat=lat, gdur=gdur)

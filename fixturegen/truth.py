@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import catalog as cat
+from . import stragglers
 from .causes import STALL_RANGES
 from .job import run
 from .program import G_KERNEL, G_MEMSET, A_HOST, STALL_NS
@@ -121,6 +122,8 @@ def cause_entries(job, runs, m, colls):
                       "factor": c.factor})
         elif c.type == "slow_network":
             d["factor"] = c.factor
+        elif c.type in stragglers.RANK_CAUSES:
+            d.update(stragglers.truth_fields(c))
         per_step = np.zeros(steps, np.int64)
         for e in c.extra.values():
             per_step += e

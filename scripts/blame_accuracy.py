@@ -47,7 +47,8 @@ KERNELS = {"ddp": 40, "fsdp": 40, "tp": 40, "tp+ddp": 40, "pp": 80}
 SEED = 7
 # The what-if cause that stands for each planted one (as tests/integration/test_whatif.py matches them).
 WHATIF_KIND = {"slow_kernel": "kernel", "extra_kernel": "extra_kernel", "host_stall": "host", "host_group": "host_group",
-               "contention": "transfer", "slow_network": "transfer"}
+               "contention": "transfer", "slow_network": "transfer", "slow_device": "slow_device",
+               "api_stall": "api_stall", "oneoff_stall": "host", "nested_stall": "host"}
 
 
 def whatif_matches(c, cause) -> bool:
@@ -58,8 +59,10 @@ def whatif_matches(c, cause) -> bool:
         return False
     if t in ("slow_kernel", "extra_kernel"):
         return c["rank"] == cause["rank"] and c["name"] == cause["kernel"]
-    if t == "host_stall":
+    if t in ("host_stall", "oneoff_stall", "nested_stall"):
         return c["rank"] == cause["rank"] and c["name"] == cause["nvtx"]
+    if t in ("slow_device", "api_stall"):
+        return c["rank"] == cause["rank"]
     if t == "host_group":  # profiler traces name no hosts: the ranks sharing a clock do
         return sorted(c.get("ranks") or []) == sorted(cause["ranks"]) and c["name"] == cause["nvtx"]
     return True

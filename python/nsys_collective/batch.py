@@ -27,6 +27,7 @@ from pathlib import Path
 
 from sqlalchemy.exc import DBAPIError
 
+from nsys_collective import causes as cause_kinds
 from nsys_collective import pipeline
 from nsys_collective.errors import InputError
 from nsys_collective.ingest.capture import Limits
@@ -254,7 +255,7 @@ def run_batch(root: str | os.PathLike, db_url: str = "sqlite:///collectivetrace.
         runs = {(r["job_path"], r["input_hash"], r["status"]): r for r in list_runs(engine)}
         for row, job in ((row, jobs[row["path"]]) for row in rows if row["run_id"] is None):
             run = runs.get((row["path"], job.input_hash, "failed" if row["earlier"] else "ok"), {})
-            row.update(run_id=run.get("id"), **{k: run.get(k) for k in _SHOWN})
+            row.update(run_id=run.get("id"), top_cause=run.get("top_cause"), **{k: run.get(k) for k in _SHOWN})
     finally:
         engine.dispose()
     rows.sort(key=lambda r: r["job"])
@@ -267,7 +268,7 @@ def run_batch(root: str | os.PathLike, db_url: str = "sqlite:///collectivetrace.
     }
 
 
-_SHOWN = ("ranks", "collectives", "wait_ns", "top_blocking_kernel")  # from each run's summary, for the table
+_SHOWN = ("ranks", "collectives", "wait_ns")  # from each run's summary, for the table, with its top cause
 
 
 def _store(engine, job: Job, result: Result | str) -> dict:
@@ -293,5 +294,5 @@ def _store(engine, job: Job, result: Result | str) -> dict:
     if failed:
         row["error"] = result
     else:
-        row.update({k: result.summary[k] for k in _SHOWN})
+        row.update(top_cause=cause_kinds.column_text(result.summary["top_cause"]), **{k: result.summary[k] for k in _SHOWN})
     return row

@@ -42,8 +42,11 @@ KERNEL = Family("kernel", (("kernel", "name"), ("kernel_full", "name_full")), "b
 HOST = Family("host", (("nvtx", "name"),), "blocking_launches")
 TRANSFER = Family("transfer", (("name", "name"),), None)
 IDLE = Family("idle", (), None)
+# A rank as a whole (its GPU, its CUDA API calls, its host) at its peers' pace: named by the rank
+# (and, for API stalls, the API that stalled most).
+RANK = Family("rank", (("name", "name"),), None)
 UNEXPLAINED = Family("unexplained", (), None)
-FAMILIES = (KERNEL, HOST, TRANSFER, IDLE, UNEXPLAINED)
+FAMILIES = (KERNEL, HOST, TRANSFER, IDLE, RANK, UNEXPLAINED)
 
 # A finding's sentence: (the what-if cause, where it acts in words, what fixing it gains in words).
 Sentence = Callable[[dict, str, str], str]
@@ -78,6 +81,24 @@ def _than(cause: dict) -> str:
     return "than on the other ranks" if cause["reference"] == "peers" else "than in its other steps"
 
 
+def _parts(cause: dict) -> str:
+    """A rank-level cause's largest parts, as the end of its sentence."""
+    parts = cause.get("parts") or []
+    named = [f"{p['name']} ({_ms(p['excess_ns'])})" for p in parts if p.get("name")]
+    return f"; its largest parts: {', '.join(named)}" if named else ""
+
+
+def _host_sentence(c: dict, where: str, gain: str) -> str:
+    """A host cause: time beyond the peers' in a range, or work the peers do not do."""
+    name = c["name"] or "no named range"
+    around = f" (inside {' > '.join(c['context'])})" if c.get("context") else ""
+    if c["reference"] == "none":
+        return (f"{where}: the host spent {_ms(c['excess_ns'])} in '{name}'{around}, which the other ranks do not run; "
+                f"not running it {gain}.")
+    return (f"{where}: the host spent {_ms(c['excess_ns'])} more than the other ranks in '{name}'{around} "
+            f"while the GPU waited for its launches; fixing it {gain}.")
+
+
 def _these(where: str) -> str:
     return "these hosts" if "," in where else "this host"
 
@@ -99,10 +120,7 @@ CAUSES: dict[str, Kind] = {k.kind: k for k in (
          candidates=f"{_PICKERS}.kernels:extra_candidates"),
     Kind("host", HOST, "rank", label="host", unnamed="host time", subject="Host time in '{nvtx}'",
          caption="host time in '{nvtx}' on rank {rank}: {part}", note=_HOST_NOTE,
-         finding=lambda c, where, gain: (
-             f"{where}: the host spent {_ms(c['excess_ns'])} more than the other ranks in '{c['name'] or 'no named range'}' "
-             f"while the GPU waited for its launches; fixing it {gain}."),
-         candidates=f"{_PICKERS}.host:host_candidates"),
+         finding=_host_sentence, candidates=f"{_PICKERS}.host:host_candidates"),
     Kind("host_group", HOST, "host", label="host group", unnamed="host time", subject="Host time in '{nvtx}'",
          caption="host time in '{nvtx}' on every rank of {host}: {part}", note=_HOST_NOTE,
          finding=lambda c, where, gain: (
@@ -121,6 +139,25 @@ CAUSES: dict[str, Kind] = {k.kind: k for k in (
              f"{where}: its GPU sat idle {_ms(c['excess_ns'])} with no recorded dependency explaining it; "
              f"without that the job {gain}."),
          candidates=f"{_PICKERS}.idle:idle_candidates"),
+    Kind("slow_device", RANK, "rank", label="slow GPU", unnamed="slow GPU (every op)", subject="A slow GPU",
+         caption="slow GPU on rank {rank}: {part}", note=("late: slow GPU ▶", "GPU ▶"),
+         finding=lambda c, where, gain: (
+             f"{where}: its GPU ran every kernel and copy {c['slowdown']:.0%} slower than the other ranks' "
+             f"(a throttled or faulty device); at their pace the job {gain}{_parts(c)}."),
+         candidates=f"{_PICKERS}.rank:device_candidates"),
+    Kind("api_stall", RANK, "rank", label="API stall", unnamed="stalled CUDA API calls", subject="Stalled API calls",
+         caption="CUDA API calls stalled on rank {rank} ({name}): {part}", note=("late: API stall ▶", "API ▶"),
+         finding=lambda c, where, gain: (
+             f"{where}: {count(c['runs'], 'CUDA API call')} that do not wait for the GPU stalled inside the runtime "
+             f"({_ms(c['excess_ns'])} beyond the other ranks' durations, most in {c['name']}); at their durations the "
+             f"job {gain}{_parts(c)}."),
+         candidates=f"{_PICKERS}.rank:api_candidates"),
+    Kind("host_bound", RANK, "rank", label="host-bound", unnamed="host (every range)", subject="A host-bound rank",
+         caption="host-bound rank {rank}: {part}", note=("late: host-bound ▶", "host ▶"),
+         finding=lambda c, where, gain: (
+             f"{where}: its host ran {_ms(c['excess_ns'])} behind the other ranks' pace across its ranges "
+             f"(host-bound: its GPU waited for launches); at their pace the job {gain}{_parts(c)}."),
+         candidates=f"{_PICKERS}.rank:host_bound_candidates"),
     # Not replayed: where no rank runs the straggler's program, what ran on it while the others waited.
     Kind("window", KERNEL, "rank", label="window", unnamed="kernel", subject="{kernel}", qualifier="window",
          caption="{kernel}\n    ran on the straggler while the others waited (no reference rank): {ns}", note=_KERNEL_NOTE,
@@ -177,7 +214,16 @@ def in_few_words(entry: dict) -> str:
         return f"host in {entry.get('nvtx') or 'no named range'}" + (f" on {entry['host']}" if k.acts_on == "host" else "")
     if k.family is TRANSFER:
         return f"slow transfers ({entry.get('name')})"
+    if k.family is RANK:
+        return k.label + (f" ({entry['name']})" if entry.get("name") else "")
     return entry["cause"]
+
+
+def column_text(cause: dict | None) -> str | None:
+    """A what-if cause in a few words, for a column (the store's top_cause, batch's table)."""
+    if not cause:
+        return None
+    return f"{cause['cause']} {cause['name'] or ''} on {where(cause)}".replace("  ", " ")
 
 
 def table_label(cause: dict) -> str:
@@ -185,6 +231,8 @@ def table_label(cause: dict) -> str:
     k = of(cause["cause"])
     if k.family is HOST:
         return f"host in '{cause['name'] or 'no named range'}'"
+    if k.family is RANK:
+        return k.unnamed + (f", most in {cause['name']}" if cause["name"] else "")
     return cause["name"] or k.unnamed
 
 

@@ -40,6 +40,7 @@ _KERNEL_BLAME = causes.kinds(causes.KERNEL)
 _HOST_BLAME = causes.kinds(causes.HOST)
 _TRANSFER_BLAME = causes.kinds(causes.TRANSFER)
 _IDLE_BLAME = causes.kinds(causes.IDLE)
+_RANK_BLAME = causes.kinds(causes.RANK)
 _UNEXPLAINED_BLAME = causes.kinds(causes.UNEXPLAINED)
 _KERNEL_CAUSES = causes.kinds(causes.KERNEL, replayed=True)
 _HOST_CAUSES = causes.kinds(causes.HOST, replayed=True)
@@ -184,6 +185,18 @@ class IdleBlame:
 
 
 @dataclass(frozen=True)
+class RankBlame:
+    __pydantic_config__ = _STRICT
+    cause: Literal[_RANK_BLAME]
+    name: str | None  # api_stall: the API that stalled most
+    rank: int
+    host: str | None
+    ns: int
+    wait_saved_ns: int | None
+    step_time_saved_ns: int | None
+
+
+@dataclass(frozen=True)
 class UnexplainedBlame:
     __pydantic_config__ = _STRICT
     cause: Literal[_UNEXPLAINED_BLAME]
@@ -193,10 +206,10 @@ class UnexplainedBlame:
     step_time_saved_ns: None
 
 
-Blame = KernelBlame | HostBlame | TransferBlame | IdleBlame | UnexplainedBlame
+Blame = KernelBlame | HostBlame | TransferBlame | IdleBlame | RankBlame | UnexplainedBlame
 # Each family's blame variant; every kind of the registry is one of them (tests/unit/test_causes.py).
 BLAME_OF = {causes.KERNEL: KernelBlame, causes.HOST: HostBlame, causes.TRANSFER: TransferBlame, causes.IDLE: IdleBlame,
-             causes.UNEXPLAINED: UnexplainedBlame}
+            causes.RANK: RankBlame, causes.UNEXPLAINED: UnexplainedBlame}
 
 
 @dataclass(frozen=True)
@@ -315,13 +328,21 @@ class Saving:
 
 
 @dataclass(frozen=True)
+class CausePart:
+    __pydantic_config__ = _STRICT
+    name: str | None
+    excess_ns: int
+    wait_saved_ns: int | None  # None: not replayed alone (an API's share of a rank's API stalls)
+
+
+@dataclass(frozen=True)
 class WhatIfCause:
     __pydantic_config__ = _STRICT
     cause: Literal[_REPLAYED]
     rank: int | None
     host: str | None
     name: str | None
-    reference: Literal["peers", "self", "baseline"] | None
+    reference: Literal["peers", "self", "baseline", "none"] | None  # none: work the peers do not do
     excess_ns: int
     wait_saved_ns: int
     step_time_saved_ns: int
@@ -332,6 +353,18 @@ class WhatIfCause:
     runs: int | None
     reference_runs: int | None
     ranks: tuple[int, ...] | None  # the ranks it acts on; None for transfers (every rank)
+    context: tuple[str, ...] | None  # the ranges around the one that names it, in the same host gap
+    parts: tuple[CausePart, ...] | None  # a rank-level cause's largest parts
+    parent: int | None  # the rank-level cause (index in whatif.causes) this one is a part of
+
+
+@dataclass(frozen=True)
+class StepTime:
+    __pydantic_config__ = _STRICT
+    step: str
+    duration_ns: int
+    wait_share: float
+    idle_share: float
 
 
 @dataclass(frozen=True)
@@ -339,6 +372,9 @@ class WhatIfBlock:
     __pydantic_config__ = _STRICT
     fidelity: Fidelity
     ideal: Saving
+    coverage: float | None  # share of the wait that fixing every cause at once removes
+    steps: int
+    step_times: tuple[StepTime, ...]
     causes: tuple[WhatIfCause, ...]
 
 
@@ -370,6 +406,11 @@ class StepRow:
     top_blocker: str | None
     top_blocker_rank: int | None
     top_blocker_wait_ns: int | None
+    # From the what-if's replay of the measured trace: the step's duration (its end minus the
+    # previous step's), and the shares of its GPU time (over all ranks) spent waiting and idle.
+    duration_ns: int | None
+    wait_share: float | None
+    idle_share: float | None
 
 
 @dataclass(frozen=True)

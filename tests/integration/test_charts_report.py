@@ -97,8 +97,10 @@ def test_demo_report_is_self_contained_and_complete(demo):
     text = _check_report(report, doc)
     assert text.count("data:image/png;base64,") == len(charts)
     headings = re.findall(r"<h2>(.*?)</h2>", text)
-    assert headings == ["Verdict", "Charts", "Blocking causes", "Contention", "Stragglers", "Worst collectives", "Ranks",
-                        "Alignment quality", "Warnings"]
+    assert headings == ["Verdict", "Charts", "Blocking causes", "Contention", "Stragglers", "Steps", "Worst collectives",
+                        "Ranks", "Alignment quality", "Warnings"]
+    # Each step's duration and its waiting and idle shares (issue 19); the coverage beside the ideal.
+    assert "ProfilerStep#0" in text and "coverage" in text
     assert "DataLoader.__next__" in text  # the planted late launch
     # Long kernel names keep their full name in a title attribute.
     full = doc["blocking_kernels"][0]["kernel_full"]

@@ -51,10 +51,19 @@ def test_same_stream_nccl_is_named_with_its_fix(tmp_path, real_dir):
 
 
 def test_an_ideal_that_moves_the_wait_is_not_shown_as_a_saving(tmp_path, real_dir):
-    """On the HTA sample every cause fixed at once shortens the steps but makes the other rank wait
-    longer: the replay's ideal saves negative wait. Neither card nor terminal calls that avoidable."""
+    """An ideal that saves negative wait (fixing a rank that was not the late one makes it wait
+    longer) is never called avoidable, by the card or the terminal. The replay's own ideal leaves
+    such causes out (issue 19): on the HTA sample, where every candidate fixed at once used to save
+    -28 ms, its causes shorten the steps and save no wait; the negative ideal is put back by hand."""
+    import dataclasses
+
     result = analyzed([real_dir / "kineto" / "hta-trace_filter-2rank"])[1]
-    assert result.doc["summary"]["avoidable_wait_ns"] < 0
-    assert "All at once: no wait saved (" in shown(result)
-    write_report(result, {}, tmp_path / "report.html")
+    assert result.doc["summary"]["avoidable_wait_ns"] >= 0
+    d = result.document
+    ideal = dataclasses.replace(d.whatif.ideal, wait_saved_ns=-28_000_000)
+    moved = dataclasses.replace(result, document=dataclasses.replace(
+        d, whatif=dataclasses.replace(d.whatif, ideal=ideal),
+        summary=dataclasses.replace(d.summary, avoidable_wait_ns=-28_000_000)))
+    assert "All at once: no wait saved (" in shown(moved)
+    write_report(moved, {}, tmp_path / "report.html")
     assert "none found" in (tmp_path / "report.html").read_text()

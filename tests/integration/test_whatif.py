@@ -153,6 +153,9 @@ def test_replaying_the_unchanged_trace_gives_every_measured_time_back():
 def test_the_findings_say_what_fixing_the_cause_saves(tmp_path_factory):
     doc, truth = analyzed(tmp_path_factory, "ddp", "slow_kernel")
     (planted,) = truth["causes"]
-    sentence = doc["findings"][0]
+    verdict, sentence = doc["findings"][:2]
+    # The verdict first: the rank that causes most of the wait, the kind of its lateness, the coverage.
+    assert verdict.startswith(f"Rank {planted['rank']} causes ") and f"kernel {planted['kernel']}" in verdict
+    assert "fixing every cause found at once removes" in verdict
     assert sentence.startswith(f"rank {planted['rank']}: {planted['kernel']} ran ") and " would save " in sentence
     assert "per step" in sentence

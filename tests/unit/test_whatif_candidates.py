@@ -39,7 +39,9 @@ def context(j, min_excess=10, **shared) -> Context:
     ctx = Context(job=j, graph=None, program={r: 0 for r in j.by_number}, kind=a(), tolerance_ns=5,
                   min_excess=min_excess, step_pattern="ProfilerStep#*")
     for build, value in shared.items():  # what the pickers share, hand-built instead of read from a trace
-        ctx._shared[{"kernel_runs": kernels.kernel_runs, "host_time": host.host_time}[build]] = value
+        # A hand-built host time serves as the ranges' time with their calls too (host_group reads that).
+        for f in {"kernel_runs": (kernels.kernel_runs,), "host_time": (host.host_time, host.range_time)}[build]:
+            ctx._shared[f] = value
     return ctx
 
 
@@ -91,6 +93,7 @@ def host_time(rank, total, end, family=(0,), families=("DataLoader",), program=N
     rank, step, fam = a(*rank), np.zeros(n, np.int64), a(*(family * n if len(family) == 1 else family))
     return host.HostTime(rank=rank, program=a(*(program or (0,) * n)), step=step, family=fam,
                          occurrence=grouping.occurrence(rank, step, fam), total=a(*total), end=a(*end),
+                         range_row=np.full(n, -1), gap_start=np.zeros(n, np.int64),
                          families=list(families), item_row=np.arange(n), item_call=10 * np.arange(n),
                          item_is_call=np.zeros(n, bool), item_ns=a(*total))
 

@@ -45,5 +45,5 @@ def attribute(job: Job, step_pattern: str | None = None) -> Attribution:
     b = blocking.attribute(job, w, tolerance)
     warnings = ct.warnings + (w.warnings if w else [])
     ranks, same_stream = explain_ranks(job)
-    said = findings(job, b, ct) + ([same_stream] if same_stream else [])
+    said = findings(job, b, ct, ranks) + ([same_stream] if same_stream else [])
     return Attribution(blocking=b, contention=ct, steps=per_step(job, b), findings=said, warnings=warnings, ranks=ranks)

@@ -24,6 +24,8 @@ from nsys_collective.causes import HOST, IDLE, KERNEL, UNEXPLAINED, naming_field
 from nsys_collective.model.job import Job
 
 MIN_TOLERANCE_NS = 10_000
+# A cause is one of a collective's causes only where it saves at least this share of its wait.
+MIN_COLLECTIVE_SHARE = 0.01
 
 
 @dataclass
@@ -55,7 +57,7 @@ def attribute(job: Job, w: WhatIf | None, tolerance_ns: int) -> Blocking:
     total_wait = int(t.wait_cost.sum())
     if w is not None:
         for k, cause in enumerate(w.causes):
-            for i in np.flatnonzero(w.saved[k] > 0).tolist():
+            for i in np.flatnonzero((w.saved[k] > 0) & (w.saved[k] >= MIN_COLLECTIVE_SHARE * t.wait_cost)).tolist():
                 result.blame[i].append({"cause": cause["cause"], **naming_fields(cause), "rank": cause["rank"],
                                         "host": cause["host"], "ns": int(w.saved[k][i]),
                                         "wait_saved_ns": int(w.saved[k][i]), "step_time_saved_ns": cause["step_time_saved_ns"]})

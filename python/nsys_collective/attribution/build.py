@@ -13,9 +13,10 @@ from nsys_collective.attribution.evidence import evidence_panels
 from nsys_collective.attribution.findings import verdict_lines
 from nsys_collective.model.timing import bus_bandwidth_gbps
 from nsys_collective.result import (BLAME_OF, SCHEMA_VERSION, AlignmentInfo, AlignmentQuality, Blame, BlockingKernel,
-                                    BlockingLaunch, Collective, ComputeSlowdown, ContentionEntry, Document, Evidence,
+                                    BlockingLaunch, CausePart, Collective, ComputeSlowdown, ContentionEntry, Document, Evidence,
                                     Fidelity, HostClock, Input, LeftOutStep, Observations, RankReached, RankRow, RanksClock, Result,
-                                    Saving, Spread, StartError, StepRow, StepSelectionInfo, StoppedCommunicator, Summary, WhatIfBlock,
+                                    Saving, Spread, StartError, StepRow, StepSelectionInfo, StepTime, StoppedCommunicator, Summary,
+                                    WhatIfBlock,
                                     WhatIfCause, check_figures)
 
 
@@ -36,7 +37,10 @@ def _whatif(w) -> WhatIfBlock | None:
                           start_error_ns=StartError(**{k: int(v) for k, v in f["start_error_ns"].items()}),
                           slack_ns=int(f["slack_ns"]), inferred_dependencies=int(f["inferred_dependencies"]),
                           recorded_dependencies=int(f["recorded_dependencies"])),
-        ideal=Saving(**w.ideal), causes=tuple(WhatIfCause(**c) for c in w.causes))
+        ideal=Saving(**w.ideal), coverage=w.coverage, steps=w.steps,
+        step_times=tuple(StepTime(**s) for s in w.step_times),
+        causes=tuple(WhatIfCause(**{**c, "parts": tuple(CausePart(**p) for p in c["parts"]) if c["parts"] else None})
+                     for c in w.causes))
 
 
 def _step_selection(job) -> StepSelectionInfo | None:

@@ -20,6 +20,7 @@ def per_step(job, b) -> list[dict]:
     for i, step in enumerate(job.step):
         if step is not None:
             members[step].append(i)
+    times = {s["step"]: s for s in (b.whatif.step_times if b.whatif is not None else [])}
     out = []
     for step, ids in members.items():
         ids = np.array(ids)
@@ -42,5 +43,8 @@ def per_step(job, b) -> list[dict]:
             "top_blocker": top[0] if top else None,
             "top_blocker_rank": top[1] if top else None,
             "top_blocker_wait_ns": round(blocking[top]) if top else None,
+            "duration_ns": times[step]["duration_ns"] if step in times else None,
+            "wait_share": times[step]["wait_share"] if step in times else None,
+            "idle_share": times[step]["idle_share"] if step in times else None,
         })
     return sorted(out, key=lambda s: s["first_ns"])

@@ -64,7 +64,7 @@ def batch(
 
 
 def _print(summary: dict) -> None:
-    """One row per job; job names whole (a pipe gets wide lines), the top kernel listed under the
+    """One row per job; job names whole (a pipe gets wide lines), the top cause listed under the
     table when the console has no room for it beside the figures."""
     from nsys_collective.render.terminal import named_table, prose, stdout_console
 
@@ -72,7 +72,7 @@ def _print(summary: dict) -> None:
     rows = [[r["job"], "failed before" if r["earlier"] else r["status"], _text(r.get("ranks")), _text(r.get("collectives")),
              duration(r["wait_ns"]) if r.get("wait_ns") is not None else "", _text(r["run_id"])] for r in summary["jobs"]]
     for part in named_table(out, "Jobs", ["job", "status", "ranks", "collectives", "wait", "run"], rows,
-                            [_text(r.get("top_blocking_kernel")) or "-" for r in summary["jobs"]], "top blocking kernel", at=5,
+                            [_text(r.get("top_cause")) or "-" for r in summary["jobs"]], "top cause", at=5,
                             fold={"job": min(JOB_MIN, max((len(r[0]) for r in rows), default=3))}):
         out.print(part)
     out.print(prose(out, f"{count(summary['found'], 'job')}: {summary['analyzed']} analyzed, {summary['skipped']} skipped "

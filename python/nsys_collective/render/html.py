@@ -89,7 +89,7 @@ def render(result: Result, charts: dict[str, list[Path]]) -> str:
         "cards": _cards(doc),
         "figures": _figures(charts),
         "blocking": _blocking(doc), "fidelity": _fidelity(doc), "contention": _contention(doc), "slowdown": _slowdown(doc),
-        "stragglers": _stragglers(doc), "worst": _worst(doc), "ranks": _ranks(doc),
+        "stragglers": _stragglers(doc), "steps": _steps(doc), "worst": _worst(doc), "ranks": _ranks(doc),
         "alignment": a, "spread": _spread(a), "clocks": _clocks(a), "warnings": doc["warnings"], "stopped": stopped_lines(doc),
         "alignment_issues": [ALIGNMENT_ISSUES.get(i, i) for i in (a.get("quality") or {}).get("issues", [])],
         "glossary": glossary.TERMS,
@@ -106,7 +106,7 @@ def _cards(doc: dict) -> list[dict]:
     return [
         {"label": "Total wait", "value": _d(s['wait_ns']), "note": "GPU time spent waiting for the last rank"},
         {"label": "Avoidable", "value": _d(s.get("avoidable_wait_ns")),
-         "note": f"{_pct(s.get('explained_wait_share'))} of the wait: every cause found fixed at once, replayed"}
+         "note": f"coverage: {_pct(s.get('explained_wait_share'))} of the wait, every cause found fixed at once, replayed"}
         if (s.get("avoidable_wait_ns") or 0) > 0 else
         {"label": "Avoidable", "value": "none found",
          "note": "fixing every cause found at once would not shorten the wait: it moves it to other ranks"
@@ -138,7 +138,8 @@ def _blocking(doc: dict) -> dict:
     for e in causes[:MAX_CAUSES]:
         runs = f"{e['runs']} vs {e['reference_runs']}" if e.get("runs") is not None else "-"
         longer = "-" if e.get("slowdown") is None else f"{e['slowdown']:+.1%}"
-        where = cause_kinds.where(e, job_wide="all")
+        # A rank-level cause's parts sit under it, marked.
+        where = ("└ " if e.get("parent") is not None else "") + cause_kinds.where(e, job_wide="all")
         rows.append([where, e["cause"], _name(cause_kinds.table_label(e), e.get("name_full")), _d(e["excess_ns"]), _d(e["wait_saved_ns"]),
                      _pct(e["wait_saved_ns"] / total if total and e["wait_saved_ns"] > 0 else None), _d(e["step_time_saved_ns"]),
                      e["collectives"], longer, runs, {"confidence": e["confidence"]}])
@@ -148,13 +149,22 @@ def _blocking(doc: dict) -> dict:
                                   "runs vs reference"}, total=len(causes))
 
 
+def _steps(doc: dict) -> dict:
+    rows = [[st["step"], _d(st["duration_ns"]), _pct(st["wait_share"]), _pct(st["idle_share"]), _d(st["wait_ns"]),
+             "-" if st["top_straggler_rank"] is None else f"rank {st['top_straggler_rank']}", st["top_blocker"] or "-",
+             _d(st["top_blocker_wait_ns"])] for st in doc["steps"]]
+    return _table(["step", "duration", "waiting", "idle", "wait", "straggler", "top blocker", "its wait"], rows,
+                  {"duration", "waiting", "idle", "wait", "its wait"})
+
+
 def _fidelity(doc: dict) -> str | None:
     w = doc.get("whatif")
     if not w:
         return None
     f, ideal = w["fidelity"], w["ideal"]
-    return (f"Every cause fixed at once would save {_d(ideal['wait_saved_ns'])} of wait and {_d(ideal['step_time_saved_ns'])} "
-            f"of step time. Replay fidelity: {f['explained_start_share']:.0%} of {count(f['ops'], 'GPU operation start')} "
+    coverage = f" ({w['coverage']:.0%} of the wait: the coverage)" if w.get("coverage") is not None else ""
+    return (f"Every cause fixed at once would save {_d(ideal['wait_saved_ns'])} of wait{coverage} and "
+            f"{_d(ideal['step_time_saved_ns'])} of step time. Replay fidelity: {f['explained_start_share']:.0%} of {count(f['ops'], 'GPU operation start')} "
             f"explained by {f['recorded_dependencies']:,} recorded and {f['inferred_dependencies']:,} inferred dependencies "
             f"(start error p50 {_d(f['start_error_ns']['p50'])}, p99 {_d(f['start_error_ns']['p99'])}).")
 

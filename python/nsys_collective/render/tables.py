@@ -69,7 +69,8 @@ SCHEMAS = {
                        + _fields("kernels nccl_kernels nccl_time_ns compute_overlap_ns", _I) + _fields("overlap_share", _F)
                        + _fields("first_ns last_ns", _I)),
     "steps": pa.schema(_fields("step", _S) + _fields("collectives first_ns wait_ns transfer_ns top_straggler_rank", _I)
-                       + _fields("top_blocker", _S) + _fields("top_blocker_rank top_blocker_wait_ns", _I)),
+                       + _fields("top_blocker", _S) + _fields("top_blocker_rank top_blocker_wait_ns duration_ns", _I)
+                       + _fields("wait_share idle_share", _F)),
 }
 
 

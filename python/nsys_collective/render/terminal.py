@@ -160,8 +160,9 @@ def _whatif(out: Console, doc: dict) -> list[RenderableType]:
     if not w or not w["causes"]:
         return []
     causes = w["causes"][:WORST]
-    rows = [[_where(c), c["cause"], _d(c["wait_saved_ns"]), _d(c["step_time_saved_ns"]), _d(c["excess_ns"]),
-             str(c["collectives"]), c["confidence"]] for c in causes]
+    # A rank-level cause's parts sit under it, indented.
+    rows = [[("  └ " if c["parent"] is not None else "") + _where(c), c["cause"], _d(c["wait_saved_ns"]),
+             _d(c["step_time_saved_ns"]), _d(c["excess_ns"]), str(c["collectives"]), c["confidence"]] for c in causes]
     names = distinct_names([_named(c) for c in causes], [c.get("name_full") or table_label(c) for c in causes])
     shown = named_table(out, "What fixing each cause would save (replayed), most wait saved first",
                         ["where", "cause", "wait saved", "step time saved", "excess", "collectives", "confidence"],
@@ -170,7 +171,9 @@ def _whatif(out: Console, doc: dict) -> list[RenderableType]:
     more = f" {count(len(w['causes']) - WORST, 'smaller cause')} in --json." if len(w["causes"]) > WORST else ""
     saved = ideal["wait_saved_ns"]
     wait = f"{_d(saved)} of wait saved" if saved >= 0 else f"no wait saved ({_d(-saved)} more: it moves to other ranks)"
-    return shown + [f"All at once: {wait}, {_d(ideal['step_time_saved_ns'])} of step time. "
+    coverage = "" if w["coverage"] is None else f" (coverage: {w['coverage']:.0%} of the wait)"
+    per = "step time" if w["step_times"] else "the capture's time"
+    return shown + [f"All at once: {wait}{coverage}, {_d(ideal['step_time_saved_ns'])} of {per}. "
                     f"Replay fidelity: {f['explained_start_share']:.0%} of {count(f['ops'], 'GPU op start')} explained by "
                     f"{f['recorded_dependencies']:,} recorded and {f['inferred_dependencies']:,} inferred dependencies.{more}"]
 
@@ -202,11 +205,16 @@ def _steps(out: Console, doc: dict) -> list[RenderableType]:
     steps = doc["steps"]
     if not steps:
         return []
-    rows = [[st["step"], str(st["collectives"]), _d(st["wait_ns"]), _d(st["transfer_ns"]),
+    rows = [[st["step"], _d(st["duration_ns"]), _share(st["wait_share"]), _share(st["idle_share"]), _d(st["wait_ns"]),
              "-" if st["top_straggler_rank"] is None else str(st["top_straggler_rank"]), _d(st["top_blocker_wait_ns"])]
             for st in steps]
-    return named_table(out, "Per step", ["step", "collectives", "wait", "GPU transfer", "straggler", "its wait"], rows,
-                       [st["top_blocker"] or "-" for st in steps], "top blocker", at=5)
+    return named_table(out, "Per step (waiting and idle: shares of the step's GPU time over all ranks)",
+                       ["step", "time", "waiting", "idle", "wait", "straggler", "its wait"], rows,
+                       [st["top_blocker"] or "-" for st in steps], "top blocker", at=6)
+
+
+def _share(x: float | None) -> str:
+    return "-" if x is None else f"{x:.0%}"
 
 
 def _worst(out: Console, doc: dict) -> list[RenderableType]:

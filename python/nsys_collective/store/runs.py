@@ -216,19 +216,12 @@ def _summary_columns(doc: dict) -> dict:
     return {
         **{k: s.get(k) for k in ("ranks", "collectives", "wait_ns", "transfer_ns", "nccl_time_ns",
                                  "explained_wait_share", "avoidable_wait_ns", "top_blocking_kernel", "top_straggler_rank")},
-        "top_cause": _cause_text(s.get("top_cause")),
+        "top_cause": cause_kinds.column_text(s.get("top_cause")),
         "alignment_method": a.get("method"), "t_ref_ns": a.get("t_ref_ns"),
         **{f"spread_before_{q}_ns": before.get(q) for q in ("p50", "p95", "max")},
         **{f"spread_after_{q}_ns": after.get(q) for q in ("p50", "p95", "max")},
         "violations_before": a.get("violations_before"), "violations_after": a.get("violations_after"),
     }
-
-
-def _cause_text(cause: dict | None) -> str | None:
-    """A what-if cause in a few words, for a column."""
-    if not cause:
-        return None
-    return f"{cause['cause']} {cause['name'] or ''} on {cause_kinds.where(cause)}".replace("  ", " ")
 
 
 def _child_rows(run_id: int, doc: dict) -> dict:

@@ -20,7 +20,10 @@
 //! - [`EdgeKind::HostGap`]: previous call's end on the thread -> call start; lag = the measured gap.
 //! - [`EdgeKind::Launch`]: launch call's start -> op start (by correlation id within the rank; one
 //!   call may launch many ops, a CUDA graph); nominal lag = the rank's launch latency, the
-//!   [`Options::latency_percentile`] (5th) of positive `op.start - call.start` over its ops.
+//!   [`Options::latency_percentile`] (5th) of positive `op.start - call.start` over its ops. Where
+//!   the op started only after its call returned, the edge leaves from the call's end: a call that
+//!   stalled in the runtime (milliseconds in a cudaLaunchKernel) held its work back until it
+//!   returned, and a replay that shortens the call must move the op.
 //! - [`EdgeKind::Stream`]: stream predecessor's end -> op start; nominal lag 0 (the GPU's gap between
 //!   queued kernels stays as slack, so it is kept in a replay: the conservative choice).
 //! - [`EdgeKind::CrossStream`] (recorded): a `cudaStreamWaitEvent` (sync type 2) makes the first op
@@ -584,7 +587,9 @@ impl Graph {
             }
             if op_launch[i] != NONE {
                 let l = launch_latency[o.rank[i] as usize];
-                at = at.max((c.start[op_launch[i] as usize].saturating_add(l)).min(o.start[i]));
+                let call = op_launch[i] as usize;
+                let from = if o.start[i] >= c.end[call] { c.end[call] } else { c.start[call] };
+                at = at.max((from.saturating_add(l)).min(o.start[i]));
             }
             explained_at[i] = at;
         }
@@ -714,7 +719,9 @@ impl Graph {
             }
             if op_launch[i] != NONE {
                 let l = launch_latency[o.rank[i] as usize];
-                edges.push(u_op + i, 2 * (u_call + op_launch[i] as usize) as u32, l, EdgeKind::Launch);
+                let call = op_launch[i] as usize;
+                let from = if o.start[i] >= c.end[call] { call_end_ref(call) } else { 2 * (u_call + call) as u32 };
+                edges.push(u_op + i, from, l, EdgeKind::Launch);
             }
         }
         for &(a, b, recorded) in &cross {

@@ -21,12 +21,12 @@ SAME_PROGRAM = 0.5
 
 @dataclass
 class Candidate:
-    cause: str  # a kind of attribution.causes (kernel, extra_kernel, host, host_group, transfer, idle)
+    cause: str  # a kind of attribution.causes
     rank: int | None  # rank number; None for host_group and transfer
     host: str | None
-    name: str | None  # kernel short name, host range family, or what transferred
+    name: str | None  # kernel short name, host range family, API, or what transferred
     name_full: str | None
-    reference: str | None  # peers | self | baseline
+    reference: str | None  # peers | self | baseline | none (work the peers do not do: not doing it)
     excess_ns: int  # the cause's own extra time, what fixing it removes
     systematic: bool
     change: dict  # a ReplayGraph change
@@ -34,6 +34,8 @@ class Candidate:
     runs: int | None = None
     reference_runs: int | None = None
     ranks: list[int] | None = None  # the ranks it acts on (a host-wide cause: every rank of the host)
+    context: list[str] | None = None  # ranges around the one that names it, in the same host gap
+    parts: list[dict] | None = None  # a rank-level cause's largest parts (rank.nest)
 
 
 T = TypeVar("T")

@@ -5,7 +5,6 @@ not recorded and replays the whole job in one forward pass. Also the training st
 
 from __future__ import annotations
 
-import fnmatch
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -13,7 +12,6 @@ import numpy as np
 
 from nsys_collective import _native
 from nsys_collective.model.job import Job
-from nsys_collective.model.steps import STEP_PATTERN
 
 
 @dataclass
@@ -44,39 +42,15 @@ def _first_of_thread(tid: np.ndarray) -> np.ndarray:
 
 
 def steps_of(job: Job, rank: int, points: np.ndarray, step_index: dict[str, int]) -> np.ndarray:
-    """The step (dense, -1 none) each point (UTC on the rank's clock) falls in."""
-    trace = job.traces[rank]
+    """The step (dense, -1 none) each point (UTC on the rank's clock) falls in. Steps are the job's
+    step ranges (model/steps.py): a name that repeats on a rank (`train_step`) is a step per range."""
     out = np.full(len(points), -1, dtype=np.int64)
-    ranges = trace.ranges
-    if ranges is None or not step_index:
+    steps = job.steps.ranks.get(int(rank)) if job.steps is not None and step_index else None
+    if steps is None or not len(points):
         return out
-    # Per distinct name, not per range.
-    ids, at = np.unique(ranges.name, return_inverse=True)
-    code_of = np.array([step_index.get(n, -1) if n else -1 for n in trace.names(ids).tolist()] + [-1], dtype=np.int64)
-    codes = code_of[at.ravel()] if len(ids) else np.zeros(0, np.int64)
-    rows = np.flatnonzero(codes >= 0)
-    if not len(rows):
-        return out
-    found = _native.innermost_covering(ranges.start[rows], ranges.end[rows], points)
-    hit = found >= 0
-    out[hit] = codes[rows][found[hit]]
-    return out
-
-
-def _step_names(job: Job, pattern: str) -> list[str]:
-    """The training steps every rank marks (ProfilerStep#N, or --steps), in time order."""
-    first: dict[str, int] = {}
-    for trace in job.traces.values():
-        if trace.ranges is None:
-            continue
-        # Per distinct name, not per range: millions of NVTX ranges hold a few thousand names.
-        ids, at = np.unique(trace.ranges.name, return_inverse=True)
-        starts = np.full(len(ids), np.iinfo(np.int64).max)
-        np.minimum.at(starts, at.ravel(), trace.ranges.start)
-        for name, start in zip(trace.names(ids).tolist(), starts.tolist()):
-            if name and fnmatch.fnmatchcase(name, pattern):
-                first[name] = min(first.get(name, start), start)
-    return sorted(first, key=first.get)
+    at = steps.index_of(points)
+    codes = np.array([step_index.get(label, -1) for label in steps.label] + [-1], dtype=np.int64)
+    return codes[np.where(at >= 0, at, len(steps.label))]
 
 
 def build_graph(job: Job, tolerance_ns: int, step_pattern: str | None = None) -> JobGraph | None:
@@ -84,10 +58,8 @@ def build_graph(job: Job, tolerance_ns: int, step_pattern: str | None = None) ->
     ranks = [r.rank for r in job.ranks if job.traces[r.rank].gpu is not None]
     if not ranks or not len(job.collectives):
         return None
-    step_names = _step_names(job, step_pattern or STEP_PATTERN)
-    if job.steps is not None and job.steps.restricts:  # steps left out as incomplete are no steps here
-        left_out = {lo.step for lo in job.steps.left_out}  # once: a set per name was quadratic
-        step_names = [n for n in step_names if n not in left_out]
+    # The job's steps (model/steps.py); those left out as incomplete are no steps here.
+    step_names = list(job.steps.kept) if job.steps is not None else []
     step_index = {n: i for i, n in enumerate(step_names)}
     calls, ops, syncs, events = [], [], [], []
     op_offset, call_offset = {}, {}

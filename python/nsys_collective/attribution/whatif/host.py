@@ -1,7 +1,9 @@
 """Host candidates: host time inside an NVTX range or CPU operator (its gaps between CUDA calls,
-and the calls that do not wait for the GPU), longer than the same range's occurrence elsewhere.
+each gap in the innermost range around its middle), longer than the same range's occurrence
+elsewhere, or work the peers do not do.
 
 * `host`: longer on a rank than on the other ranks of its program. Fixed: as long as on the peers.
+  Or (reference `none`) a range the peers do not run: fixed, not run.
 * `host_group`: the same late range on every rank of one host. Fixed on all of them, against the
   ranks of the other hosts.
 """
@@ -26,9 +28,12 @@ CONFIDENT_HOST_EXCESS = 0.5
 @dataclass
 class HostTime:
     """Host time inside every range occurrence of the job, one row per occurrence: the gaps between
-    CUDA calls whose middle fell in it, and the calls after them that do not wait for the GPU (a
-    cudaMalloc, a context set-up: host time too). `item_*` lists those pieces, each occurrence's in
-    time order, for `change`."""
+    CUDA calls whose middle fell in it (the innermost range: a parent range gets only the gaps no
+    child covers). A call's own time is not host-range time: it belongs to its API (`_api_candidates`),
+    so no two causes remove the same nanosecond. `item_*` lists the gaps, each occurrence's in time
+    order, for `change`. `range_time` is the same with the calls inside each range (not waiting for
+    the GPU) added to it: a range late on every rank of a host is the range as a whole (a
+    bootstrap's cudaFree calls and the gaps between them), a union of parts of both kinds."""
 
     rank: np.ndarray
     program: np.ndarray
@@ -37,6 +42,8 @@ class HostTime:
     occurrence: np.ndarray
     total: np.ndarray
     end: np.ndarray  # when the range ended, on the aligned clock
+    range_row: np.ndarray  # the occurrence's row in its rank's HostRanges (-1: unknown)
+    gap_start: np.ndarray  # where its first gap began (own clock): ranges nested inside that gap are one stall
     families: list[str]
     item_row: np.ndarray  # the occurrence (row) of each piece; rows ascending, time order within
     item_call: np.ndarray  # its graph call row: a gap is the segment of that row, a call is that row
@@ -52,7 +59,7 @@ class HostTime:
         return np.where(np.isnan(reference_end), over, np.minimum(over, late))
 
     def change(self, rows: np.ndarray, cut: np.ndarray) -> dict:
-        """The ReplayGraph change that takes `cut[row]` from each of `rows`, latest pieces first (the
+        """The ReplayGraph change that takes `cut[row]` from each of `rows`, latest gaps first (the
         host time that makes a range end late is the time just before its end; a cut from an early
         gap is often absorbed by a later wait in the range and moves nothing)."""
         want = np.zeros(len(self.total))
@@ -60,17 +67,43 @@ class HostTime:
         items = np.flatnonzero(want[self.item_row] > 0)[::-1]  # latest first within each row
         row, ns = self.item_row[items], self.item_ns[items]
         start = np.flatnonzero(np.r_[True, row[1:] != row[:-1]])
-        before = np.cumsum(ns) - ns  # taken by the later pieces of the same row ...
+        before = np.cumsum(ns) - ns  # taken by the later gaps of the same row ...
         before -= np.repeat(before[start], np.diff(np.r_[start, len(row)]))
         take = np.clip(want[row] - before, 0, ns).round().astype(np.int64)
         items, left = items[take > 0], (ns - take)[take > 0]
         gap = ~self.item_is_call[items]
-        return {"segment": self.item_call[items[gap]], "segment_ns": left[gap],
-                "call": self.item_call[items[~gap]], "call_ns": left[~gap]}
+        out = {"segment": self.item_call[items[gap]], "segment_ns": left[gap]}
+        if (~gap).any():
+            out.update(call=self.item_call[items[~gap]], call_ns=left[~gap])
+        return out
+
+    def context(self, job, row: int, step_pattern: str) -> list[str] | None:
+        """The ranges around an occurrence that lie in its gap (nested ranges over one stall),
+        outermost first, steps left out: the enclosing names shown with the innermost one that
+        names the cause."""
+        if self.range_row[row] < 0:  # host time built without its ranges (a test's)
+            return None
+        trace = job.traces[int(self.rank[row])]
+        r, i = trace.ranges, int(self.range_row[row])
+        around = np.flatnonzero((r.tid == r.tid[i]) & (r.start <= r.start[i]) & (r.end >= r.end[i])
+                                & (r.start >= self.gap_start[row]))
+        around = around[around != i]
+        around = around[np.lexsort((-r.end[around], r.start[around]))]
+        names = [n for n in trace.names(r.name[around]).tolist() if n and not fnmatch.fnmatchcase(n, step_pattern)]
+        return names or None
 
 
 def host_time(ctx: Context) -> HostTime:
-    """Host time inside every range occurrence of the job (steps themselves left out)."""
+    """Host time inside every range occurrence of the job (steps themselves left out): its gaps."""
+    return _host_time(ctx, with_calls=False)
+
+
+def range_time(ctx: Context) -> HostTime:
+    """The same, with the calls inside each range that do not wait for the GPU."""
+    return _host_time(ctx, with_calls=True)
+
+
+def _host_time(ctx: Context, with_calls: bool) -> HostTime:
     job, g, program, step_pattern = ctx.job, ctx.graph, ctx.program, ctx.step_pattern
     family_id: dict[str, int] = {}
     parts, items = [], []
@@ -81,8 +114,10 @@ def host_time(ctx: Context) -> HostTime:
         ranges, calls = trace.ranges, trace.calls
         inside = np.flatnonzero(calls.gap_range >= 0)
         gaps = np.maximum(0, calls.start - calls.gap_start)[inside]  # overlapping calls leave no host time
-        own = np.where(calls.blocking[inside], 0, calls.end[inside] - calls.start[inside])
+        own = np.where(calls.blocking[inside] | (not with_calls), 0, calls.end[inside] - calls.start[inside])
         total = np.bincount(calls.gap_range[inside], weights=gaps + own, minlength=len(ranges.start)).astype(np.int64)
+        first_gap = np.full(len(ranges.start), np.iinfo(np.int64).max, np.int64)
+        np.minimum.at(first_gap, calls.gap_range[inside], calls.gap_start[inside])
         used = np.flatnonzero(total > 0)
         names = trace.names(ranges.name[used])
         fam = np.array([family_id.setdefault(nvtx_family(n) or "", len(family_id)) if n and not
@@ -90,31 +125,36 @@ def host_time(ctx: Context) -> HostTime:
         used, fam = used[fam >= 0], fam[fam >= 0]
         step = steps_of(job, rank, ranges.start[used], step_index) if g.has_steps else np.zeros(len(used), np.int64)
         parts.append((np.full(len(used), rank), np.full(len(used), program[rank]), step, fam, total[used],
-                      job.alignment.correct_rank(rank, ranges.end[used])))
+                      job.alignment.correct_rank(rank, ranges.end[used]), used, first_gap[used]))
         row_of = np.full(len(ranges.start), -1, np.int64)
         row_of[used] = n_rows + np.arange(len(used))
         n_rows += len(used)
-        mine = row_of[calls.gap_range[inside]] >= 0  # calls are in time order: so are the pieces
+        mine = row_of[calls.gap_range[inside]] >= 0  # calls are in time order: so are the gaps
         call_row = g.call_offset[rank] + inside[mine]
         items.append((np.repeat(row_of[calls.gap_range[inside[mine]]], 2), np.repeat(call_row, 2),
                       np.tile([False, True], int(mine.sum())), np.column_stack([gaps[mine], own[mine]]).ravel()))
-    rank, prog, step, fam, total, end = (np.concatenate(c).astype(np.int64) for c in zip(*parts))
+    rank, prog, step, fam, total, end, range_row, gap_start = (np.concatenate(c).astype(np.int64) for c in zip(*parts))
     item_row, item_call, item_is_call, item_ns = (np.concatenate(c) for c in zip(*items))
     order = np.argsort(item_row, kind="stable")
-    return HostTime(rank, prog, step, fam, grouping.occurrence(rank, step, fam), total, end,
-                     families=sorted(family_id, key=family_id.get), item_row=item_row[order],
+    return HostTime(rank, prog, step, fam, grouping.occurrence(rank, step, fam), total, end, range_row, gap_start,
+                     families=sorted(family_id, key=family_id.get), item_row=item_row[order].astype(np.int64),
                      item_call=item_call[order].astype(np.int64), item_is_call=item_is_call[order].astype(bool),
                      item_ns=item_ns[order].astype(np.int64))
 
 
+def _host_reference(h: HostTime) -> tuple[np.ndarray, np.ndarray]:
+    """Per occurrence, the peers' host time in it (NaN: no peer ran it) and its late excess."""
+    ref = _reference(h.total, h.program, h.step, h.family, h.occurrence)
+    ref_end = _reference(h.end, h.program, h.step, h.family, h.occurrence)
+    return ref, h.excess(ref, ref_end)
+
+
 def host_candidates(ctx: Context) -> list[Candidate]:
-    """Host ranges that took longer on a rank than on the other ranks of its program. Fixed: as
-    long as on the peers."""
+    """Host ranges that took longer on a rank than on the other ranks of its program (fixed: as
+    long as on the peers), and work the peers do not do (`one_off_candidates`)."""
     job, h, min_excess = ctx.job, ctx.shared(host_time), ctx.min_excess
     out = []
-    ref = grouping.median_of_others(h.total, h.program, h.step, h.family, h.occurrence)
-    ref_end = grouping.median_of_others(h.end, h.program, h.step, h.family, h.occurrence)
-    cut = h.excess(ref, ref_end)
+    ref, cut = ctx.shared(host_reference)
     rows = np.flatnonzero(~np.isnan(ref))
     if len(rows):
         order, group, first = grouping.groups(h.rank[rows], h.family[rows])
@@ -132,16 +172,72 @@ def host_candidates(ctx: Context) -> list[Candidate]:
                 cause="host", rank=rank, host=job.by_number[rank].host, name=h.families[family] or None,
                 name_full=h.families[family] or None, reference="peers", excess_ns=int(excess[g_]),
                 systematic=bool(longer[g_] >= CONFIDENT_HOST_EXCESS), slowdown=float(longer[g_]),
+                context=h.context(job, int(late[np.argmax(cut[late])]), ctx.step_pattern) if len(late) else None,
                 change=h.change(late, cut)))
+    return out + one_off_candidates(ctx)
+
+
+def host_reference(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
+    """Per occurrence, the peers' host time in it (NaN: no peer ran it) and its late excess."""
+    h = ctx.shared(host_time)
+    ref = grouping.median_of_others(h.total, h.program, h.step, h.family, h.occurrence)
+    ref_end = grouping.median_of_others(h.end, h.program, h.step, h.family, h.occurrence)
+    return ref, h.excess(ref, ref_end)
+
+
+def peerless(h: HostTime, ref: np.ndarray) -> np.ndarray:
+    """Occurrences of work the peers do not do: a range no other rank of the program ran in that
+    step, or, on a rank without peers, a range it ran in fewer than half of the steps (once-only
+    work: a checkpoint, an evaluation). Ranges merely run a different number of times are not."""
+    none = np.isnan(ref)
+    if not none.any():
+        return none
+    _, group = np.unique(np.stack([h.program, h.step, h.family]), axis=1, return_inverse=True)
+    group = group.ravel()
+    pairs = np.unique(np.stack([group, h.rank]), axis=1)
+    running = np.bincount(pairs[0], minlength=group.max() + 1)[group]  # ranks that ran it in that step
+    ranks_of_program = np.unique(np.stack([h.program, h.rank]), axis=1)
+    size = np.bincount(ranks_of_program[0], minlength=h.program.max() + 1)[h.program]
+    _, rank_family = np.unique(np.stack([h.rank, h.family]), axis=1, return_inverse=True)
+    rank_family = rank_family.ravel()
+    steps_with = np.bincount(np.unique(np.stack([rank_family, h.step]), axis=1)[0], minlength=rank_family.max() + 1)
+    n_steps = int(h.step.max()) + 1 if len(h.step) else 1
+    once = (n_steps >= 2) & (steps_with[rank_family] < 0.5 * n_steps)
+    return none & np.where(size >= 2, running == 1, once)
+
+
+def one_off_candidates(ctx: Context) -> list[Candidate]:
+    """Work the peers do not do (gc, a checkpoint, rank-0 logging), per rank and range: the
+    reference is not doing it. Fixed: not done."""
+    job, h, min_excess = ctx.job, ctx.shared(host_time), ctx.min_excess
+    ref, _ = ctx.shared(host_reference)
+    rows = np.flatnonzero(peerless(h, ref))
+    out = []
+    if not len(rows):
+        return out
+    order, _, first = grouping.groups(h.rank[rows], h.family[rows])
+    rows = rows[order]
+    excess = np.add.reduceat(h.total[rows], first)
+    for g_ in np.flatnonzero(excess >= min_excess).tolist():
+        members = rows[first[g_]:first[g_ + 1] if g_ + 1 < len(first) else len(rows)]
+        rank, family = int(h.rank[members[0]]), int(h.family[members[0]])
+        out.append(Candidate(
+            cause="host", rank=rank, host=job.by_number[rank].host, name=h.families[family] or None,
+            name_full=h.families[family] or None, reference="none", excess_ns=int(excess[g_]), systematic=True,
+            runs=len(members), context=h.context(job, int(members[np.argmax(h.total[members])]), ctx.step_pattern),
+            change=h.change(members, h.total.astype(np.float64))))
     return out
+
+
 
 
 def host_group_candidates(ctx: Context) -> list[Candidate]:
     """Host-wide causes: a range that ended late on every rank of a host (a bootstrap, a shared
     file system, a slow node), against the hosts that were on time in it; each late host alone, and
     all of them together when several were late (fixing one of two late hosts only makes it wait
-    for the other). Fixed on all of its ranks, against the ranks of the other hosts."""
-    job, h, min_excess = ctx.job, ctx.shared(host_time), ctx.min_excess
+    for the other). Fixed on all of its ranks, against the ranks of the other hosts: the range as a
+    whole, its calls included (`range_time`)."""
+    job, h, min_excess = ctx.job, ctx.shared(range_time), ctx.min_excess
     host_of = hosts_of(job.ranks, job.alignment)
     hosts: dict[str, list[int]] = {}
     for r in sorted(r for r in job.traces if job.traces[r].gpu is not None):

@@ -39,11 +39,20 @@ class KernelRuns:
 
 def kernel_runs(ctx: Context) -> KernelRuns:
     """Every compute kernel run of the job, with its step and its occurrence."""
+    return _runs(ctx, copies=False)
+
+
+def op_runs(ctx: Context) -> KernelRuns:
+    """Every GPU op run of the job but the collectives' (kernels, memcpys, memsets)."""
+    return _runs(ctx, copies=True)
+
+
+def _runs(ctx: Context, copies: bool) -> KernelRuns:
     job, g, program = ctx.job, ctx.graph, ctx.program
     parts = []
     for rank in g.ranks:
         w = job.timeline[rank]
-        rows = np.flatnonzero(w.is_kernel & ~w.is_nccl)
+        rows = np.flatnonzero(~w.is_nccl if copies else w.is_kernel & ~w.is_nccl)
         op = g.op_offset[rank] + rows
         parts.append((np.full(len(rows), rank), np.full(len(rows), program[rank]), g.op_step[op], w.name[rows],
                       (w.end - w.start)[rows], op))

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from nsys_collective.attribution.whatif import rank
 from nsys_collective.attribution.whatif.candidate import MIN_EXCESS_TOLERANCES, Candidate, Context, programs
-from nsys_collective.attribution.whatif.graph import build_graph
+from nsys_collective.attribution.whatif.graph import JobGraph, build_graph
 from nsys_collective.causes import CAUSES, candidate_function
 from nsys_collective.model.job import Job
 from nsys_collective.model.steps import STEP_PATTERN
@@ -27,6 +28,11 @@ CONFIDENT_SHARE = 0.10
 MIN_STEP_SHARE = 0.002
 # Candidates replayed at most (the largest excess first): each replay is one pass over the job.
 MAX_CANDIDATES = 24
+# A cause whose fix moves more than this share of the wait to other ranks stays out of the ideal.
+MOVED_SHARE = 0.10
+# Work the peers do not do is named with confidence when at least this share of it came back as
+# step time (the rest was hidden behind queued GPU work, or off the path to the collectives).
+ON_PATH_SHARE = 0.25
 _I64_MIN = np.iinfo(np.int64).min
 
 
@@ -38,6 +44,8 @@ class WhatIf:
     saved: list[np.ndarray]  # per cause (in `causes` order): wait saved per collective
     ideal_saved: np.ndarray  # per collective: wait the ideal replay saves
     steps: int
+    coverage: float | None  # share of the wait the ideal replay removes
+    step_times: list[dict]  # per step: step, duration_ns, wait_share, idle_share
     warnings: list[str] = field(default_factory=list)
 
 
@@ -72,8 +80,45 @@ def _step_time_saved(base: dict, out: dict, job_start: int) -> int:
     return int(round(float(saved.mean())))
 
 
-def _confidence(c: Candidate, wait_saved: int, total_wait: int) -> str:
-    return "high" if c.systematic and total_wait > 0 and wait_saved >= CONFIDENT_SHARE * total_wait else "low"
+def _confidence(c: Candidate, wait_saved: int, step_saved: int, steps: int, total_wait: int) -> str:
+    """High for a systematic cause that saves CONFIDENT_SHARE of the wait; work the peers do not do
+    must also have lain on the path: a quarter of it back as step time."""
+    if not (c.systematic and total_wait > 0 and wait_saved >= CONFIDENT_SHARE * total_wait):
+        return "low"
+    if c.reference == "none" and step_saved * steps < ON_PATH_SHARE * c.excess_ns:
+        return "low"
+    return "high"
+
+
+def _step_times(job: Job, g: JobGraph, base: dict, job_start: int) -> list[dict]:
+    """Each step's duration (its end minus the previous step's; the first: minus the job's start),
+    and the shares of it (GPU time over all ranks) spent waiting in collectives and idle."""
+    ends = base["step_end"]
+    have = np.flatnonzero(ends != _I64_MIN)
+    if not len(have) or not g.has_steps:
+        return []
+    starts = np.r_[job_start, ends[have][:-1]]
+    durations = ends[have] - starts
+    col = job.collectives
+    inst_step = np.full(len(base["wait"]), -1, np.int64)
+    inst_step[col.obs_instance] = g.op_step[g.member_rows]
+    known = inst_step >= 0
+    wait = np.bincount(inst_step[known], weights=base["wait"][known], minlength=len(ends))[have]
+    busy = np.zeros(len(have))
+    for rank in g.ranks:
+        w = job.timeline[rank]
+        if not len(w):
+            continue
+        order = np.argsort(w.start, kind="stable")
+        s, e = w.start[order], np.maximum.accumulate(w.end[order])
+        new = np.r_[True, s[1:] > e[:-1]]  # the GPU's busy blocks: a union of its ops
+        block_start, block_end = s[new], np.r_[e[np.flatnonzero(new)[1:] - 1], e[-1]]
+        for k, (a, b) in enumerate(zip(starts.tolist(), ends[have].tolist())):
+            busy[k] += np.clip(np.minimum(block_end, b) - np.maximum(block_start, a), 0, None).sum()
+    gpu_time = np.maximum(durations, 1) * len(g.ranks)
+    return [{"step": g.step_names[int(i)], "duration_ns": int(d), "wait_share": float(min(1.0, wt / t)),
+             "idle_share": float(min(1.0, max(0.0, 1 - b_ / t)))}
+            for i, d, wt, b_, t in zip(have.tolist(), durations.tolist(), wait.tolist(), busy.tolist(), gpu_time.tolist())]
 
 
 def analyze(job: Job, kind: np.ndarray, tolerance_ns: int, step_pattern: str | None = None) -> WhatIf | None:
@@ -99,10 +144,9 @@ def analyze(job: Job, kind: np.ndarray, tolerance_ns: int, step_pattern: str | N
     if len(candidates) > MAX_CANDIDATES:
         warnings.append(f"what-if: {len(candidates)} candidate causes; the {MAX_CANDIDATES} with the most excess were replayed")
         candidates = candidates[:MAX_CANDIDATES]
-    changes = [c.change for c in candidates] + [_merged([c.change for c in candidates])]
+    changes = [c.change for c in candidates]
     base = g.graph.replay()
     outcomes = g.graph.replay_many(changes, threads=os.cpu_count())
-    ideal_out = outcomes.pop()
     job_start = int(min(job.alignment.correct_rank(r, job.traces[r].calls.start[:1]).min()
                         for r in g.ranks if len(job.traces[r].calls.start)))
     rows = []
@@ -117,20 +161,32 @@ def analyze(job: Job, kind: np.ndarray, tolerance_ns: int, step_pattern: str | N
         if wait_saved >= min_saved or step_saved >= min_step_saved:
             rows.append((c, wait_saved, step_saved, saved_wait))
     rows.sort(key=lambda r: (-r[1], -r[2]))
+    rows, parent, fixed = rank.nest(rows)
+    # The ideal: every cause found fixed at once. Candidates that changed nothing worth a word stay
+    # out, and so do causes kept for the step time they save while moving much wait to other ranks
+    # (NCCL's bootstrap on one rank): fixing a rank that was not the late one only makes it wait longer.
+    moves = {id(c) for c, wait, *_ in rows if wait < -MOVED_SHARE * total_wait}
+    fixed = [c for c in fixed if id(c) not in moves]
+    ideal_out = g.graph.replay(_merged([c.change for c in fixed])) if fixed else base
     causes, saved = [], []
-    for c, wait_saved, step_saved, saved_wait in rows:
+    n_steps = len(g.step_names)
+    for (c, wait_saved, step_saved, saved_wait), up in zip(rows, parent):
         causes.append({
             "cause": c.cause, "rank": c.rank, "host": c.host, "name": c.name, "reference": c.reference,
             "excess_ns": c.excess_ns, "wait_saved_ns": wait_saved, "step_time_saved_ns": step_saved,
-            "collectives": int((saved_wait > 0).sum()), "confidence": _confidence(c, wait_saved, total_wait),
+            "collectives": int((saved_wait > 0).sum()),
+            "confidence": _confidence(c, wait_saved, step_saved, n_steps, total_wait),
             "name_full": c.name_full, "slowdown": c.slowdown, "runs": c.runs, "reference_runs": c.reference_runs,
-            "ranks": c.ranks if c.ranks is not None else ([c.rank] if c.rank is not None else None)})
+            "ranks": c.ranks if c.ranks is not None else ([c.rank] if c.rank is not None else None),
+            "context": c.context, "parts": c.parts, "parent": up})
         saved.append(saved_wait)
+
     fidelity = g.graph.fidelity()
+    ideal_wait = int(base["total_wait"] - ideal_out["total_wait"])
     return WhatIf(
         fidelity={k: fidelity[k] for k in ("ops", "explained_start_share", "start_error_ns", "slack_ns",
                                            "inferred_dependencies", "recorded_dependencies")},
-        ideal={"wait_saved_ns": int(base["total_wait"] - ideal_out["total_wait"]),
-               "step_time_saved_ns": _step_time_saved(base, ideal_out, job_start)},
-        causes=causes, saved=saved, ideal_saved=base["wait"] - ideal_out["wait"], steps=len(g.step_names),
-        warnings=warnings)
+        ideal={"wait_saved_ns": ideal_wait, "step_time_saved_ns": _step_time_saved(base, ideal_out, job_start)},
+        causes=causes, saved=saved, ideal_saved=base["wait"] - ideal_out["wait"], steps=n_steps,
+        coverage=min(1.0, max(0.0, ideal_wait / base["total_wait"])) if base["total_wait"] > 0 else None,
+        step_times=_step_times(job, g, base, job_start), warnings=warnings)

@@ -1,0 +1,208 @@
+"""Rank-level causes (method.md section 4): a rank's GPU, its CUDA API calls or its whole host at
+its peers' pace, replayed like the fine causes, and shown above their largest parts.
+
+* `slow_device`: every kernel, copy and memset of the rank at its peers' pace: as much faster as
+  the rank's ops, summed, ran longer than their references (the same op, step and occurrence on
+  the other ranks of its program). A throttled or faulty GPU makes every op a few percent slower,
+  which no single kernel shows with confidence.
+* `api_stall`: the rank's CUDA API calls that do not wait for the GPU, where one took far longer
+  than that API takes on the peers (the runtime or the OS stalled inside it), at the peers' median.
+* `host_bound`: every host range occurrence of the rank at the peers' pace, and the work the peers
+  do not do (one-off ranges) not done: the host as a whole was what the GPU waited for.
+
+Each is made of the same parts of the rank's timeline as the fine causes (the host's gaps, its
+calls, its GPU's ops: docs/whatif-replay.md), so a rank-level cause and its parts remove the same
+time; `nest` keeps the rank-level cause only where it saves clearly more than its largest part, and
+names its parts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nsys_collective.attribution.whatif import host, kernels
+from nsys_collective.attribution.whatif.candidate import MIN_SLOWDOWN, Candidate, Context
+from nsys_collective.model import grouping
+
+# A device is slow when its ops took at least this much longer than their references, summed
+# (a 5-10% throttle; jitter of a few percent per kernel averages out over thousands of them) ...
+MIN_DEVICE_SLOWDOWN = 0.03
+# ... and with confidence from this on, with most of its ops slower than their reference.
+CONFIDENT_DEVICE_SLOWDOWN = 0.04
+CONFIDENT_SLOWER_SHARE = 0.7
+# A call is stalled when it took this many times the peers' 90th percentile of its API, and this
+# much longer at least (API calls take a few us; their own jitter is about as much).
+API_STALL_FACTOR = 2.0
+API_STALL_MIN_NS = 20_000
+# A rank-level cause whose largest part saves at least this share of what it saves is that part.
+NESTED_SHARE = 0.8
+# Parts named under a rank-level cause.
+MAX_PARTS = 3
+RANK_LEVEL = ("slow_device", "api_stall", "host_bound")
+# The fine causes a rank-level cause is made of.
+PART_KINDS = {"slow_device": ("kernel",), "host_bound": ("host",), "api_stall": ()}
+
+
+def device_candidates(ctx: Context) -> list[Candidate]:
+    """`slow_device` per rank, from every op run but the collectives' (kernels, copies, memsets)."""
+    job, g, ops, min_excess = ctx.job, ctx.graph, ctx.shared(kernels.op_runs), ctx.min_excess
+    ref = _peers_median(ops)
+    out = []
+    for rank in g.ranks:
+        rows = np.flatnonzero((ops.rank == rank) & ~np.isnan(ref))
+        if not len(rows):
+            continue
+        total, total_ref = float(ops.duration[rows].sum()), float(ref[rows].sum())
+        slowdown = total / max(total_ref, 1.0) - 1
+        if slowdown < MIN_DEVICE_SLOWDOWN:
+            continue
+        # At the peers' pace: every op as much faster as the device was slower overall. Each op
+        # keeps its own jitter; setting each to its reference would also take that away (and
+        # credit the device with the luck of the draw).
+        fixed = np.round(ops.duration[rows] / (1 + slowdown)).astype(np.int64)
+        excess = int((ops.duration[rows] - fixed).sum())
+        if excess < min_excess:
+            continue
+        slower = int((ops.duration[rows] > ref[rows]).sum())
+        systematic = slowdown >= CONFIDENT_DEVICE_SLOWDOWN and slower >= CONFIDENT_SLOWER_SHARE * len(rows)
+        out.append(Candidate(
+            cause="slow_device", rank=int(rank), host=job.by_number[rank].host, name=None, name_full=None,
+            reference="peers", excess_ns=excess, systematic=bool(systematic), slowdown=float(slowdown),
+            runs=len(rows), reference_runs=len(rows), change={"op": ops.op[rows], "op_ns": fixed}))
+    return out
+
+
+def _peers_median(ops) -> np.ndarray:
+    """Per op run, the median of the same run (program, step, name, occurrence) on the other ranks
+    (NaN where none ran it). Not the median of all of them: a slow device must not pull its own
+    reference up (with four ranks the median of all four is half its own)."""
+    keys = (ops.program, ops.step, ops.name, ops.occurrence)
+    code = grouping.packed(keys)
+    if code is None:  # too wide to pack: number the keys instead
+        code = np.unique(np.stack(keys), axis=1, return_inverse=True)[1].ravel()
+    out = np.full(len(code), np.nan)
+    for rank in np.unique(ops.rank).tolist():
+        mine, others = ops.rank == rank, ops.rank != rank
+        if not others.any():
+            continue
+        order, _, first, median = grouping.group_medians(ops.duration[others], code[others])
+        known = code[others][order[first]]  # ascending
+        at = np.minimum(np.searchsorted(known, code[mine]), len(known) - 1)
+        out[mine] = np.where(known[at] == code[mine], median[at], np.nan)
+    return out
+
+
+def api_candidates(ctx: Context) -> list[Candidate]:
+    """`api_stall` per rank: its non-blocking calls that took API_STALL_FACTOR times the peers' p90
+    of their API, at the peers' median. The parts are the APIs (by name, most excess first)."""
+    job, g, program, min_excess = ctx.job, ctx.graph, ctx.program, ctx.min_excess
+    # Per rank: each call's API (a dense id over the job) and duration, non-blocking calls only.
+    api_id: dict[str, int] = {}
+    calls = {}
+    for rank in g.ranks:
+        c = job.traces[rank].calls
+        rows = np.flatnonzero(~c.blocking)
+        names = job.traces[rank].names(c.name[rows])
+        ids, at = np.unique(names, return_inverse=True)
+        dense = np.array([api_id.setdefault(str(n), len(api_id)) for n in ids.tolist()], dtype=np.int64)
+        calls[rank] = (rows, dense[at.ravel()] if len(rows) else np.zeros(0, np.int64), (c.end - c.start)[rows])
+    names = sorted(api_id, key=api_id.get)
+    out = []
+    for rank in g.ranks:
+        peers = [r for r in g.ranks if r != rank and program[r] == program[rank]]
+        if not peers:
+            continue
+        rows, api, duration = calls[rank]
+        peer_api = np.concatenate([calls[r][1] for r in peers])
+        peer_duration = np.concatenate([calls[r][2] for r in peers])
+        order = np.lexsort((peer_duration, peer_api))
+        peer_api, peer_duration = peer_api[order], peer_duration[order]
+        first = np.searchsorted(peer_api, np.arange(len(names)))
+        last = np.searchsorted(peer_api, np.arange(len(names)), side="right")
+        has = last > first
+        n = np.maximum(last - first, 1)
+        pick = lambda q: peer_duration[np.minimum(first + ((n - 1) * q).astype(np.int64), len(peer_duration) - 1)]  # noqa: E731
+        p90, median = (np.where(has, pick(q), -1) if len(peer_duration) else np.full(len(names), -1) for q in (0.9, 0.5))
+        limit = np.maximum(API_STALL_FACTOR * p90[api], p90[api] + API_STALL_MIN_NS) if len(api) else np.zeros(0)
+        stalled = (p90[api] >= 0) & (duration > limit) if len(api) else np.zeros(0, bool)
+        if not stalled.any():
+            continue
+        extra = duration[stalled] - median[api[stalled]]
+        excess = int(extra.sum())
+        if excess < min_excess:
+            continue
+        by_api = np.bincount(api[stalled], weights=extra, minlength=len(names))
+        parts = [{"name": names[k], "excess_ns": int(by_api[k]), "wait_saved_ns": None}
+                 for k in np.argsort(-by_api)[:MAX_PARTS].tolist() if by_api[k] > 0]
+        worst = int(np.argmax(by_api))
+        out.append(Candidate(
+            cause="api_stall", rank=int(rank), host=job.by_number[rank].host, name=names[worst], name_full=names[worst],
+            reference="peers", excess_ns=excess, systematic=True, runs=int(stalled.sum()), reference_runs=None,
+            parts=parts,
+            change={"call": g.call_offset[rank] + rows[stalled], "call_ns": median[api[stalled]].astype(np.int64)}))
+    return out
+
+
+def host_bound_candidates(ctx: Context) -> list[Candidate]:
+    """`host_bound` per rank: every range occurrence with a peer reference cut by its excess, and
+    the work the peers do not do not done."""
+    job, g, h, min_excess = ctx.job, ctx.graph, ctx.shared(host.host_time), ctx.min_excess
+    ref, cut = ctx.shared(host.host_reference)
+    known, peerless = ~np.isnan(ref), host.peerless(h, ref)
+    out = []
+    for rank in g.ranks:
+        rows = np.flatnonzero((h.rank == rank) & ((known & (cut > 0)) | peerless))
+        if not len(rows):
+            continue
+        take = np.where(known[rows], cut[rows], h.total[rows])
+        excess = int(take.sum())
+        total = float(h.total[h.rank == rank].sum())
+        # As for a range: the host's own jitter averages out over its ranges, a slow host does not.
+        if excess < min_excess or excess < MIN_SLOWDOWN * (total - excess):
+            continue
+        full = np.zeros(len(h.total))
+        full[rows] = take
+        out.append(Candidate(
+            cause="host_bound", rank=int(rank), host=job.by_number[rank].host, name=None, name_full=None,
+            reference="peers", excess_ns=excess, systematic=excess >= 0.1 * max(total, 1.0),
+            slowdown=excess / max(total - excess, 1.0), change=h.change(rows, full)))
+    return out
+
+
+def nest(rows: list) -> tuple[list, list, list]:
+    """(candidate, wait saved, step time saved, saved per collective) rows, by wait saved: the same
+    rows with each rank-level cause followed by its largest parts, each row's parent (its position
+    in that order, None for a cause of its own), and the candidates the ideal fixes at once. A
+    rank-level cause whose largest part saves NESTED_SHARE of what it saves is left out: the part
+    says it all. The ideal takes a kept rank-level cause instead of its parts (a slow device's
+    kernels at their references and the device at the peers' pace would take the same time twice)."""
+    children: dict[int, list[int]] = {}
+    placed, dropped = set(), set()
+    for k, (c, wait, step, _) in enumerate(rows):
+        if c.cause not in RANK_LEVEL:
+            continue
+        parts = [j for j, (p, *_) in enumerate(rows)
+                 if p.cause in PART_KINDS[c.cause] and p.rank == c.rank and j not in placed]
+        if parts and wait > 0 and rows[parts[0]][1] >= NESTED_SHARE * wait and (
+                step <= 0 or rows[parts[0]][2] >= NESTED_SHARE * step):
+            dropped.add(k)
+            continue
+        children[k] = parts[:MAX_PARTS]
+        placed.update(children[k])
+        if children[k]:
+            c.parts = [{"name": rows[j][0].name, "excess_ns": rows[j][0].excess_ns, "wait_saved_ns": int(rows[j][1])}
+                       for j in children[k]]
+    covered = {j for k in children for j, (p, *_) in enumerate(rows)
+               if p.cause in PART_KINDS[rows[k][0].cause] and p.rank == rows[k][0].rank}
+    ideal = [c for k, (c, *_) in enumerate(rows) if k not in dropped and k not in covered]
+    order, parent = [], []
+    for k in range(len(rows)):
+        if k in dropped or k in placed:
+            continue
+        order.append(k)
+        parent.append(None)
+        at = len(order) - 1
+        for j in children.get(k, []):
+            order.append(j)
+            parent.append(at)
+    return [rows[k] for k in order], parent, ideal
