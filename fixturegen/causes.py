@@ -20,6 +20,8 @@
   still runs.
 * ``slow_network``: in odd steps, the collectives with traffic leaving or entering one host (members
   on it and off it) transfer 1.8x slower. Removed: normal speed.
+* ``kernel_contention``, ``kernel_contention_clean``, ``paired_contention``, ``nccl_slows_compute``:
+  overlapping kernels of which one slows the other work and the rest do not (overlap_causes.py).
 * ``balanced``: nothing planted (control). ``mixed``: slow_kernel on one rank in even steps and a
   data-loader host_stall on another in odd steps (the demo).
 
@@ -38,9 +40,10 @@ import numpy as np
 
 from . import catalog as cat
 from .catalog import US
+from . import overlap_causes
 from .program import G_D2H, STALL_NS, STREAM_SIDE, Builder, _rng
 
-CAUSES = ("slow_kernel", "extra_kernel", "host_stall", "host_group", "contention", "slow_network")
+CAUSES = ("slow_kernel", "extra_kernel", "host_stall", "host_group", "contention", "slow_network") + overlap_causes.OVERLAP_CAUSES
 ALIASES = {"late_launch": "host_stall"}  # the first generator's name for a data-loader stall
 SCENARIOS = ("balanced", "mixed") + CAUSES
 STALL_KINDS = ("dataloader", "gc", "item")
@@ -104,6 +107,11 @@ def plan(scenario, lay, steps, seed, contention_ranks="one", stall="dataloader")
     even = np.arange(steps) % 2 == 0
     causes = []
     for typ, rule in wanted:
+        if typ in overlap_causes.OVERLAP_CAUSES:  # every rank, in the steps the variant says
+            c = Cause(len(causes), typ, overlap_causes.steps_of(typ, steps), ranks=list(range(lay.ranks)))
+            c.factor = overlap_causes.VICTIM_FACTOR if typ == "nccl_slows_compute" else overlap_causes.SLOWER_FACTOR
+            causes.append(c)
+            continue
         if typ in ("contention", "slow_network") or rule == "odd":
             if steps < 2:
                 raise ValueError(f"{typ} needs steps >= 2 (it acts in odd steps)")
@@ -162,6 +170,7 @@ class Planter:
         self.host_durations = []  # (cause row, ns): HOST rows' stall durations
         self.gpu_durations = []  # (cause row, ns)
         self.contenders = []  # (cause index, instance key, cause row, factor)
+        self.slowed_by_nccl = []  # (cause index, cause row): kernels an overlap cause lengthens
 
     def rows_for(self, cause, step, anchor, build):
         slot, depth = anchor
@@ -216,6 +225,8 @@ def plant(causes, lay, rank, template, cols, events, seed, transfer_of):
                             i = b.host("host")
                         p.host_durations.append((i, ns))
                     p.rows_for(c, s, anchors["item"], build)
+        elif c.type in overlap_causes.OVERLAP_CAUSES:
+            overlap_causes.plant(p, c, lay.style, anchors, cols, t, rng, transfer_of, primary_collectives)
         elif c.type == "contention":
             targets = primary_collectives(lay.style, anchors)
             for s in st.tolist():

@@ -255,9 +255,39 @@ class ContentionEntry:
     kernel_full: str
     rank: int | None
     overlap_ns: int
+    # The fitted extra transfer time it caused (GPU time over the member ranks): its coefficient x
+    # its overlap (attribution/overlap_fit.py); None where its overlap does not vary enough to tell.
     contention_ns: int | None
     sm_footprint: float
     collectives: int
+    kernels: tuple[str, ...] = ()  # more than one: kernels that always overlap together, fitted as one
+    contention_low_ns: int | None = None  # 90% bootstrap interval of contention_ns
+    contention_high_ns: int | None = None
+    slowdown_per_overlap: float | None = None  # extra transfer ns per ns of overlap (the coefficient)
+    confidence: Literal["high", "low"] | None = None
+
+
+@dataclass(frozen=True)
+class CleanCheck:
+    """The fitted baselines against the transfers nothing overlapped, per class that has some."""
+    __pydantic_config__ = _STRICT
+    classes: int
+    instances: int
+    median_error: float  # |fitted baseline - median clean transfer| / median clean transfer
+    max_error: float
+
+
+@dataclass(frozen=True)
+class ContentionFit:
+    """The contention fit (attribution/overlap_fit.py): transfer = class baseline + sum of
+    coefficient x overlap, over these collectives."""
+    __pydantic_config__ = _STRICT
+    classes: int
+    collectives: int
+    kernels: int
+    trimmed: int  # collectives left out: far from what the overlapping kernels explain
+    residual_share: float  # RMS residual over the mean transfer
+    clean_check: CleanCheck | None
 
 
 @dataclass(frozen=True)
@@ -401,6 +431,7 @@ class Document:
     warnings: tuple[str, ...]
     # None where no rank marks a step (and in documents stored before it existed).
     step_selection: StepSelectionInfo | None = None
+    contention_fit: ContentionFit | None = None  # None where nothing overlapped a transfer
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
@@ -706,6 +737,8 @@ def build_result(job, attribution, inputs, tool_version: str, source: str = "") 
         findings=tuple(attribution.findings),
         warnings=tuple(job.warnings + attribution.warnings),
         step_selection=_step_selection(job),
+        contention_fit=ContentionFit(**{**ct.fit_summary, "clean_check": CleanCheck(**ct.check) if ct.check else None})
+        if ct.fit_summary else None,
     )
     check_figures(document)  # a negative wait or a share of -511% is a bug, never an output
     evidence = Evidence(

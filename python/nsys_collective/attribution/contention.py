@@ -22,11 +22,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nsys_collective import _native
-from nsys_collective.attribution import gpu_metrics
+from nsys_collective.attribution import gpu_metrics, overlap_fit
 from nsys_collective.model.job import Job
 from nsys_collective.units import count
 
-BASELINE_PERCENTILE = 10
 STEP_RANGE = re.compile(r"^ProfilerStep#\d+$")
 
 
@@ -41,6 +40,11 @@ class Contention:
     compute_slowdown: list[dict]
     metrics: dict[str, np.ndarray] = field(default_factory=dict)  # per field, per instance (NaN: none)
     warnings: list[str] = field(default_factory=list)
+    fitted_excess: np.ndarray | None = None  # per instance: what the fitted kernels added to its transfer (ns)
+    points: list[dict] = field(default_factory=list)  # per shown kernel: its overlap and partial transfer per instance
+    check: dict | None = None  # the fitted baselines against the clean instances, where some ran alone
+    by_group: list[tuple[int, np.ndarray]] = field(default_factory=list)  # (entry, per instance excess it caused)
+    fit_summary: dict | None = None  # classes, collectives, kernels, trimmed, residual_share
 
 
 def _positions_in_step(job: Job) -> np.ndarray | None:
@@ -99,34 +103,17 @@ def attribute(job: Job) -> Contention:
     footprint = np.concatenate(pair_fp) if pair_fp else np.zeros(0)
     overlap = np.bincount(inst[obs], weights=ns, minlength=n).astype(np.int64)
 
-    # Baselines from the instances of each kind that nothing overlapped.
+    # Classes of transfers: the same communicator, operation, rank count and size (or position in
+    # the step when sizes are unknown).
     position = _positions_in_step(job)
     sizes = np.where(c.bytes >= 0, np.log2(np.maximum(c.bytes, 1)).astype(np.int64), -1)
     kinds = [(c.comm[i], int(c.op[i]), int(c.nranks[i]), int(sizes[i]) if sizes[i] >= 0 else int(position[i]) if position is not None else 0)
              for i in range(n)]
-    by_kind = defaultdict(list)
-    for i, kind in enumerate(kinds):
-        by_kind[kind].append(i)
-    baseline = np.full(n, -1, dtype=np.int64)
-    for members in by_kind.values():
-        clean = [i for i in members if overlap[i] == 0]
-        if clean:
-            baseline[members] = int(np.percentile(t.transfer[clean], BASELINE_PERCENTILE))
-    transfer_on_rank = np.maximum(0, end - last)
-    excess_obs = np.where(baseline[inst] >= 0, np.maximum(0, transfer_on_rank - baseline[inst]), 0)
-    excess = np.where(baseline >= 0, np.bincount(inst, weights=excess_obs, minlength=n), -1).astype(np.int64)
-    slowed = overlap > 0
-    no_baseline = int((slowed & (baseline < 0)).sum())
-    if no_baseline:
-        warnings.append(f"{count(no_baseline, 'collective')} overlapped compute but no collective of their kind ran alone: "
-                        "overlap reported without a contention figure")
+    kind_of: dict = {}
+    kind = np.array([kind_of.setdefault(k, len(kind_of)) for k in kinds], dtype=np.int64)
 
-    # Share each instance's excess among the kernels that overlapped it, by overlap x footprint.
-    weight = ns * footprint
-    weight_sum = np.bincount(inst[obs], weights=weight, minlength=n)
-    share = np.where(weight_sum[inst[obs]] > 0, weight / np.maximum(weight_sum[inst[obs]], 1e-9), 0.0)
-    pair_excess = np.where(excess[inst[obs]] >= 0, share * excess[inst[obs]], np.nan)
-    # Per kernel (full and short name), summed over the pairs: one group per name, in numpy.
+    # Per kernel (full and short name): one column of the fit. Its overlap with an instance is the
+    # most it overlapped any member's transfer (a ring runs at its slowest member's pace).
     full = np.zeros(len(obs), np.int64)
     short = np.zeros(len(obs), np.int64)
     for r in np.unique(items[0]).tolist():
@@ -135,28 +122,129 @@ def attribute(job: Job) -> Contention:
     (names, group) = np.unique(np.stack([full, short]), axis=1, return_inverse=True) if len(obs) else (np.zeros((2, 0), np.int64), np.zeros(0, np.int64))
     group = group.ravel()
     g = names.shape[1]
-    known = ~np.isnan(pair_excess)
     overlap_ns = np.bincount(group, weights=ns, minlength=g)
-    contention_ns = np.bincount(group[known], weights=pair_excess[known], minlength=g)
-    any_known = np.bincount(group[known], minlength=g) > 0
+    column = np.zeros(g, np.int64)  # kernel -> fit column: the MAX_COLUMNS most overlapping, the rest share one
+    by_overlap = np.argsort(-overlap_ns, kind="stable")
+    column[by_overlap] = np.minimum(np.arange(g), overlap_fit.MAX_COLUMNS - 1)
+    ncol = int(min(g, overlap_fit.MAX_COLUMNS))
+    x = np.zeros((n, ncol))
+    if len(obs):
+        code, at = np.unique(obs * ncol + column[group], return_inverse=True)
+        summed = np.bincount(at.ravel(), weights=ns)
+        np.maximum.at(x, (inst[code // ncol], code % ncol), summed)
+    members = np.bincount(inst, minlength=n).astype(np.float64)
+    fitted = inst_fit = None
+    rows_fit = np.flatnonzero((t.transfer > 0) & (c.nranks >= 2)) if n else np.zeros(0, np.int64)
+    if len(rows_fit) and ncol:
+        inst_fit = rows_fit
+        fitted = overlap_fit.fit(t.transfer[rows_fit], kind[rows_fit], x[rows_fit], members[rows_fit])
+    baseline = np.full(n, -1, dtype=np.int64)
+    excess_fitted = np.zeros(n)
+    if fitted is not None:
+        _, dense = np.unique(kind[rows_fit], return_inverse=True)
+        baseline[rows_fit] = np.rint(fitted.baseline[dense.ravel()]).astype(np.int64)
+        excess_fitted[rows_fit] = fitted.fitted_excess
+        if fitted.trimmed:
+            warnings.append(f"contention fit: {count(fitted.trimmed, 'collective')} left out, their transfers far from "
+                            "what the overlapping kernels explain (a slow link, a one-off stall)")
+    transfer_on_rank = np.maximum(0, end - last)
+    excess_obs = np.where(baseline[inst] >= 0, np.maximum(0, transfer_on_rank - baseline[inst]), 0)
+    excess = np.where(baseline >= 0, np.bincount(inst, weights=excess_obs, minlength=n), -1).astype(np.int64)
+    clean_check = _clean_check(t.transfer, kind, overlap, baseline)
+
+    weight = ns * footprint
+    weight_sum = np.bincount(inst[obs], weights=weight, minlength=n)
     sm_footprint = np.zeros(g)
     np.maximum.at(sm_footprint, group, footprint)
     first_seen = np.full(g, len(obs))
     np.minimum.at(first_seen, group, np.arange(len(obs)))
-    collectives = np.bincount(np.unique(np.stack([group, inst[obs]]), axis=1)[0], minlength=g) if len(obs) else np.zeros(0, np.int64)
-    listed = sorted(
-        ({"kernel": work.names.values[int(names[1, k])], "kernel_full": work.names.values[int(names[0, k])], "rank": None,
-          "overlap_ns": int(overlap_ns[k]), "contention_ns": round(float(contention_ns[k])) if any_known[k] else None,
-          "sm_footprint": round(float(sm_footprint[k]), 3), "collectives": int(collectives[k])}
-         for k in np.argsort(first_seen, kind="stable").tolist()),  # ties keep the order the pairs came in
-        key=lambda e: (-(e["contention_ns"] or 0), -e["overlap_ns"]))
+    listed = []
+    for cols in (fitted.groups if fitted is not None else [[j] for j in range(ncol)]):
+        kernels = np.flatnonzero(np.isin(column, cols))
+        kernels = kernels[np.argsort(-overlap_ns[kernels], kind="stable")]
+        k = fitted.groups.index(cols) if fitted is not None else None
+        shorts = [work.names.values[int(names[1, j])] for j in kernels.tolist()]
+        fulls = [work.names.values[int(names[0, j])] for j in kernels.tolist()]
+        in_group = np.isin(group, kernels)
+        known = k is not None and not fitted.flat[k]
+        est = float(fitted.contribution[k]) if known else None
+        low = float(fitted.low[k]) if known else None
+        high = float(fitted.high[k]) if known else None
+        listed.append({
+            "kernel": " + ".join(shorts), "kernel_full": " + ".join(fulls), "rank": None,
+            "overlap_ns": int(overlap_ns[kernels].sum()), "contention_ns": round(est) if known else None,
+            "sm_footprint": round(float(sm_footprint[kernels].max()), 3),
+            "collectives": int(len(np.unique(inst[obs[in_group]]))),
+            "kernels": tuple(shorts),
+            "contention_low_ns": round(low) if known else None, "contention_high_ns": round(high) if known else None,
+            "slowdown_per_overlap": round(float(fitted.coefficient[k]), 4) if known else None,
+            "confidence": ("high" if known and est > 0 and low >= 0.5 * est else "low") if known else None,
+            "_first": int(first_seen[kernels].min()), "_column": k})
+    listed.sort(key=lambda e: e.pop("_first"))
+    listed.sort(key=lambda e: (-(e["contention_ns"] or 0), -e["overlap_ns"]))
+    points = _points(listed, fitted, inst_fit, x, t.transfer, baseline) if fitted is not None else []
+    by_group = _by_group(listed, fitted, inst_fit, n)
+    for e in listed:
+        e.pop("_column")
     metrics, metric_warnings = gpu_metrics.during_transfers(job)
     phases = np.bincount(inst, weights=transfer_on_rank, minlength=n)
     sm_pressure = np.divide(weight_sum, phases, out=np.zeros(n), where=phases > 0)
-    kind_of = {kind: k for k, kind in enumerate(by_kind)}
     return Contention(entries=listed, baseline=baseline, overlap=overlap, sm_pressure=sm_pressure, excess=excess,
-                      kind=np.array([kind_of[kind] for kind in kinds], dtype=np.int64),
-                      compute_slowdown=_compute_slowdown(job), metrics=metrics, warnings=warnings + metric_warnings)
+                      kind=kind, compute_slowdown=_compute_slowdown(job), metrics=metrics,
+                      warnings=warnings + metric_warnings, fitted_excess=excess_fitted, points=points,
+                      check=clean_check, by_group=by_group,
+                      fit_summary=None if fitted is None else {
+                          "classes": int(len(fitted.baseline)), "collectives": int(len(rows_fit)), "kernels": int(g),
+                          "trimmed": fitted.trimmed, "residual_share": round(fitted.residual_share, 4)})
+
+
+def _clean_check(transfer: np.ndarray, kind: np.ndarray, overlap: np.ndarray, baseline: np.ndarray) -> dict | None:
+    """The cross-check of the fit where transfers ran alone: per class with clean instances, the
+    fitted baseline against their median transfer."""
+    clean = np.flatnonzero((overlap == 0) & (baseline >= 0) & (transfer > 0))
+    if not len(clean):
+        return None
+    errors = []
+    for k in np.unique(kind[clean]).tolist():
+        at = clean[kind[clean] == k]
+        measured = float(np.median(transfer[at]))
+        errors.append(abs(float(baseline[at[0]]) - measured) / max(measured, 1.0))
+    return {"classes": len(errors), "instances": int(len(clean)), "median_error": round(float(np.median(errors)), 4),
+            "max_error": round(float(max(errors)), 4)}
+
+
+MAX_POINTS = 2_000
+SHOWN_KERNELS = 4
+
+
+def _points(listed: list[dict], fitted, rows: np.ndarray, x: np.ndarray, transfer: np.ndarray,
+            baseline: np.ndarray) -> list[dict]:
+    """For the chart: per kernel (group) of the most contention, each overlapped instance's overlap
+    with it and its transfer less its baseline and what the other kernels added (the partial
+    residual, which the fitted line coefficient x overlap should follow)."""
+    out = []
+    for e in listed[:SHOWN_KERNELS]:
+        k = e["_column"]
+        if k is None or e["contention_ns"] is None:
+            continue
+        xk = x[rows][:, fitted.groups[k]].sum(axis=1)
+        partial = transfer[rows] - baseline[rows] - (fitted.fitted_excess - fitted.excess_by_group[:, k])
+        at = np.flatnonzero(xk > 0)[:MAX_POINTS]
+        out.append({"kernel": e["kernel"], "slowdown_per_overlap": float(fitted.coefficient[k]),
+                    "overlap_ns": xk[at].astype(np.int64).tolist(), "partial_ns": np.rint(partial[at]).astype(np.int64).tolist()})
+    return out
+
+
+def _by_group(listed: list[dict], fitted, rows, n: int) -> list[tuple[int, np.ndarray]]:
+    out = []
+    for j, e in enumerate(listed):
+        k = e["_column"]
+        if k is None or not e["contention_ns"]:
+            continue
+        per = np.zeros(n)
+        per[rows] = fitted.excess_by_group[:, k]
+        out.append((j, per))
+    return out
 
 
 def _compute_slowdown(job: Job, min_runs: int = 3) -> list[dict]:

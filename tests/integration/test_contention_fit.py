@@ -1,0 +1,88 @@
+"""The contention fit against planted truth (fixturegen/overlap_causes.py).
+
+Beside every DDP bucket three kernels run on side streams, each for a drawn share of the transfer:
+only the flash backward one slows it (1.6x while it overlaps), the GEMM and flash forward do not,
+and the backward pass's own kernels overlap it too. The truth's ``contention_ns_total`` is what
+the transfers took beyond the same job run again without the slowdown, summed over the members.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import gen
+from nsys_collective.cli import app
+
+SET = dict(ranks=4, hosts=2, steps=6, kernels_per_step=40, buckets=3)
+_cache = {}
+
+
+def analyze(tmp_path, scenario, seed, **extra):
+    key = (scenario, seed, tuple(sorted(extra.items())))
+    if key not in _cache:
+        truth = gen.generate(tmp_path, scenario=scenario, seed=seed, **{**SET, **extra})
+        result = CliRunner().invoke(app, ["analyze", str(tmp_path), "--json"])
+        assert result.exit_code == 0, result.stderr
+        _cache[key] = (json.loads(result.stdout), truth)
+    return _cache[key]
+
+
+def split(doc, kernel):
+    """(the entry naming the kernel, every other entry)"""
+    named = [e for e in doc["contention"] if kernel in e["kernels"]]
+    assert len(named) == 1, f"{kernel} in {len(named)} entries"
+    return named[0], [e for e in doc["contention"] if e is not named[0]]
+
+
+def assert_found(doc, cause):
+    planted = cause["contention_ns_total"]
+    slower, others = split(doc, cause["kernel"])
+    found = sum(e["contention_ns"] or 0 for e in doc["contention"])
+    assert slower["contention_ns"] >= 0.90 * found, f"{slower['contention_ns']} of {found}"
+    assert abs(slower["contention_ns"] - planted) <= 0.15 * planted, f"{slower['contention_ns']} vs planted {planted}"
+    for e in others:
+        assert (e["contention_ns"] or 0) < 0.10 * planted, f"{e['kernel']}: {e['contention_ns']} of planted {planted}"
+    assert slower["confidence"] == "high"
+    assert slower["contention_low_ns"] <= slower["contention_ns"] <= slower["contention_high_ns"]
+    return slower, others
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_the_slowing_kernel_gets_the_excess_without_clean_transfers(tmp_path, seed):
+    doc, truth = analyze(tmp_path, "kernel_contention", seed)
+    (cause,) = truth["causes"]
+    bystanders = set(cause["bystanders"])
+    # every bucket overlaps the planted kernels: no transfer of its kind ran alone
+    assert all(c["compute_overlap_ns"] > 0 for c in doc["collectives"])
+    slower, others = assert_found(doc, cause)
+    assert bystanders <= {k for e in others for k in e["kernels"]}, "the bystanders are listed, with their overlap"
+    assert all(e["overlap_ns"] > 0.5 * slower["overlap_ns"] for e in others if bystanders & set(e["kernels"]))
+    assert slower["slowdown_per_overlap"] == pytest.approx(1 - 1 / cause["factor"], abs=0.03)
+
+
+def test_the_slowing_kernel_gets_the_excess_with_clean_transfers(tmp_path):
+    doc, truth = analyze(tmp_path, "kernel_contention_clean", 7, steps=12, buckets=2)
+    (cause,) = truth["causes"]
+    assert_found(doc, cause)
+    check = doc["contention_fit"]["clean_check"]
+    assert check is not None and check["instances"] >= 3
+    assert check["median_error"] < 0.03, "the fitted baseline agrees with the transfers that ran alone"
+
+
+def test_kernels_that_always_overlap_together_are_one_group(tmp_path):
+    doc, truth = analyze(tmp_path, "paired_contention", 8)
+    (cause,) = truth["causes"]
+    slower, _ = assert_found(doc, cause)
+    assert set(slower["kernels"]) == {cause["kernel"], cause["partner"]}
+    assert " + " in slower["kernel"]
+    assert not any(cause["partner"] in e["kernels"] for e in doc["contention"] if e is not slower)
+
+
+def test_nothing_planted_gives_no_confident_contention(tmp_path):
+    doc, _ = analyze(tmp_path, "balanced", 9, steps=10)
+    total = sum(c["transfer_ns"] * c["ranks"] for c in doc["collectives"])
+    assert all(e["confidence"] != "high" or e["contention_ns"] < 0.02 * total for e in doc["contention"])
+    assert sum(e["contention_ns"] or 0 for e in doc["contention"]) < 0.05 * total
