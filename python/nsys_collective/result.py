@@ -337,7 +337,7 @@ class WhatIfCause:
     rank: int | None
     host: str | None
     name: str | None
-    reference: Literal["peers", "self", "baseline"] | None
+    reference: Literal["peers", "self", "baseline", "fit"] | None  # fit: a kernel's share of the contention fit
     excess_ns: int
     wait_saved_ns: int
     step_time_saved_ns: int
@@ -545,17 +545,22 @@ class Evidence:
     tolerance_ns: int
     observations: Observations
     panels: tuple[dict, ...]
+    # Per kernel of the most contention: each overlapped collective's overlap with it and its
+    # transfer less the baseline and the other kernels' share (contention._points).
+    contention_points: tuple[dict, ...] = ()
 
     def to_json(self) -> str:
         return json.dumps({"verdict": list(self.verdict), "clocks": list(self.clocks), "tolerance_ns": self.tolerance_ns,
-                           "observations": self.observations.to_json(), "panels": list(self.panels)},
+                           "observations": self.observations.to_json(), "panels": list(self.panels),
+                           "contention_points": list(self.contention_points)},
                           separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> Evidence:
         data = json.loads(text)
         return cls(verdict=tuple(data["verdict"]), clocks=tuple(data["clocks"]), tolerance_ns=data["tolerance_ns"],
-                   observations=Observations.from_json(data["observations"]), panels=tuple(data["panels"]))
+                   observations=Observations.from_json(data["observations"]), panels=tuple(data["panels"]),
+                   contention_points=tuple(data.get("contention_points", ())))  # runs stored before it was kept
 
 
 @dataclass(frozen=True)
@@ -745,5 +750,5 @@ def build_result(job, attribution, inputs, tool_version: str, source: str = "") 
         verdict=tuple(verdict_lines(job)), clocks=tuple(a.clock_names), tolerance_ns=b.tolerance_ns,
         observations=Observations(instance=c.obs_instance, rank=c.obs_rank, start=job.aligned_start, end=job.aligned_end,
                                   utc_end=c.obs_end),
-        panels=tuple(evidence_panels(job, b)))
+        panels=tuple(evidence_panels(job, b)), contention_points=tuple(ct.points))
     return Result(document=document, evidence=evidence, source=source, timeline=job.timeline)

@@ -86,3 +86,17 @@ def test_nothing_planted_gives_no_confident_contention(tmp_path):
     total = sum(c["transfer_ns"] * c["ranks"] for c in doc["collectives"])
     assert all(e["confidence"] != "high" or e["contention_ns"] < 0.02 * total for e in doc["contention"])
     assert sum(e["contention_ns"] or 0 for e in doc["contention"]) < 0.05 * total
+
+
+@pytest.mark.parametrize("scenario", ["kernel_contention", "paired_contention"])
+def test_fixing_the_contention_has_a_replayed_saving_without_clean_transfers(tmp_path, scenario):
+    """The what-if replays the job with the kernel's fitted share of each transfer removed: what the
+    same job run again without the slowdown saves (here a little step time; wait moves, as buckets
+    queue on the NCCL stream, so the saving can be negative)."""
+    doc, truth = analyze(tmp_path, scenario, 5 if scenario == "kernel_contention" else 8)
+    (cause,) = truth["causes"]
+    (found,) = [c for c in doc["whatif"]["causes"] if c["cause"] == "transfer" and cause["kernel"] in c["name"]]
+    assert found["reference"] == "fit"
+    assert abs(found["wait_saved_ns"] - cause["wait_saved_ns"]) <= max(0.10 * abs(cause["wait_saved_ns"]), 20_000)
+    assert cause["step_time_saved_ns"] > 0
+    assert found["step_time_saved_ns"] == pytest.approx(cause["step_time_saved_ns"], rel=0.10)

@@ -26,6 +26,9 @@ from nsys_collective.attribution import gpu_metrics, overlap_fit
 from nsys_collective.model.job import Job
 from nsys_collective.units import count
 
+# A class's baseline: this percentile of its transfers less what the fit says the kernels added.
+BASELINE_PERCENTILE = 10
+
 STEP_RANGE = re.compile(r"^ProfilerStep#\d+$")
 
 
@@ -135,22 +138,28 @@ def attribute(job: Job) -> Contention:
     members = np.bincount(inst, minlength=n).astype(np.float64)
     fitted = inst_fit = None
     rows_fit = np.flatnonzero((t.transfer > 0) & (c.nranks >= 2)) if n else np.zeros(0, np.int64)
-    if len(rows_fit) and ncol:
+    if len(rows_fit):
         inst_fit = rows_fit
         fitted = overlap_fit.fit(t.transfer[rows_fit], kind[rows_fit], x[rows_fit], members[rows_fit])
-    baseline = np.full(n, -1, dtype=np.int64)
+    baseline = np.full(n, -1, dtype=np.int64)  # the fast transfer of its class without the fitted contention
+    intercept = np.full(n, -1, dtype=np.int64)  # the fit's own baseline (a mean: noise only slows a transfer)
     excess_fitted = np.zeros(n)
     if fitted is not None:
         _, dense = np.unique(kind[rows_fit], return_inverse=True)
-        baseline[rows_fit] = np.rint(fitted.baseline[dense.ravel()]).astype(np.int64)
+        dense = dense.ravel()
+        intercept[rows_fit] = np.rint(fitted.baseline[dense]).astype(np.int64)
         excess_fitted[rows_fit] = fitted.fitted_excess
+        uncontended = t.transfer[rows_fit] - fitted.fitted_excess
+        for k in range(len(fitted.baseline)):
+            at = dense == k
+            baseline[rows_fit[at]] = int(round(float(np.percentile(uncontended[at], BASELINE_PERCENTILE))))
         if fitted.trimmed:
             warnings.append(f"contention fit: {count(fitted.trimmed, 'collective')} left out, their transfers far from "
                             "what the overlapping kernels explain (a slow link, a one-off stall)")
     transfer_on_rank = np.maximum(0, end - last)
     excess_obs = np.where(baseline[inst] >= 0, np.maximum(0, transfer_on_rank - baseline[inst]), 0)
     excess = np.where(baseline >= 0, np.bincount(inst, weights=excess_obs, minlength=n), -1).astype(np.int64)
-    clean_check = _clean_check(t.transfer, kind, overlap, baseline)
+    clean_check = _clean_check(t.transfer, kind, overlap, intercept)
 
     weight = ns * footprint
     weight_sum = np.bincount(inst[obs], weights=weight, minlength=n)
@@ -180,9 +189,15 @@ def attribute(job: Job) -> Contention:
             "slowdown_per_overlap": round(float(fitted.coefficient[k]), 4) if known else None,
             "confidence": ("high" if known and est > 0 and low >= 0.5 * est else "low") if known else None,
             "_first": int(first_seen[kernels].min()), "_column": k})
+    if job.ranks_left_out and any(e["confidence"] == "high" for e in listed):
+        # A member left out may have been the last to arrive: its wait then reads as transfer time.
+        warnings.append(f"contention: {count(job.ranks_left_out, 'rank')} left out by --ranks/--hosts; a collective missing "
+                        "members counts their wait as transfer, so no slowdown is given high confidence")
+        for e in listed:
+            e["confidence"] = e["confidence"] and "low"
     listed.sort(key=lambda e: e.pop("_first"))
     listed.sort(key=lambda e: (-(e["contention_ns"] or 0), -e["overlap_ns"]))
-    points = _points(listed, fitted, inst_fit, x, t.transfer, baseline) if fitted is not None else []
+    points = _points(listed, fitted, inst_fit, x, t.transfer, intercept) if fitted is not None else []
     by_group = _by_group(listed, fitted, inst_fit, n)
     for e in listed:
         e.pop("_column")
@@ -199,9 +214,10 @@ def attribute(job: Job) -> Contention:
 
 
 def _clean_check(transfer: np.ndarray, kind: np.ndarray, overlap: np.ndarray, baseline: np.ndarray) -> dict | None:
-    """The cross-check of the fit where transfers ran alone: per class with clean instances, the
-    fitted baseline against their median transfer."""
-    clean = np.flatnonzero((overlap == 0) & (baseline >= 0) & (transfer > 0))
+    """The cross-check of the fit where transfers ran alone: per class with clean and overlapped
+    instances, the fitted baseline against the clean ones' median transfer."""
+    both = np.intersect1d(kind[(overlap == 0) & (baseline >= 0)], kind[(overlap > 0) & (baseline >= 0)])
+    clean = np.flatnonzero((overlap == 0) & (baseline >= 0) & (transfer > 0) & np.isin(kind, both))
     if not len(clean):
         return None
     errors = []
@@ -223,10 +239,10 @@ def _points(listed: list[dict], fitted, rows: np.ndarray, x: np.ndarray, transfe
     with it and its transfer less its baseline and what the other kernels added (the partial
     residual, which the fitted line coefficient x overlap should follow)."""
     out = []
-    for e in listed[:SHOWN_KERNELS]:
+    fitted_entries = [e for e in listed if e["_column"] is not None and e["contention_ns"] is not None]
+    shown = [e for e in fitted_entries[:SHOWN_KERNELS] if e["confidence"] == "high"] or fitted_entries[:1]
+    for e in shown:
         k = e["_column"]
-        if k is None or e["contention_ns"] is None:
-            continue
         xk = x[rows][:, fitted.groups[k]].sum(axis=1)
         partial = transfer[rows] - baseline[rows] - (fitted.fitted_excess - fitted.excess_by_group[:, k])
         at = np.flatnonzero(xk > 0)[:MAX_POINTS]

@@ -81,6 +81,9 @@ def _cause_sentence(cause: dict, total_wait: int) -> str:
         these = "these hosts" if "," in where else "this host"
         return (f"{where}: every rank of {these} ended '{cause['name'] or 'no named range'}' later than the other hosts "
                 f"({_ms(cause['excess_ns'])} of host time in all); fixing it on {these} {gain}.")
+    if kind == "transfer" and cause.get("reference") == "fit":
+        return (f"{cause['name']} overlapping the transfers made them {_ms(cause['excess_ns'])} of GPU time slower "
+                f"(the contention fit); without that slowdown the job {gain}.")
     if kind == "transfer":
         return (f"{cause['name']}: transfers took {_ms(cause['excess_ns'])} of GPU time beyond the fast ones of their kind "
                 f"(contention or a slow link); at that pace the job {gain}.")

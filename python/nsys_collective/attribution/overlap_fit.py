@@ -86,18 +86,18 @@ def _solve(y: np.ndarray, cls: np.ndarray, ncls: int, xg: np.ndarray) -> np.ndar
 
 def fit(y: np.ndarray, cls: np.ndarray, x: np.ndarray, weight: np.ndarray, seed: int = 0) -> Fit | None:
     """y: per observation, its time (ns); cls: its class (0..C-1); x: (observations, kernels) overlap ns;
-    weight: what one ns of an observation's excess counts for (e.g. its member ranks). None when
-    there is nothing to fit."""
+    weight: what one ns of an observation's excess counts for (e.g. its member ranks). With no
+    kernel, the baselines alone. None when there is nothing to fit."""
     n, k = x.shape
-    if n == 0 or k == 0:
+    if n == 0:
         return None
     _, cls = np.unique(cls, return_inverse=True)
     cls = cls.ravel()
     ncls = int(cls.max()) + 1
     y = y.astype(np.float64)
     x = x.astype(np.float64)
-    groups, flat = _groups(x, cls, ncls)
-    xg = np.stack([x[:, g].sum(axis=1) for g in groups], axis=1)
+    groups, flat = _groups(x, cls, ncls) if k else ([], np.zeros(0, bool))
+    xg = np.stack([x[:, g].sum(axis=1) for g in groups], axis=1) if groups else np.zeros((n, 0))
     keep = np.ones(n, bool)
     sol = _solve(y, cls, ncls, xg)
     resid = y - sol[cls] - xg @ sol[ncls:]
