@@ -36,6 +36,8 @@ TERMS: tuple[tuple[str, str], ...] = (
                        "overlap together are one group; transfers nothing overlapped cross-check the baselines."),
     ("90% range", "The range the slowdown falls in for 90% of bootstrap refits (collectives resampled within "
                   "their class); confidence is high when its low end is at least half the figure."),
+    ("longer", "How much longer a compute kernel's runs beside NCCL took than the fit of its duration against "
+               "its overlap with NCCL kernels says they would alone (contention's other direction)."),
     ("SM footprint", "The share of the GPU's SMs a compute kernel occupies (its blocks over the SM count, at most 1)."),
     ("compute overlap", "The share of a rank's NCCL kernel time during which a compute kernel also ran on its GPU."),
     ("GPU idle", "Time a rank's GPU ran nothing, split into host wait (the host had not yet launched the "

@@ -297,9 +297,18 @@ class ComputeSlowdown:
     kernel_full: str
     overlapped_mean_ns: int
     alone_mean_ns: int
-    slowdown: float
+    slowdown: float  # how much longer its runs beside NCCL took than the fit says they would alone
     overlapped_runs: int
     alone_runs: int
+    # The fit (its duration = baseline + coefficient x overlap with NCCL): the time NCCL added over
+    # all its runs, GPU time, with a 90% bootstrap range; what removing that saves, replayed.
+    slowed_ns: int = 0
+    slowed_low_ns: int = 0
+    slowed_high_ns: int = 0
+    slowdown_per_overlap: float = 0.0
+    confidence: Literal["high", "low"] = "low"
+    wait_saved_ns: int | None = None
+    step_time_saved_ns: int | None = None
 
 
 @dataclass(frozen=True)

@@ -100,3 +100,19 @@ def test_fixing_the_contention_has_a_replayed_saving_without_clean_transfers(tmp
     assert abs(found["wait_saved_ns"] - cause["wait_saved_ns"]) <= max(0.10 * abs(cause["wait_saved_ns"]), 20_000)
     assert cause["step_time_saved_ns"] > 0
     assert found["step_time_saved_ns"] == pytest.approx(cause["step_time_saved_ns"], rel=0.10)
+
+
+def test_a_compute_kernel_slowed_by_nccl_is_found_with_its_step_time(tmp_path):
+    """The other direction: a kernel on the compute stream runs 30% slower while a bucket's NCCL
+    kernel runs beside it (and at its own speed in the forward pass, where no NCCL runs)."""
+    doc, truth = analyze(tmp_path, "nccl_slows_compute", 5)
+    (cause,) = truth["causes"]
+    found = doc["compute_slowdown"][0]
+    assert found["kernel"] == cause["kernel"] and found["confidence"] == "high"
+    assert found["slowed_ns"] == pytest.approx(cause["extra_ns_total"], rel=0.15)
+    assert found["slowdown"] == pytest.approx(cause["factor"] - 1, abs=0.05)
+    assert found["slowed_low_ns"] <= found["slowed_ns"] <= found["slowed_high_ns"]
+    assert cause["step_time_saved_ns"] > 0
+    assert found["step_time_saved_ns"] == pytest.approx(cause["step_time_saved_ns"], rel=0.15)
+    for other in doc["compute_slowdown"][1:]:  # the backward kernels beside the buckets are not slowed
+        assert other["slowed_ns"] < 0.10 * cause["extra_ns_total"] and other["confidence"] == "low"

@@ -1,22 +1,24 @@
-"""Contention attribution (method.md section 5): why the transfer was slow.
+"""Contention attribution: why the transfer was slow.
 
 Once the last rank has arrived, each rank's NCCL kernel transfers while compute kernels on the
 same GPU compete for SMs and memory bandwidth. For every (collective, rank): the compute kernels
 overlapping its transfer phase [last arrival, its end], with overlap ns and SM footprint (thread
-blocks over the GPU's SMs, at most 1). A baseline transfer time per kind of collective (the same
-communicator, operation and rank count, and size, or position within the training step when
-sizes are unknown) comes from the instances nothing overlapped; what a collective took beyond it
-on each rank is its excess, shared among the kernels that overlapped it on any of its ranks
-(contention on one rank slows the whole ring) in proportion to overlap x footprint.
+blocks over the GPU's SMs, at most 1). Per class of collectives (the same communicator, operation
+and rank count, and size, or position within the training step when sizes are unknown) the
+transfer time is fitted as a baseline + each kernel's coefficient x its overlap (overlap_fit), so
+a kernel's contention_ns is what it added, measured from the job's own variation: no transfer has
+to have run alone, and a kernel that overlaps without slowing gets about 0. A kernel's overlap
+with a collective is the most it overlapped any member (a ring runs at its slowest member's pace);
+its contention_ns is GPU time over the members, as the transfers' excess is.
 
-The other direction too: compute kernels that ran beside NCCL against the same kernels alone.
+The other direction too, with the same fit: a compute kernel's duration against its overlap with
+NCCL kernels, and what that costs in step time (replayed by the what-if).
 With GPU metrics captured, SM activity and NVLink/PCIe throughput during the transfers.
 """
 
 from __future__ import annotations
 
 import re
-from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -48,6 +50,7 @@ class Contention:
     check: dict | None = None  # the fitted baselines against the clean instances, where some ran alone
     by_group: list[tuple[int, np.ndarray]] = field(default_factory=list)  # (entry, per instance excess it caused)
     fit_summary: dict | None = None  # classes, collectives, kernels, trimmed, residual_share
+    compute_changes: list[dict] = field(default_factory=list)  # per compute_slowdown entry: rank, row, ns without NCCL's share
 
 
 def _positions_in_step(job: Job) -> np.ndarray | None:
@@ -201,11 +204,12 @@ def attribute(job: Job) -> Contention:
     by_group = _by_group(listed, fitted, inst_fit, n)
     for e in listed:
         e.pop("_column")
+    slowed_compute, compute_changes = _compute_slowdown(job)
     metrics, metric_warnings = gpu_metrics.during_transfers(job)
     phases = np.bincount(inst, weights=transfer_on_rank, minlength=n)
     sm_pressure = np.divide(weight_sum, phases, out=np.zeros(n), where=phases > 0)
     return Contention(entries=listed, baseline=baseline, overlap=overlap, sm_pressure=sm_pressure, excess=excess,
-                      kind=kind, compute_slowdown=_compute_slowdown(job), metrics=metrics,
+                      kind=kind, compute_slowdown=slowed_compute, compute_changes=compute_changes, metrics=metrics,
                       warnings=warnings + metric_warnings, fitted_excess=excess_fitted, points=points,
                       check=clean_check, by_group=by_group,
                       fit_summary=None if fitted is None else {
@@ -263,33 +267,56 @@ def _by_group(listed: list[dict], fitted, rows, n: int) -> list[tuple[int, np.nd
     return out
 
 
-def _compute_slowdown(job: Job, min_runs: int = 3) -> list[dict]:
-    """Per compute kernel: mean duration when it overlapped an NCCL kernel and when it ran alone."""
+MAX_COMPUTE_KERNELS = 40  # compute kernels fitted against NCCL overlap, the most overlapped first
+MAX_RUNS = 2_000  # runs of one kernel in its fit (evenly spaced when it ran more)
+
+
+def _compute_slowdown(job: Job, min_runs: int = 3) -> tuple[list[dict], list[dict]]:
+    """The other direction: per compute kernel, its duration = its own baseline + a coefficient x
+    its overlap with NCCL kernels on its GPU, fitted as the transfers are (overlap_fit), so it
+    needs no run alone if its overlap varies. Returns the entries and, per entry, the runs it
+    lengthened and by how much (for the what-if)."""
     work = job.timeline
-    sums: dict = defaultdict(lambda: np.zeros(4))  # overlapped total, count, alone total, count
+    parts = []
     for r in sorted(job.ops):
         w = work[r]
         compute = np.flatnonzero(w.is_kernel & ~w.is_nccl)
         nccl = np.flatnonzero(w.is_nccl)
-        q, _, _ = _native.overlaps(w.start[compute], w.end[compute], w.start[nccl], w.end[nccl])
-        beside = np.zeros(len(compute), bool)
-        beside[q] = True
-        duration = (w.end - w.start)[compute]
-        for flag, col in ((True, 0), (False, 2)):
-            sel = beside == flag
-            for name, total, runs in zip(*_group_sum(w.name[compute][sel], duration[sel])):
-                s = sums[(int(name), w.short_of[int(name)])]
-                s[col] += total
-                s[col + 1] += runs
-    out = []
-    for (full, short), (o_tot, o_n, a_tot, a_n) in sums.items():
-        if o_n >= min_runs and a_n >= min_runs:
-            out.append({"kernel": work.names.values[short], "kernel_full": work.names.values[full],
-                        "overlapped_mean_ns": round(o_tot / o_n), "alone_mean_ns": round(a_tot / a_n),
-                        "slowdown": o_tot / o_n / (a_tot / a_n) - 1, "overlapped_runs": int(o_n), "alone_runs": int(a_n)})
-    return sorted(out, key=lambda e: -e["slowdown"])
-
-
-def _group_sum(keys: np.ndarray, values: np.ndarray):
-    uniq, at = np.unique(keys, return_inverse=True)
-    return uniq, np.bincount(at, weights=values), np.bincount(at)
+        q, _, ns = _native.overlaps(w.start[compute], w.end[compute], w.start[nccl], w.end[nccl])
+        parts.append((np.full(len(compute), r), compute, w.name[compute], w.short_name[compute], (w.end - w.start)[compute],
+                      np.bincount(q, weights=ns, minlength=len(compute))))
+    if not parts:
+        return [], []
+    rank, row, name, short, duration, overlap = (np.concatenate(c) for c in zip(*parts))
+    beside = overlap > 0
+    names, at = np.unique(name, return_inverse=True)
+    at = at.ravel()
+    overlapped = np.bincount(at, weights=beside, minlength=len(names))
+    total_overlap = np.bincount(at, weights=overlap, minlength=len(names))
+    wanted = [k for k in np.argsort(-total_overlap, kind="stable").tolist()
+              if overlapped[k] >= min_runs and np.bincount(at, minlength=len(names))[k] - overlapped[k] >= min_runs][:MAX_COMPUTE_KERNELS]
+    out, changes = [], []
+    for k in wanted:
+        runs = np.flatnonzero(at == k)
+        fit_runs = runs[np.linspace(0, len(runs) - 1, MAX_RUNS).astype(np.int64)] if len(runs) > MAX_RUNS else runs
+        fitted = overlap_fit.fit(duration[fit_runs], np.zeros(len(fit_runs), np.int64), overlap[fit_runs, None],
+                                 np.ones(len(fit_runs)))
+        if fitted is None or fitted.flat[0]:
+            continue
+        coef = float(fitted.coefficient[0])
+        scale = len(runs) / len(fit_runs)  # the fit's totals over all the kernel's runs
+        slowed, low, high = (float(v[0]) * scale for v in (fitted.contribution, fitted.low, fitted.high))
+        o, a = runs[beside[runs]], runs[~beside[runs]]
+        own = float(duration[o].sum()) - slowed
+        full = int(names[k])
+        out.append({"kernel": work.names.values[int(short[runs[0]])], "kernel_full": work.names.values[full],
+                    "overlapped_mean_ns": round(float(duration[o].mean())), "alone_mean_ns": round(float(duration[a].mean())),
+                    "slowdown": slowed / own if own > 0 else 0.0, "overlapped_runs": int(len(o)), "alone_runs": int(len(a)),
+                    "slowed_ns": round(slowed), "slowed_low_ns": round(low), "slowed_high_ns": round(high),
+                    "slowdown_per_overlap": round(coef, 4),
+                    "confidence": "high" if slowed > 0 and low >= 0.5 * slowed else "low",
+                    "wait_saved_ns": None, "step_time_saved_ns": None})
+        extra = np.rint(coef * overlap[o]).astype(np.int64)
+        changes.append({"rank": rank[o], "row": row[o], "ns": np.maximum(0, duration[o] - extra)})
+    order = sorted(range(len(out)), key=lambda j: -out[j]["slowed_ns"])
+    return [out[j] for j in order], [changes[j] for j in order]

@@ -1,4 +1,4 @@
-"""How much overlapping work slowed other work, from the data's own variation (docs/method.md, contention).
+"""How much overlapping work slowed other work, from the data's own variation (docs/json-fields.md, the contention fit).
 
 One non-negative least-squares fit over every observation: time = baseline of its class + sum over
 the overlapping kernels of coefficient x overlap. The baseline is fitted per class (transfers of one

@@ -93,6 +93,7 @@ class WhatIf:
     ideal_saved: np.ndarray  # per collective: wait the ideal replay saves
     steps: int
     warnings: list[str] = field(default_factory=list)
+    compute: dict[int, tuple[int, int]] = field(default_factory=dict)  # compute_slowdown entry -> (wait, step time) saved
 
 
 @dataclass
@@ -778,10 +779,14 @@ def analyze(job: Job, kind: np.ndarray, tolerance_ns: int, step_pattern: str | N
     if len(candidates) > MAX_CANDIDATES:
         warnings.append(f"what-if: {len(candidates)} candidate causes; the {MAX_CANDIDATES} with the most excess were replayed")
         candidates = candidates[:MAX_CANDIDATES]
-    changes = [c.change for c in candidates] + [_merged([c.change for c in candidates])]
+    # Compute kernels NCCL slowed (contention's other direction): each replayed at its fitted speed alone.
+    compute = _compute_changes(g, contention, min_excess)
+    changes = [c.change for c in candidates] + [ch for _, ch in compute] + [_merged([c.change for c in candidates])]
     base = g.graph.replay()
     outcomes = g.graph.replay_many(changes, threads=os.cpu_count())
     ideal_out = outcomes.pop()
+    compute_out = outcomes[len(candidates):]
+    outcomes = outcomes[:len(candidates)]
     job_start = int(min(job.alignment.correct_rank(r, job.traces[r].calls.start[:1]).min()
                         for r in g.ranks if len(job.traces[r].calls.start)))
     rows = []
@@ -812,4 +817,24 @@ def analyze(job: Job, kind: np.ndarray, tolerance_ns: int, step_pattern: str | N
         ideal={"wait_saved_ns": int(base["total_wait"] - ideal_out["total_wait"]),
                "step_time_saved_ns": _step_time_saved(base, ideal_out, job_start)},
         causes=causes, saved=saved, ideal_saved=base["wait"] - ideal_out["wait"], steps=len(g.step_names),
-        warnings=warnings)
+        warnings=warnings,
+        compute={j: (int(base["total_wait"] - out["total_wait"]), _step_time_saved(base, out, job_start))
+                 for (j, _), out in zip(compute, compute_out)})
+
+
+MAX_COMPUTE_REPLAYS = 8
+
+
+def _compute_changes(g: _Graph, contention, min_excess: int) -> list[tuple[int, dict]]:
+    """(entry, change) per compute kernel the fit says NCCL slowed by at least min_excess: its runs
+    beside NCCL at their duration less NCCL's fitted share."""
+    if contention is None:
+        return []
+    out = []
+    for j, (e, ch) in enumerate(zip(contention.compute_slowdown, contention.compute_changes)):
+        if e["slowed_ns"] < min_excess or len(out) >= MAX_COMPUTE_REPLAYS:
+            continue
+        known = np.isin(ch["rank"], list(g.op_offset))
+        op = np.array([g.op_offset[int(r)] for r in ch["rank"][known].tolist()], np.int64) + ch["row"][known]
+        out.append((j, {"op": op, "op_ns": ch["ns"][known].astype(np.int64)}))
+    return out

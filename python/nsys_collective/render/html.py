@@ -180,9 +180,13 @@ def _contention_check(doc: dict) -> str | None:
 def _slowdown(doc: dict) -> dict:
     slowed = doc["compute_slowdown"]
     rows = [[_name(e["kernel"], e.get("kernel_full")), _d(e["overlapped_mean_ns"]), _d(e["alone_mean_ns"]),
-             f"{e['slowdown']:+.1%}", f"{e['overlapped_runs']} / {e['alone_runs']}"] for e in slowed[:MAX_CONTENTION]]
-    return _table(["kernel", "mean beside NCCL", "mean alone", "slowdown", "runs beside / alone"], rows,
-                  {"mean beside NCCL", "mean alone", "slowdown", "runs beside / alone"}, total=len(slowed))
+             f"{e['slowdown']:+.1%}", _d(e.get("slowed_ns")),
+             f"{_d(e.get('slowed_low_ns'))} - {_d(e.get('slowed_high_ns'))}", e.get("confidence") or "-",
+             _d(e.get("step_time_saved_ns")), f"{e['overlapped_runs']} / {e['alone_runs']}"] for e in slowed[:MAX_CONTENTION]]
+    return _table(["kernel", "mean beside NCCL", "mean alone", "slowdown", "NCCL added", "90% range", "confidence",
+                   "step time saved", "runs beside / alone"], rows,
+                  {"mean beside NCCL", "mean alone", "slowdown", "NCCL added", "90% range", "step time saved",
+                   "runs beside / alone"}, total=len(slowed))
 
 
 def _stragglers(doc: dict) -> dict:

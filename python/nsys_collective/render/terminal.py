@@ -157,6 +157,18 @@ def _contention(out: Console, doc: dict) -> list[RenderableType]:
     return shown + [_fit_note(doc)] if doc.get("contention_fit") else shown
 
 
+def _compute_slowed(out: Console, doc: dict) -> list[RenderableType]:
+    """Compute kernels NCCL slowed, where the fit is confident."""
+    entries = [e for e in doc["compute_slowdown"] if e.get("confidence") == "high"][:WORST]
+    if not entries:
+        return []
+    rows = [[_d(e["slowed_ns"]), f"{_d(e['slowed_low_ns'])}-{_d(e['slowed_high_ns'])}", f"{e['slowdown']:+.0%}",
+             _d(e.get("step_time_saved_ns"))] for e in entries]
+    names = distinct_names([e["kernel"] for e in entries], [e.get("kernel_full") or e["kernel"] for e in entries])
+    return named_table(out, "What NCCL slowed (compute kernels beside NCCL kernels, fitted)",
+                       ["slowdown", "90% range", "longer", "step time saved"], rows, names, "kernel", at=0)
+
+
 def _fit_note(doc: dict) -> str:
     """How the slowdowns were measured, as prose under their table."""
     fit = doc["contention_fit"]
@@ -264,7 +276,7 @@ def render(result: Result, console: Console | None = None) -> None:
         out.print()
     for line in doc["findings"]:
         out.print(line, markup=False)
-    parts = (_whatif(out, doc) + _contention(out, doc) + _stragglers(out, doc) + _steps(out, doc) + _worst(out, doc)
+    parts = (_whatif(out, doc) + _contention(out, doc) + _compute_slowed(out, doc) + _stragglers(out, doc) + _steps(out, doc) + _worst(out, doc)
              if doc["collectives"] else [])
     for part in parts + _alignment(out, result) + _ranks(out, doc) + _idle(out, doc):
         out.print(part, markup=False) if isinstance(part, str) else out.print(part)
