@@ -116,3 +116,29 @@ def test_a_compute_kernel_slowed_by_nccl_is_found_with_its_step_time(tmp_path):
     assert found["step_time_saved_ns"] == pytest.approx(cause["step_time_saved_ns"], rel=0.15)
     for other in doc["compute_slowdown"][1:]:  # the backward kernels beside the buckets are not slowed
         assert other["slowed_ns"] < 0.10 * cause["extra_ns_total"] and other["confidence"] == "low"
+
+
+def test_sizes_from_input_dims_equal_the_planted_bytes(tmp_path):
+    """A profiler trace whose record_param_comms carries the size only as its input's shape
+    ("Input Dims", as Megatron's do) and no dtype: the element size comes from the NCCL kernel's
+    name (bf16), and busbw is bytes over transfer time times nccl-tests' bus factor."""
+    truth = gen.generate(tmp_path, scenario="balanced", seed=11, format="kineto", kineto_sizes="input_dims", **SET)
+    result = CliRunner().invoke(app, ["analyze", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    planted = sorted(c["bytes"] for c in truth["collectives"])
+    assert sorted(c["bytes"] for c in doc["collectives"]) == planted
+    assert {c["bytes_source"] for c in doc["collectives"]} == {"input_dims"}
+    for c in doc["collectives"]:
+        factor = {"AllReduce": 2 * (c["ranks"] - 1) / c["ranks"]}.get(c["op"], (c["ranks"] - 1) / c["ranks"])
+        assert c["busbw_gbps"] == pytest.approx(c["bytes"] / c["transfer_ns"] * factor, rel=1e-9)
+        assert c["link"] is None  # a profiler trace names no host: which link it crossed is unknown
+
+
+@pytest.mark.parametrize("hosts, link", [(1, ("nvlink", 450.0)), (2, ("network", None))])
+def test_the_link_each_collective_crossed(tmp_path, hosts, link):
+    """Inside one host the generator's H100 SXM GPUs talk over NVLink (450 GB/s per direction);
+    across hosts over the network, whose capacity (the NIC's) no export records."""
+    gen.generate(tmp_path, scenario="balanced", seed=12, **{**SET, "hosts": hosts})
+    doc = json.loads(CliRunner().invoke(app, ["analyze", str(tmp_path), "--json"]).stdout)
+    assert {(c["link"], c["link_capacity_gbps"]) for c in doc["collectives"]} == {link}

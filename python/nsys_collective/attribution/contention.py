@@ -86,7 +86,7 @@ def attribute(job: Job) -> Contention:
     n, warnings = len(c), []
     inst, rank, end = c.obs_instance, c.obs_rank, job.aligned_end
     last = t.last_arrival[inst] if n else np.zeros(0, np.int64)
-    pair_obs, pair_item, pair_ns, pair_fp = [], [], [], []
+    pair_obs, pair_item, pair_ns, pair_fp, pair_span = [], [], [], [], []
     unknown_sms = []
     for r in np.unique(rank).tolist():
         rows = np.flatnonzero((rank == r) & (end > last))
@@ -97,7 +97,9 @@ def attribute(job: Job) -> Contention:
         if sms is None:
             unknown_sms.append(r)
         items = compute[i]
-        pair_obs.append(rows[q])
+        o = rows[q]
+        pair_span.append(np.stack([np.maximum(last[o], w.start[items]) - last[o], np.minimum(end[o], w.end[items]) - last[o]]))
+        pair_obs.append(o)
         pair_item.append(np.stack([np.full(len(items), r), items]))
         pair_ns.append(ns)
         pair_fp.append(np.minimum(1.0, w.ctas[items] / sms) if sms else np.ones(len(items)))
@@ -135,9 +137,10 @@ def attribute(job: Job) -> Contention:
     ncol = int(min(g, overlap_fit.MAX_COLUMNS))
     x = np.zeros((n, ncol))
     if len(obs):
+        span = np.concatenate(pair_span, axis=1)
         code, at = np.unique(obs * ncol + column[group], return_inverse=True)
-        summed = np.bincount(at.ravel(), weights=ns)
-        np.maximum.at(x, (inst[code // ncol], code % ncol), summed)
+        covered = _union_lengths(at.ravel(), span[0], span[1])
+        np.maximum.at(x, (inst[code // ncol], code % ncol), covered)
     members = np.bincount(inst, minlength=n).astype(np.float64)
     fitted = inst_fit = None
     rows_fit = np.flatnonzero((t.transfer > 0) & (c.nranks >= 2)) if n else np.zeros(0, np.int64)
@@ -215,6 +218,22 @@ def attribute(job: Job) -> Contention:
                       fit_summary=None if fitted is None else {
                           "classes": int(len(fitted.baseline)), "collectives": int(len(rows_fit)), "kernels": int(g),
                           "trimmed": fitted.trimmed, "residual_share": round(fitted.residual_share, 4)})
+
+
+def _union_lengths(group: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Per group (0..G-1): the length of the union of its intervals [lo, hi) (times relative to
+    their transfer, so small): how long at least one run of a kernel overlapped a transfer, not
+    the sum over runs that overlapped each other."""
+    order = np.lexsort((lo, group))
+    g, lo, hi = group[order], lo[order], hi[order]
+    width = int(hi.max(initial=0)) + 1
+    # Running max of the ends within each group: offsetting each group by its index x width keeps
+    # groups from mixing in one accumulate.
+    reach = np.maximum.accumulate(hi + g * width) - g * width
+    before = np.r_[np.iinfo(np.int64).min, reach[:-1]]
+    before[np.r_[True, g[1:] != g[:-1]]] = np.iinfo(np.int64).min
+    added = np.maximum(0, hi - np.maximum(lo, before))
+    return np.bincount(g, weights=added, minlength=int(group.max(initial=-1)) + 1)
 
 
 def _clean_check(transfer: np.ndarray, kind: np.ndarray, overlap: np.ndarray, baseline: np.ndarray) -> dict | None:

@@ -1,6 +1,6 @@
 """How much overlapping work slowed other work, from the data's own variation (docs/json-fields.md, the contention fit).
 
-One non-negative least-squares fit over every observation: time = baseline of its class + sum over
+One bounded (non-negative) least-squares fit over every observation: time = baseline of its class + sum over
 the overlapping kernels of coefficient x overlap. The baseline is fitted per class (transfers of one
 communicator, operation, rank count and size; or one compute kernel), so it is known even where
 nothing ran alone; a coefficient is shared by every class (a kernel that overlaps a transfer for
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import nnls
+from scipy.optimize import lsq_linear
 
 COLLINEAR = 0.995  # cosine between class-centred overlap columns above which two kernels are one group
 FLAT = 0.02  # a column whose class-centred norm is under this share of its norm does not vary in its class
@@ -24,6 +24,15 @@ BOOTSTRAP = 100
 INTERVAL = (5, 95)  # percentiles of the bootstrap: a 90% interval
 TRIM_SIGMAS = 6.0
 MAX_COLUMNS = 48  # kernels beyond these (by overlap) share one column
+# A coefficient's ceiling: 1 - 1/f for a kernel that makes the work it overlaps at most f = 5x
+# slower. Without it, a kernel that spans every transfer (overlap = the transfer itself, which
+# grows with whatever slowed it) explains any transfer exactly with coefficient 1 and no baseline.
+MAX_COEFFICIENT = 0.8
+# A kernel that runs through this share of the transfer, in nearly every transfer of the classes it
+# overlaps, spans them: its overlap is the transfer time itself (it grows with whatever slowed the
+# transfer), so what it costs cannot be told from the baseline; it is not fitted.
+SPAN = 0.95
+SPANS_NEARLY_EVERY = 0.9
 
 
 @dataclass
@@ -47,13 +56,23 @@ def _centred(x: np.ndarray, cls: np.ndarray, ncls: int) -> np.ndarray:
     return x - (means / np.maximum(counts, 1)[:, None])[cls]
 
 
-def _groups(x: np.ndarray, cls: np.ndarray, ncls: int) -> tuple[list[list[int]], np.ndarray]:
+def _spanning(y: np.ndarray, x: np.ndarray, cls: np.ndarray) -> np.ndarray:
+    """Per column: it spans nearly every transfer of the classes it overlaps (see SPAN)."""
+    out = np.zeros(x.shape[1], bool)
+    for j in range(x.shape[1]):
+        present = x[:, j] > 0
+        rows = np.isin(cls, np.unique(cls[present]))
+        out[j] = present.any() and float(np.mean(x[rows, j] >= SPAN * y[rows])) >= SPANS_NEARLY_EVERY
+    return out
+
+
+def _groups(x: np.ndarray, cls: np.ndarray, ncls: int, spans: np.ndarray) -> tuple[list[list[int]], np.ndarray]:
     """Columns the data cannot tell apart, joined (union of pairs with cosine above COLLINEAR)."""
     k = x.shape[1]
     c = _centred(x, cls, ncls)
     norm = np.linalg.norm(c, axis=0)
     raw = np.linalg.norm(x, axis=0)
-    flat = norm <= FLAT * np.maximum(raw, 1e-9)
+    flat = (norm <= FLAT * np.maximum(raw, 1e-9)) | spans
     unit = c / np.where(norm > 0, norm, 1.0)
     cos = unit.T @ unit
     parent = list(range(k))
@@ -74,14 +93,15 @@ def _groups(x: np.ndarray, cls: np.ndarray, ncls: int) -> tuple[list[list[int]],
 
 
 def _solve(y: np.ndarray, cls: np.ndarray, ncls: int, xg: np.ndarray) -> np.ndarray:
-    """NNLS of y on [class indicators, group columns], columns scaled to unit norm."""
+    """Bounded least squares of y on [class indicators, group columns] (baselines >= 0,
+    coefficients in [0, MAX_COEFFICIENT]), columns scaled to unit norm."""
     a = np.zeros((len(y), ncls + xg.shape[1]))
     a[np.arange(len(y)), cls] = 1.0
     a[:, ncls:] = xg
     scale = np.linalg.norm(a, axis=0)
     scale[scale == 0] = 1.0
-    sol, _ = nnls(a / scale, y, maxiter=50 * a.shape[1])
-    return sol / scale
+    upper = np.r_[np.full(ncls, np.inf), np.full(xg.shape[1], MAX_COEFFICIENT)] * scale
+    return lsq_linear(a / scale, y, bounds=(np.zeros(a.shape[1]), upper), method="bvls").x / scale
 
 
 def fit(y: np.ndarray, cls: np.ndarray, x: np.ndarray, weight: np.ndarray, seed: int = 0) -> Fit | None:
@@ -96,8 +116,9 @@ def fit(y: np.ndarray, cls: np.ndarray, x: np.ndarray, weight: np.ndarray, seed:
     ncls = int(cls.max()) + 1
     y = y.astype(np.float64)
     x = x.astype(np.float64)
-    groups, flat = _groups(x, cls, ncls) if k else ([], np.zeros(0, bool))
-    xg = np.stack([x[:, g].sum(axis=1) for g in groups], axis=1) if groups else np.zeros((n, 0))
+    groups, flat = _groups(x, cls, ncls, _spanning(y, x, cls)) if k else ([], np.zeros(0, bool))
+    # Columns that cannot be told from the baseline are left out of the solve (their figure is None).
+    xg = np.stack([x[:, g].sum(axis=1) * (not f) for g, f in zip(groups, flat)], axis=1) if groups else np.zeros((n, 0))
     keep = np.ones(n, bool)
     sol = _solve(y, cls, ncls, xg)
     resid = y - sol[cls] - xg @ sol[ncls:]
