@@ -15,7 +15,7 @@ blame today is extra transfer time (``contention_ns``), blamed / the planted ext
 summed over the ranks (truth ``contention_ns_total``). "idle" is today's ``summary.idle_wait_ns`` on
 the planted rank(s): wait the analysis put down to an idle straggler.
 
-Only documented JSON contract fields are read (../shared/docs/output-contract.md): with a
+Only documented JSON contract fields are read (docs/output-contract.md): with a
 ``whatif`` block (schema_version 2), ``whatif.causes[]`` and their ``wait_saved_ns`` /
 ``step_time_saved_ns``; otherwise today's ``blocking_kernels[].inflicted_wait_ns``,
 ``blocking_launches[].inflicted_wait_ns``, ``contention[].contention_ns`` and

@@ -200,7 +200,7 @@ def _link_event_records(sync: dict[str, np.ndarray], records: dict[str, np.ndarr
 
 
 def read_export(path: str | os.PathLike) -> Export:
-    return Export.from_dict(read_raw(path))
+    return Export.from_dict(read_raw(path), origin_is_capture_start=True)
 
 
 def read_raw(path: str | os.PathLike) -> dict:

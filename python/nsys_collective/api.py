@@ -2,12 +2,13 @@
 
     import nsys_collective as nc
     run = nc.load("fixtures/demo-4rank-2host")          # or a list of paths, a glob, a run id
-    run.summary["wait_ns"], run.findings, run.tables["blocking"]   # pyarrow tables
-    diff = run.compare(nc.load("fixtures/slow-kernel-8rank-3host"))
+    run.summary["wait_ns"], run.findings, nc.tables(run)["blocking"]   # pyarrow tables
+    diff = nc.compare_runs(run, "fixtures/slow-kernel-8rank-3host")
     print(diff.findings); diff.render(); diff.chart("diff.png")
 
 `load` runs the same pipeline as `collectivetrace-nsys analyze` (or fetches a stored run), so
-`Result.doc` is exactly the `--json` document.
+`Result.doc` is exactly the `--json` document. A result is data; what is made of it are functions
+that take it: `tables`, `to_pandas`, `compare_runs`.
 """
 
 from __future__ import annotations
@@ -77,3 +78,30 @@ def _filters(ranks=None, hosts=None, window_s=None, steps=None, keep_all=False) 
     return Filters(ranks=ranks, hosts=None if hosts is None else list(hosts),
                    window_s=None if window_s is None else (float(window_s[0]), float(window_s[1])), steps=steps,
                    keep_all=bool(keep_all))
+
+
+def tables(result: Result) -> dict:
+    """name -> pyarrow.Table: the tables `analyze --out` writes (collectives, blame, blocking,
+    contention, ranks, steps)."""
+    from nsys_collective.render.tables import arrow_tables
+
+    return arrow_tables(result)
+
+
+def to_pandas(result: Result, name: str):
+    """One of a result's tables as a pandas DataFrame (pandas is not a dependency: install it to use this)."""
+    try:
+        import pandas  # noqa: F401  (pyarrow needs it for to_pandas; fail with our message first)
+    except ImportError:
+        raise ImportError("to_pandas needs pandas: pip install pandas (or use tables(), pyarrow)") from None
+    return tables(result)[name].to_pandas()
+
+
+def compare_runs(a: Result | PathLike | Sequence[PathLike] | int, b: Result | PathLike | Sequence[PathLike] | int, *,
+                 db: str | None = None, nsys: str | None = None):
+    """Run A (the baseline) against run B, each a Result or what `load` takes: what changed from
+    A to B, a compare.Comparison (deltas are B - A)."""
+    from nsys_collective.compare import Comparison, compare_documents
+
+    a, b = (r if isinstance(r, Result) else load(r, db=db, nsys=nsys) for r in (a, b))
+    return Comparison(compare_documents(a.doc, b.doc, sources=(a.source, b.source)))

@@ -67,17 +67,15 @@ def _prepare(root: Path, path: Path) -> Job:
 
 
 class _Bars:
-    """Progress on stderr: jobs done, ranks read. Does nothing when not enabled."""
+    """Progress on a console (the CLI's stderr): jobs done, ranks read. Does nothing without one."""
 
-    def __init__(self, enabled: bool, jobs: int):
+    def __init__(self, console, jobs: int):
         self.progress = None
-        if enabled:
+        if console is not None:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            from nsys_collective.cli.console import stderr
-
             self.progress = Progress(TextColumn("{task.description:>5}"), BarColumn(), MofNCompleteColumn(),
-                                     TimeElapsedColumn(), console=stderr, transient=True)
+                                     TimeElapsedColumn(), console=console, transient=True)
             self.jobs = self.progress.add_task("jobs", total=jobs)
             self.ranks = self.progress.add_task("ranks", total=0)
 
@@ -196,7 +194,7 @@ def _run_dask(jobs: Iterable[Job], bars: _Bars, nsys, cache_dir, scheduler, thre
 
 
 def run_batch(root: str | os.PathLike, db_url: str = "sqlite:///collectivetrace.db", pattern: str | None = None,
-              executor: str = "local", scheduler: str | None = None, progress: bool = False, *,
+              executor: str = "local", scheduler: str | None = None, progress=None, *,
               nsys: str | None = None, cache_dir: str | os.PathLike | None = None, threads: int | None = None,
               retry_failed: bool = False, client=None, limits: Limits = Limits()) -> dict:
     """Analyzes every job under root (see find_jobs) into the store at db_url. Returns a summary:
@@ -204,7 +202,8 @@ def run_batch(root: str | os.PathLike, db_url: str = "sqlite:///collectivetrace.
     same inputs), failed_earlier, seconds, jobs (one dict per job, by name) and errors ({job: error}).
     Raises InputError for an unusable root, store or executor. `threads`: ranks read at once
     (local) or threads of the local Dask worker; `client`: a distributed.Client to use instead of
-    `scheduler` (dask); `limits`: what one input may make a reader hold (analyze's --max-* options)."""
+    `scheduler` (dask); `limits`: what one input may make a reader hold (analyze's --max-* options);
+    `progress`: a rich Console to show progress bars on (None: none)."""
     if executor not in EXECUTORS:
         raise InputError(f"{executor!r} is not an executor: use one of {', '.join(EXECUTORS)}")
     started = time.perf_counter()

@@ -12,11 +12,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from nsys_collective.units import count
+from nsys_collective import causes as cause_kinds
+from nsys_collective.render.compare import render_comparison, write_compare_chart
 from nsys_collective.units import duration as _d
-from nsys_collective.units import signed_duration as _signed
 
-SCHEMA_VERSION = 2
+COMPARISON_SCHEMA_VERSION = 2
 # A cause is worth a sentence when it inflicted at least this share of its run's collective wait.
 SIGNIFICANT_SHARE = 0.10
 # A total "changed" when it moved by at least this fraction; below it, it "barely changed".
@@ -24,10 +24,6 @@ CHANGE_SHARE = 0.05
 # A cause grew or shrank when its inflicted wait moved by at least this fraction.
 CAUSE_CHANGE_SHARE = 0.25
 MAX_FINDINGS = 8
-WORST = 12
-MAX_CHART_CAUSES = 10
-# Tables and charts leave out causes below this share of the wait (they stay in --json).
-SHOWN_SHARE = 0.01
 
 
 @dataclass(frozen=True)
@@ -83,9 +79,6 @@ def _summary(a: dict, b: dict) -> dict:
 
 # Blocking causes ----------------------------------------------------------------------------------
 
-HOST_CAUSES = ("host", "host_group", "host_launch")  # host_launch: documents of schema 1
-
-
 def _causes(doc: dict) -> dict[tuple, dict]:
     """(cause, name, rank or host) -> the run's cause: its what-if causes (schema 2) with what fixing
     each saves (`wait_saved_ns`), or, from a document of schema 1, its blocking entries with the
@@ -95,15 +88,16 @@ def _causes(doc: dict) -> dict[tuple, dict]:
     if doc.get("whatif"):
         for e in doc["whatif"]["causes"]:
             name = e.get("name_full") or e.get("name")
-            entry = {**e, "kernel": e["name"] if e["cause"] in ("kernel", "extra_kernel") else None,
-                     "kernel_full": e.get("name_full"), "nvtx": e["name"] if e["cause"] in HOST_CAUSES else None,
+            family = cause_kinds.of(e["cause"]).family
+            entry = {**e, "kernel": e["name"] if family is cause_kinds.KERNEL else None,
+                     "kernel_full": e.get("name_full"), "nvtx": e["name"] if family is cause_kinds.HOST else None,
                      "blame_ns": e["excess_ns"]}
             out[(e["cause"], name, e["rank"] if e["rank"] is not None else e["host"])] = entry
         return out
     for e in doc.get("blocking_kernels", []):
         out[(e["cause"], e.get("kernel_full") or e["kernel"], e["rank"])] = {**e, "wait_saved_ns": e["inflicted_wait_ns"]}
     for e in doc.get("blocking_launches", []):
-        out[("host_launch", e["nvtx"], e["rank"])] = {**e, "wait_saved_ns": e["inflicted_wait_ns"]}
+        out[("host", e["nvtx"], e["rank"])] = {**e, "wait_saved_ns": e["inflicted_wait_ns"]}  # schema 1: one rank's
     return out
 
 
@@ -225,11 +219,8 @@ def _contention(a: dict, b: dict) -> list[dict]:
 
 def _name(g: dict) -> str:
     """A cause as the subject of a sentence."""
-    if g["cause"] in HOST_CAUSES:
-        return f"Host time in '{g['nvtx'] or 'no NVTX range'}'"
-    if g["cause"] in ("transfer", "idle"):
-        return {"transfer": "Slow transfers", "idle": "Unexplained GPU idle"}[g["cause"]]
-    return g["kernel"] or "-"  # whole: two GEMMs cut at a fixed width read alike
+    # The kernel's whole name: two GEMMs cut at a fixed width read alike.
+    return cause_kinds.of(g["cause"]).subject.format(kernel=g["kernel"] or "-", nvtx=g["nvtx"] or "no NVTX range")
 
 
 def _total_sentence(what: str, t: dict, always: bool = True) -> str | None:
@@ -277,8 +268,8 @@ def _findings(cmp: dict) -> list[str]:
         t, name = g["wait_saved_ns"], _name(g)
         ra, rb = g["top_rank"]["a"], g["top_rank"]["b"]
         change = _change(t)
-        # Late launches are plural ("they"), a kernel is one thing ("it").
-        it, s_, is_ = ("they", "", "are") if g["cause"] in ("transfer",) else ("it", "s", "is")
+        # Slow transfers are plural ("they"), a kernel is one thing ("it").
+        it, s_, is_ = ("they", "", "are") if cause_kinds.of(g["cause"]).plural else ("it", "s", "is")
         if sig_a and sig_b and g["moved"]:
             out.append(f"{name} moved: {it} made rank {ra} late in A ({_d(rank_wait(g, 'a'))} of wait) "
                        f"and rank {rb} late in B ({_d(rank_wait(g, 'b'))}).")
@@ -323,7 +314,7 @@ def compare_documents(a: dict, b: dict, *, sources: tuple[str | None, str | None
     `sources` says where each document came from (a path, "run 12"), for people reading it."""
     blocking = _blocking(a, b)
     cmp = {
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": COMPARISON_SCHEMA_VERSION,
         "a": _identity(a, sources[0]),
         "b": _identity(b, sources[1]),
         "summary": _summary(a, b),
@@ -340,140 +331,3 @@ def compare_documents(a: dict, b: dict, *, sources: tuple[str | None, str | None
                                f"({a.get('schema_version')} and {b.get('schema_version')})")
     cmp["findings"] = _findings(cmp)
     return cmp
-
-
-def _shown_causes(cmp: dict, limit: int) -> tuple[list[dict], int]:
-    """The blocking rows worth a line in a table or a bar in a chart (at least SHOWN_SHARE of the
-    larger run's wait), biggest change first; and how many were left out."""
-    floor = SHOWN_SHARE * max(cmp["summary"]["wait_ns"]["a"] or 0, cmp["summary"]["wait_ns"]["b"] or 0)
-    rows = [r for r in cmp["blocking"] if max(r["wait_saved_ns"]["a"], r["wait_saved_ns"]["b"]) > max(floor, 0)]
-    return rows[:limit], len(cmp["blocking"]) - len(rows[:limit])
-
-
-# Terminal --------------------------------------------------------------------------------------------
-
-def _where(side: dict) -> str:
-    """Where a run came from, in a few words: its source, its one input, or its inputs' folder."""
-    inputs = side["inputs"]
-    if side["source"]:
-        return side["source"]
-    if len(inputs) == 1:
-        return inputs[0]
-    return f"{Path(inputs[0]).parent}/ ({count(len(inputs), 'file')})" if inputs else "?"
-
-
-def _describe(side: dict) -> str:
-    return (f"{_where(side)}: {count(side['ranks'], 'rank')} on {count(side['hosts'], 'host')}, "
-            f"{count(side['collectives'], 'collective')}")
-
-
-def render_comparison(cmp: dict, console=None) -> None:
-    """Verdict lines first, then blocking deltas, operations, stragglers, alignment (rich, stdout)."""
-    from nsys_collective.render.terminal import named_table, plain_table, stdout_console, title_line
-
-    out = console or stdout_console()
-    parts = [f"A: {_describe(cmp['a'])}", f"B: {_describe(cmp['b'])}"]
-    parts += cmp["findings"] + [f"warning: {w}" for w in cmp["warnings"]]
-    rows, left_out = _shown_causes(cmp, WORST)
-    if rows:
-        names = [f"host in '{r['nvtx'] or 'no NVTX range'}'" if r["cause"] in HOST_CAUSES else r["kernel"] or r["cause"] for r in rows]
-        parts += named_table(out, "What fixing each cause saves, A → B (wait saved, replayed)",
-                             ["rank", "cause", "A", "B", "Δ", "A excess", "B excess"],
-                             [[str(r["rank"]), r["cause"], _d(r["wait_saved_ns"]["a"]), _d(r["wait_saved_ns"]["b"]),
-                               _signed(r["wait_saved_ns"]["delta"]), _d(r["blame_ns"]["a"]), _d(r["blame_ns"]["b"])] for r in rows],
-                             names, "kernel or NVTX range", at=2)
-        if left_out:
-            parts.append(f"{count(left_out, 'smaller cause')} in --json.")
-    if cmp["operations"]:
-        parts += [title_line("Operations, A → B"), plain_table(out, [
-            "op", "A count", "B count", "A wait", "B wait", "Δ wait", "A transfer", "B transfer", "Δ transfer"],
-            [[o["op"], str(o["count"]["a"]), str(o["count"]["b"]), _d(o["wait_ns"]["a"]), _d(o["wait_ns"]["b"]),
-              _signed(o["wait_ns"]["delta"]), _d(o["transfer_ns"]["a"]), _d(o["transfer_ns"]["b"]), _signed(o["transfer_ns"]["delta"])]
-             for o in cmp["operations"]]),
-            "Transfer is GPU time: each collective's transfer on each of its ranks."]
-    if cmp["stragglers"]:
-        parts += [title_line("Stragglers, A → B"), plain_table(out, [
-            "rank", "host", "A last in", "B last in", "A wait caused", "B wait caused", "Δ wait caused"],
-            [[str(r["rank"]), r["host"]["b"] or r["host"]["a"] or "-", str(r["last"]["a"]), str(r["last"]["b"]),
-              _d(r["wait_caused_ns"]["a"]), _d(r["wait_caused_ns"]["b"]), _signed(r["wait_caused_ns"]["delta"])]
-             for r in cmp["stragglers"][:WORST]])]
-    al = cmp["alignment"]
-    rows = [["method", str(al["method"]["a"]), str(al["method"]["b"])]]
-    rows += [[f"end spread after, {q}", _d(v["a"]), _d(v["b"])] for q, v in al["end_spread_ns_after"].items()]
-    rows.append(["causality violations after", str(al["violations_after"]["a"]), str(al["violations_after"]["b"])])
-    parts += [title_line("Clock alignment, A → B"), plain_table(out, ["", "A", "B"], rows)]
-    for part in parts:
-        out.print(part, markup=False) if isinstance(part, str) else out.print(part)
-
-
-# Chart -----------------------------------------------------------------------------------------------
-
-C_A = "#9aa7b4"  # the baseline is quiet, the new run loud
-C_B = "#1f5fa8"
-
-
-def write_compare_chart(cmp: dict, path_png) -> list[Path]:
-    """Paired bars, A against B: the wait each top cause inflicted, per cause and late rank (so a
-    cause that moved between ranks shows as one bar gone and one new), then wait and transfer per
-    operation. Writes path_png and the same name with .svg; returns both paths."""
-    import matplotlib
-    import numpy as np
-    from matplotlib.figure import Figure
-    from matplotlib.patches import Patch
-
-    from nsys_collective.render.charts import STYLE, _save
-    from nsys_collective.render.names import unique_labels as _unique_labels
-
-    stem = Path(path_png).with_suffix("")
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    rows, _ = _shown_causes(cmp, MAX_CHART_CAUSES)
-    rows.sort(key=lambda r: -max(r["wait_saved_ns"]["a"], r["wait_saved_ns"]["b"]))
-    ops = cmp["operations"]
-    sides = (("a", C_A, -0.2), ("b", C_B, 0.2))
-    with matplotlib.rc_context(STYLE):
-        fig = Figure(figsize=(11, 3.6 + 0.45 * max(len(rows), 1)), layout="constrained")
-        # Subfigures: the cause labels are wide, the operation panels need not share their margin.
-        top, bottom = fig.subfigures(2, 1, height_ratios=[0.45 * max(len(rows), 1) + 1.0, 2.6])
-        ax = top.subplots()
-        if rows:
-            names = _unique_labels([r["kernel_full"] or r["kernel"] or r["nvtx"] or "no NVTX range" for r in rows], width=46)
-            labels = [f"{'rank ' + str(r['rank']) if isinstance(r['rank'], int) else r['rank'] or 'all'} · "
-                      f"{'host in ' if r['cause'] in HOST_CAUSES else ''}{n}" for r, n in zip(rows, names)]
-            y = np.arange(len(rows))
-            for side, colour, shift in sides:
-                values = np.array([r["wait_saved_ns"][side] for r in rows], float)
-                ax.barh(y + shift, values / 1e6, height=0.38, color=colour)
-                for k in np.flatnonzero(values):
-                    ax.text(values[k] / 1e6, y[k] + shift, " " + _d(values[k]), va="center", fontsize=7.5, color="#444444")
-            ax.set_yticks(y, labels, fontsize=8.5)
-            ax.invert_yaxis()
-            ax.set_xlim(0, ax.get_xlim()[1] * 1.12)  # room for the value labels
-        else:
-            ax.text(0.5, 0.5, "no blocking cause in either run", ha="center", va="center", transform=ax.transAxes)
-            ax.set_yticks([])
-        ax.set_xlabel("wait fixing it saves (ms of GPU time, replayed)")
-        ax.grid(axis="x", color="#e5e5e5", linewidth=0.6)
-        ax.set_axisbelow(True)
-        top.suptitle("What made the collectives wait, per late rank and cause: A against B", x=0.01, ha="left",
-                     fontsize=11, fontweight="bold")
-        top.legend(handles=[Patch(color=C_A, label=f"A: {_short_source(cmp['a'])}"),
-                            Patch(color=C_B, label=f"B: {_short_source(cmp['b'])}")],
-                   loc="outside upper right", ncols=2, frameon=False)
-        for ax, key in zip(bottom.subplots(1, 2), ("wait", "transfer")):
-            x = np.arange(len(ops))
-            for side, colour, shift in sides:
-                values = np.array([o[f"{key}_ns"][side] for o in ops], float)
-                ax.bar(x + shift, values / 1e6, width=0.38, color=colour)
-                for k in range(len(ops)):
-                    ax.text(x[k] + shift, values[k] / 1e6, _d(values[k]), ha="center", va="bottom", fontsize=7.5, color="#444444")
-            ax.set_xticks(x, [o["op"] for o in ops])
-            ax.set_xlim(-0.8, max(len(ops), 1) - 0.2)
-            ax.set_title(f"{key} per operation (ms of GPU time, all ranks)", loc="left")
-            ax.grid(axis="y", color="#e5e5e5", linewidth=0.6)
-            ax.set_axisbelow(True)
-        return _save(fig, stem)
-
-
-def _short_source(side: dict) -> str:
-    text = _where(side)
-    return text if len(text) <= 48 else "…" + text[-47:]

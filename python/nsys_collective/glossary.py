@@ -1,5 +1,5 @@
 """What each figure means, said once: `analyze --help`, `collectivetrace-nsys glossary` and the HTML
-report all print these words (method.md sections 3 to 5 hold the arithmetic)."""
+report all print these words (docs/method.md sections 3 to 5 hold the arithmetic)."""
 
 from __future__ import annotations
 

@@ -17,15 +17,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from nsys_collective import __version__
 from nsys_collective.attribution import attribute
+from nsys_collective.attribution.build import build_result
 from nsys_collective.errors import InputError
 from nsys_collective.ingest import formats
 from nsys_collective.ingest.capture import Limits
 from nsys_collective.ingest.discover import discover
 from nsys_collective.model.job import Filters, Job, build_job
 from nsys_collective.model.trace import InputFacts, RankTrace, trace_export
-from nsys_collective.result import Result, build_result
+from nsys_collective.result import Result
+from nsys_collective.version import __version__
 
 Traced = tuple[InputFacts, list[RankTrace]]
 

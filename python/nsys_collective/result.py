@@ -1,16 +1,18 @@
 """The result of one analyzed run: one typed, immutable `Result`.
 
-`Result.document` is the `--json` contract (../shared/docs/output-contract.md) as typed
+`Result.document` is the `--json` contract (docs/output-contract.md) as typed
 dataclasses: names exactly as there, integer ns on the aligned clock, None where a value is
-unknown. `Result.doc` is the same as plain JSON data, what `--json` prints, the tables
-(render.tables) and the store rows (store) are made of. Beside the document, a result holds what
-the renderers need that the contract does not carry: the verdict lines, the clock names, every
-(collective, rank) observation and the GPU work around the worst collectives (`Evidence`), so that
-a run stored by `batch` renders exactly like a fresh one. Only a fresh run also holds the whole
-aligned timeline (`timeline`), for the Perfetto trace.
+unknown. `Result.doc` is the same as plain JSON data, what `--json` prints. Beside the document, a
+result holds what the renderers need that the contract does not carry: the verdict lines, the
+clock names, every (collective, rank) observation and the GPU work around the worst collectives
+(`Evidence`), so that a run stored by `batch` renders exactly like a fresh one. Only a fresh run
+also holds the whole aligned timeline (`timeline`, as `AlignedTimeline` describes it), for the
+Perfetto trace.
 
-`build_result` assembles it from the model and the attribution; `Result.from_stored` from a
-stored document and its extras. The JSON Schema of the document is generated from these classes
+The result is data: this module imports the standard library, numpy and the leaves it shares with
+every stage (the cause registry, units), nothing of the analysis, the renderers or the store.
+attribution.build assembles a result from the model and the attribution; `Result.from_stored`
+from a stored document and its extras; render/ and store/ read it. The JSON Schema of the document is generated from these classes
 (`document_schema`, checked in as docs/output.schema.json).
 """
 
@@ -19,13 +21,13 @@ from __future__ import annotations
 import json
 import math
 import numbers
-from collections import Counter
 from dataclasses import dataclass, field, fields, is_dataclass
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
+from nsys_collective import causes
 from nsys_collective.units import count, duration
 
 SCHEMA_VERSION = 2
@@ -33,7 +35,18 @@ SCHEMA_VERSION = 2
 _STRICT = {"extra": "forbid"}
 
 
-# The document (output-contract.md) ---------------------------------------------------------------
+# The cause kinds each part of the document allows, from the registry (causes.py).
+_KERNEL_BLAME = causes.kinds(causes.KERNEL)
+_HOST_BLAME = causes.kinds(causes.HOST)
+_TRANSFER_BLAME = causes.kinds(causes.TRANSFER)
+_IDLE_BLAME = causes.kinds(causes.IDLE)
+_UNEXPLAINED_BLAME = causes.kinds(causes.UNEXPLAINED)
+_KERNEL_CAUSES = causes.kinds(causes.KERNEL, replayed=True)
+_HOST_CAUSES = causes.kinds(causes.HOST, replayed=True)
+_REPLAYED = causes.kinds(replayed=True)
+
+
+# The document (docs/output-contract.md) ---------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Input:
@@ -125,7 +138,7 @@ class AlignmentInfo:
 @dataclass(frozen=True)
 class KernelBlame:
     __pydantic_config__ = _STRICT
-    cause: Literal["kernel", "extra_kernel", "window"]
+    cause: Literal[_KERNEL_BLAME]
     kernel: str
     kernel_full: str
     rank: int
@@ -138,7 +151,7 @@ class KernelBlame:
 @dataclass(frozen=True)
 class HostBlame:
     __pydantic_config__ = _STRICT
-    cause: Literal["host", "host_group"]
+    cause: Literal[_HOST_BLAME]
     nvtx: str | None
     rank: int | None
     host: str | None
@@ -150,7 +163,7 @@ class HostBlame:
 @dataclass(frozen=True)
 class TransferBlame:
     __pydantic_config__ = _STRICT
-    cause: Literal["transfer"]
+    cause: Literal[_TRANSFER_BLAME]
     name: str | None
     rank: int | None
     host: str | None
@@ -162,7 +175,7 @@ class TransferBlame:
 @dataclass(frozen=True)
 class IdleBlame:
     __pydantic_config__ = _STRICT
-    cause: Literal["idle"]
+    cause: Literal[_IDLE_BLAME]
     rank: int | None
     host: str | None
     ns: int
@@ -173,7 +186,7 @@ class IdleBlame:
 @dataclass(frozen=True)
 class UnexplainedBlame:
     __pydantic_config__ = _STRICT
-    cause: Literal["unexplained"]
+    cause: Literal[_UNEXPLAINED_BLAME]
     rank: int
     ns: int
     wait_saved_ns: None
@@ -181,8 +194,9 @@ class UnexplainedBlame:
 
 
 Blame = KernelBlame | HostBlame | TransferBlame | IdleBlame | UnexplainedBlame
-_BLAME = {"kernel": KernelBlame, "extra_kernel": KernelBlame, "window": KernelBlame, "host": HostBlame,
-          "host_group": HostBlame, "transfer": TransferBlame, "idle": IdleBlame, "unexplained": UnexplainedBlame}
+# Each family's blame variant; every kind of the registry is one of them (tests/unit/test_causes.py).
+BLAME_OF = {causes.KERNEL: KernelBlame, causes.HOST: HostBlame, causes.TRANSFER: TransferBlame, causes.IDLE: IdleBlame,
+             causes.UNEXPLAINED: UnexplainedBlame}
 
 
 @dataclass(frozen=True)
@@ -225,7 +239,7 @@ class BlockingKernel:
     kernel: str
     kernel_full: str
     rank: int
-    cause: Literal["kernel", "extra_kernel"]
+    cause: Literal[_KERNEL_CAUSES]
     reference: Literal["peers", "self"] | None
     blame_ns: int  # the kernel's own excess over its reference (or the extra runs' time)
     inflicted_wait_ns: int  # kept for one release: wait_saved_ns, at least 0
@@ -244,7 +258,7 @@ class BlockingLaunch:
     nvtx: str | None
     rank: int | None
     host: str | None
-    cause: Literal["host", "host_group"]
+    cause: Literal[_HOST_CAUSES]
     blame_ns: int  # host time beyond the reference
     inflicted_wait_ns: int  # kept for one release: wait_saved_ns, at least 0
     wait_saved_ns: int
@@ -326,7 +340,7 @@ class StartError:
 
 @dataclass(frozen=True)
 class Fidelity:
-    """How much of the trace the replayed dependency graph explains (method.md section 4)."""
+    """How much of the trace the replayed dependency graph explains (docs/method.md section 4)."""
 
     __pydantic_config__ = _STRICT
     ops: int
@@ -347,7 +361,7 @@ class Saving:
 @dataclass(frozen=True)
 class WhatIfCause:
     __pydantic_config__ = _STRICT
-    cause: Literal["kernel", "extra_kernel", "host", "host_group", "transfer", "idle"]
+    cause: Literal[_REPLAYED]
     rank: int | None
     host: str | None
     name: str | None
@@ -577,12 +591,45 @@ class Evidence:
                    contention_points=tuple(data.get("contention_points", ())))  # runs stored before it was kept
 
 
+class GpuWorkView(Protocol):
+    """One rank's GPU work on the aligned clock, sorted by start (model.timeline.GpuWork)."""
+
+    start: np.ndarray
+    end: np.ndarray
+    name: np.ndarray  # id (AlignedTimeline.names) of the full name
+    short_name: np.ndarray  # id of the short name
+    is_nccl: np.ndarray
+    is_kernel: np.ndarray
+    ctas: np.ndarray  # thread blocks of kernels, 0 for copies
+    stream: np.ndarray
+
+    def __len__(self) -> int: ...
+
+    def index_of(self, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """Per (start, end), the row of the op with exactly those times, -1 where none."""
+        ...
+
+
+class NameTable(Protocol):
+    values: list[str]  # by id
+
+    def intern(self, value: str) -> int: ...
+
+
+class AlignedTimeline(Protocol):
+    """What the Perfetto trace reads of the job's aligned GPU work (model.timeline.Timeline)."""
+
+    names: NameTable
+
+    def __getitem__(self, rank: int) -> GpuWorkView: ...
+
+
 @dataclass(frozen=True)
 class Result:
     document: Document
     evidence: Evidence | None  # None for runs stored before it was kept: they compare, but do not render
     source: str = ""  # what was analyzed, for people: a folder, a file and how many more, a run id
-    timeline: Any = field(default=None, repr=False, compare=False)  # the aligned GPU work (fresh runs only)
+    timeline: AlignedTimeline | None = field(default=None, repr=False, compare=False)  # fresh runs only
 
     @cached_property
     def doc(self) -> dict:
@@ -601,32 +648,6 @@ class Result:
     def findings(self) -> list[str]:
         return self.doc["findings"]
 
-    @cached_property
-    def tables(self) -> dict:
-        """name -> pyarrow.Table: the tables `analyze --out` writes (collectives, blame, blocking,
-        contention, ranks, steps)."""
-        from nsys_collective.render.tables import arrow_tables
-
-        return arrow_tables(self)
-
-    def to_pandas(self, name: str):
-        """One table as a pandas DataFrame (pandas is not a dependency: install it to use this)."""
-        try:
-            import pandas  # noqa: F401  (pyarrow needs it for to_pandas; fail with our message first)
-        except ImportError:
-            raise ImportError("to_pandas needs pandas: pip install pandas (or use .tables, pyarrow)") from None
-        return self.tables[name].to_pandas()
-
-    def compare(self, other):
-        """This run (A) against other (B, a Result or what nsys_collective.load takes): what
-        changed from A to B, a compare.Comparison."""
-        from nsys_collective.api import load
-        from nsys_collective.compare import Comparison, compare_documents
-
-        if not isinstance(other, Result):
-            other = load(other)
-        return Comparison(compare_documents(self.doc, other.doc, sources=(self.source, other.source)))
-
     def __repr__(self) -> str:
         s = self.summary
         return (f"<Result {self.source}: {count(s['ranks'], 'rank')}, {count(s['collectives'], 'collective')}, "
@@ -638,138 +659,3 @@ class Result:
         document = _document_adapter().validate_json(document_json)
         evidence = Evidence.from_json(evidence_json) if evidence_json else None
         return cls(document=document, evidence=evidence, source=source)
-
-
-# Assembling a result from the model and the attribution ---------------------------------------
-
-def _int_or_none(value: int) -> int | None:
-    return None if value < 0 else int(value)
-
-
-def _blame(entry: dict) -> Blame:
-    return _BLAME[entry["cause"]](**entry)
-
-
-def _whatif(w) -> WhatIfBlock | None:
-    if w is None:
-        return None
-    f = w.fidelity
-    return WhatIfBlock(
-        fidelity=Fidelity(ops=int(f["ops"]), explained_start_share=float(f["explained_start_share"]),
-                          start_error_ns=StartError(**{k: int(v) for k, v in f["start_error_ns"].items()}),
-                          slack_ns=int(f["slack_ns"]), inferred_dependencies=int(f["inferred_dependencies"]),
-                          recorded_dependencies=int(f["recorded_dependencies"])),
-        ideal=Saving(**w.ideal), causes=tuple(WhatIfCause(**c) for c in w.causes))
-
-
-def _step_selection(job) -> StepSelectionInfo | None:
-    sel = job.steps
-    if sel is None:
-        return None
-    return StepSelectionInfo(pattern=sel.pattern, complete_only=sel.complete_only, steps=sel.steps,
-                             analyzed=sel.kept if sel.restricts else sel.steps,
-                             left_out=tuple(LeftOutStep(lo.step, lo.reason, lo.ranks) for lo in sel.left_out),
-                             collectives_left_out=job.collectives_outside_steps)
-
-
-def _alignment_quality(q) -> AlignmentQuality:
-    spread = q.same_clock_end_spread
-    return AlignmentQuality(collectives=q.collectives, fitted=q.fitted, spread_shrunk=q.spread_shrunk,
-                            same_clock_end_spread_ns=Spread(**spread.as_dict()) if spread else None,
-                            tolerance_ns=q.tolerance_ns, issues=q.issues)
-
-
-def build_result(job, attribution, inputs, tool_version: str, source: str = "") -> Result:
-    """The result of a job (model.job.Job), its attribution (attribution.Attribution) and its
-    inputs (model.trace.InputFacts, in input order)."""
-    from nsys_collective.attribution.evidence import evidence_panels
-    from nsys_collective.attribution.findings import verdict_lines
-    from nsys_collective.model.links import link_of
-    from nsys_collective.model.timing import bus_bandwidth_gbps
-
-    a, t, c = job.alignment, job.timing, job.collectives
-    b, ct = attribution.blocking, attribution.contention
-    ranks = []
-    for r in job.ranks:
-        fitted = job.clock_fitted(r.rank)
-        ranks.append(RankRow(
-            rank=r.rank, host=r.host, pid=r.pid, device=r.device, report=r.report, rank_source=r.rank_source,
-            clock_offset_ns=a.rank_offset_ns(r.rank) if fitted else None,
-            clock_drift_ppm=a.rank_drift_ppm(r.rank) if fitted else None,
-            kernels=r.kernels, nccl_kernels=r.nccl_kernels, nccl_time_ns=r.nccl_time_ns,
-            compute_overlap_ns=r.compute_overlap_ns, overlap_share=r.overlap_share, first_ns=r.first_ns, last_ns=r.last_ns,
-            **attribution.ranks.get(r.rank, {})))
-    links = {name: link_of({job.by_number[r].host for r in members}, [job.traces[r].gpu_name for r in members])
-             for name, members in c.communicators.items()}
-    collectives = []
-    for i in range(len(c)):
-        op, n = job.op_name(i), int(c.nranks[i])
-        busbw = bus_bandwidth_gbps(op, int(c.bytes[i]), n, int(t.transfer[i]))
-        link, capacity = links.get(c.comm[i], (None, None))
-        collectives.append(Collective(
-            id=i, comm=c.comm[i], seq=int(c.seq[i]), op=op, bytes=_int_or_none(c.bytes[i]), ranks=n,
-            start_ns=int(t.first_arrival[i]), last_arrival_ns=int(t.last_arrival[i]),
-            straggler_rank=int(t.straggler[i]), skew_ns=int(t.skew[i]), wait_cost_ns=int(t.wait_cost[i]),
-            transfer_ns=int(t.transfer[i]), transfer_shortest_ns=int(t.shortest_duration[i]),
-            busbw_gbps=busbw,
-            blame_method=b.method[i],
-            blame=tuple(_blame(e) for e in b.blame[i]),
-            compute_overlap_ns=int(ct.overlap[i]), sm_pressure=round(float(ct.sm_pressure[i]), 4),
-            baseline_transfer_ns=_int_or_none(ct.baseline[i]), contention_excess_ns=_int_or_none(ct.excess[i]),
-            gpu_metrics={f: None if np.isnan(v[i]) else round(float(v[i]), 2) for f, v in ct.metrics.items()},
-            step=job.step[i] if job.step is not None else None, bytes_source=c.bytes_source[i],
-            link=link, link_capacity_gbps=capacity,
-            link_share=round(busbw / capacity, 4) if busbw is not None and capacity else None))
-    inflicted = Counter()
-    for straggler, cost in zip(t.straggler.tolist(), t.wait_cost.tolist()):
-        inflicted[straggler] += cost
-    host_of = {r.rank: r.host for r in job.ranks}
-    hosts = []
-    for clock, name in enumerate(a.clock_names):
-        members = sorted(r for r, k in a.clock_of_rank.items() if k == clock)
-        host, offset, drift = host_of[members[0]], int(round(a.offset_ns[clock])), float(a.drift_ppm[clock])
-        # Ranks that disagreed with their host got a clock of their own.
-        hosts.append(HostClock(host, offset, drift) if name == host else RanksClock(host, offset, drift, tuple(members)))
-    whatif = _whatif(b.whatif)
-    document = Document(
-        schema_version=SCHEMA_VERSION,
-        tool_version=tool_version,
-        inputs=tuple(Input(path=f.report, export=f.export, nsys_version=f.session.nsys_version, schema=f.session.schema_version)
-                     for f in inputs),
-        ranks=tuple(ranks),
-        alignment=AlignmentInfo(
-            method=a.method, t_ref_ns=a.t_ref_ns, hosts=tuple(hosts),
-            end_spread_ns_before=Spread(**a.spread_before.as_dict()) if a.spread_before else None,
-            end_spread_ns_after=Spread(**a.spread_after.as_dict()) if a.spread_after else None,
-            violations_before=a.violations_before, violations_after=a.violations_after,
-            drift_fitted=a.drift_fitted, instances_used=a.instances_used,
-            quality=_alignment_quality(job.alignment_quality)),
-        collectives=tuple(collectives),
-        blocking_kernels=tuple(BlockingKernel(**e) for e in b.kernels),
-        blocking_launches=tuple(BlockingLaunch(**e) for e in b.launches),
-        contention=tuple(ContentionEntry(**e) for e in ct.entries),
-        compute_slowdown=tuple(ComputeSlowdown(**e) for e in ct.compute_slowdown),
-        whatif=whatif,
-        summary=Summary(
-            ranks=len(job.ranks), collectives=len(c), nccl_time_ns=sum(r.nccl_time_ns for r in job.ranks),
-            wait_ns=int(t.wait_cost.sum()),
-            # GPU-time, like every total over ranks: each instance's transfer on each of its ranks.
-            transfer_ns=int((t.transfer * c.nranks).sum()),
-            explained_wait_share=b.explained_wait_share, top_blocking_kernel=b.top_blocking_kernel, idle_wait_ns=b.idle,
-            top_straggler_rank=max(inflicted, key=inflicted.get) if inflicted and max(inflicted.values()) > 0 else None,
-            top_cause=whatif.causes[0] if whatif and whatif.causes else None,
-            avoidable_wait_ns=whatif.ideal.wait_saved_ns if whatif else None),
-        steps=tuple(StepRow(**s) for s in attribution.steps),
-        findings=tuple(attribution.findings),
-        warnings=tuple(job.warnings + attribution.warnings),
-        step_selection=_step_selection(job),
-        contention_fit=ContentionFit(**{**ct.fit_summary, "clean_check": CleanCheck(**ct.check) if ct.check else None})
-        if ct.fit_summary else None,
-    )
-    check_figures(document)  # a negative wait or a share of -511% is a bug, never an output
-    evidence = Evidence(
-        verdict=tuple(verdict_lines(job)), clocks=tuple(a.clock_names), tolerance_ns=b.tolerance_ns,
-        observations=Observations(instance=c.obs_instance, rank=c.obs_rank, start=job.aligned_start, end=job.aligned_end,
-                                  utc_end=c.obs_end),
-        panels=tuple(evidence_panels(job, b)), contention_points=tuple(ct.points))
-    return Result(document=document, evidence=evidence, source=source, timeline=job.timeline)

@@ -87,7 +87,7 @@ def test_real_9rank_set_hosts_agree_within_the_tolerance():
     doc = real("fs24-allreduce2x-9rank-3node")
     q = quality(doc)
     assert q["issues"] == ["few_collectives"] and q["spread_shrunk"]
-    assert q["same_clock_end_spread_ns"]["max"] == 76_096  # the 25 to 76 us nsys-export.md reports
+    assert q["same_clock_end_spread_ns"]["max"] == 76_096  # the 25 to 76 us docs/nsys-export.md reports
 
 
 def test_real_one_host_report_is_not_fitted_and_agrees():

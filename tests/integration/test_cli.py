@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from conftest import REAL, tree_hashes
+from conftest import REAL, ROOT, tree_hashes
 from nsys_collective import __version__
 from nsys_collective.cli import app
 
@@ -127,11 +127,8 @@ def test_module_runs_without_install_entry_point(real_dir):
     assert len(json.loads(proc.stdout)["ranks"]) == 6
 
 
-def _contract_example() -> dict | None:
-    doc = REAL.parent.parent / "docs" / "output-contract.md"
-    if not doc.is_file():
-        return None
-    text = doc.read_text()
+def _contract_example() -> dict:
+    text = (ROOT / "docs" / "output-contract.md").read_text()
     return json.loads(text.split("```json", 1)[1].split("```", 1)[0])
 
 
@@ -172,8 +169,6 @@ def _conforms(example, actual, where="$") -> list[str]:
 @pytest.mark.parametrize("job", ["demo-4rank-2host", "slow-kernel-8rank-3host"])
 def test_json_conforms_to_the_contract(job):
     example = _contract_example()
-    if example is None:
-        pytest.skip("../shared/docs/output-contract.md not found beside the checkout")
     from conftest import FIXTURES
 
     result = run("analyze", str(FIXTURES / job), "--json")

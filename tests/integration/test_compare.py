@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import gen
+import nsys_collective as nc
 from nsys_collective.api import load
 from nsys_collective.cli import app
 from nsys_collective.compare import Comparison, compare_documents
@@ -110,16 +111,17 @@ def test_python_api(runs, tmp_path, capsys):
     run_a, run_b = load(a), load(str(b / "*.sqlite"))
     assert isinstance(run_a, Result) and run_a.timeline is not None
     assert run_a.summary["top_straggler_rank"] == truth_a["causes"][0]["rank"] and run_a.findings
-    assert set(run_a.tables) == {"collectives", "blame", "blocking", "contention", "ranks", "steps"}
-    assert isinstance(run_a.tables["collectives"], pa.Table) and run_a.tables["collectives"].num_rows == 18
-    diff = run_a.compare(run_b)
+    tables = nc.tables(run_a)
+    assert set(tables) == {"collectives", "blame", "blocking", "contention", "ranks", "steps"}
+    assert isinstance(tables["collectives"], pa.Table) and tables["collectives"].num_rows == 18
+    diff = nc.compare_runs(run_a, run_b)
     assert isinstance(diff, Comparison) and diff.findings == diff.doc["findings"]
     _assert_moved(diff.doc, truth_a, truth_b, a, b)
     _assert_chart(diff.chart(tmp_path / "diff.png")[0])
     diff.render()
     assert " moved: " in capsys.readouterr().out
     # A path or list given to compare is loaded on the way.
-    assert run_a.compare([b]).doc["blocking"] == diff.doc["blocking"]
+    assert nc.compare_runs(run_a, [b]).doc["blocking"] == diff.doc["blocking"]
 
 
 def test_python_api_filters(runs):
@@ -186,7 +188,7 @@ def test_run_ids_resolve_in_the_store(runs, store):
     # A stored run against a path, and the API's default database.
     stored = load(1)
     assert stored.timeline is None and store.calls[-1] == ("sqlite:///collectivetrace.db", 1)
-    _assert_moved(stored.compare(load(b)).doc, truth_a, truth_b, a, b)
+    _assert_moved(nc.compare_runs(stored, load(b)).doc, truth_a, truth_b, a, b)
 
 
 def _one_error_line(result, *words) -> None:
@@ -210,10 +212,10 @@ def test_committed_fixtures_as_in_the_docs():
 
     demo = load(FIXTURES / "demo-4rank-2host")
     # Tables keep every row's columns: the host cause's NVTX range is not lost.
-    blocking = demo.tables["blocking"].to_pylist()
+    blocking = nc.tables(demo)["blocking"].to_pylist()
     assert {"name", "wait_saved_ns", "step_time_saved_ns"} <= set(blocking[0])
     assert "DataLoader.__next__" in {r["name"] for r in blocking if r["cause"] == "host"}
-    diff = demo.compare(load(FIXTURES / "slow-kernel-8rank-3host"))
+    diff = nc.compare_runs(demo, FIXTURES / "slow-kernel-8rank-3host")
     findings = diff.findings
     assert any(f.startswith("Host time in 'DataLoader.__next__' no longer blocks in B: it made rank 0 late") for f in findings)
     assert any(" moved: it made rank 3 late in A" in f and "rank 2 late in B" in f for f in findings)

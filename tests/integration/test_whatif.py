@@ -1,4 +1,4 @@
-"""What-if blame (method.md section 4) against the generator's what-if truth, for every style x cause.
+"""What-if blame (docs/method.md section 4) against the generator's what-if truth, for every style x cause.
 
 The truth of a planted cause is the same job simulated again without it (fixturegen/truth.py):
 `wait_saved_ns` (the drop of the summed wait of all ranks over all collectives) and
@@ -139,10 +139,10 @@ def test_replaying_the_unchanged_trace_gives_every_measured_time_back():
     changed reproduces every op start and end, and every wait, exactly (the demo, real clocks)."""
     from conftest import FIXTURES
     from conftest import analyzed as model_of
-    from nsys_collective.attribution import whatif
+    from nsys_collective.attribution.whatif.graph import build_graph
 
     job, _ = model_of(sorted((FIXTURES / "demo-4rank-2host").glob("*.sqlite")))
-    graph = whatif.build_graph(job, 10_000)
+    graph = build_graph(job, 10_000)
     replayed = graph.graph.replay(times=True)
     start = np.concatenate([job.timeline[r].start for r in graph.ranks])
     end = np.concatenate([job.timeline[r].end for r in graph.ranks])

@@ -1,4 +1,4 @@
-//! What-if replay (method.md section 4) on small hand-built jobs whose answers are worked out by
+//! What-if replay (docs/method.md section 4) on small hand-built jobs whose answers are worked out by
 //! hand in the comments, on simulated jobs (`whatif::synth`, timed by rules of their own), and
 //! against the simulator's own counterfactual: the same job simulated without the planted cause.
 
@@ -334,7 +334,7 @@ fn with_every_dependency_recorded_zero_slack_reproduces_the_trace() {
 
 #[test]
 fn removing_a_planted_cause_gives_what_the_simulator_gives_without_it() {
-    // The truth for blame is itself a what-if (method.md section 6): the same job simulated
+    // The truth for blame is itself a what-if (docs/method.md section 6): the same job simulated
     // without the plant. Rank 1's 5th kernel of step 0 runs 300 us longer and rank 2's loader gap of
     // step 1 is 200 us longer. Replaying the planted job with both removed must give the
     // unplanted job's every time. (Nominal latencies as the simulator's: a replay can only be as

@@ -273,7 +273,7 @@ fn node_kind(name: &str) -> PyResult<NodeKind> {
     })
 }
 
-/// The what-if dependency graph of a whole job (method.md section 4; Rust: `whatif::Graph`), built
+/// The what-if dependency graph of a whole job (docs/method.md section 4; Rust: `whatif::Graph`), built
 /// once, replayed under many changes. Every time is int64 ns on the aligned job-wide clock (apply
 /// the clock alignment first); rows are referred to by their index in their table.
 ///

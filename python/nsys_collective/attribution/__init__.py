@@ -1,4 +1,4 @@
-"""Attribution (method.md sections 4 and 5): what blocked each collective (blocking), what slowed
+"""Attribution (docs/method.md sections 4 and 5): what blocked each collective (blocking), what slowed
 its transfer (contention, with GPU metrics), per-step results, per-rank explanations (why overlap
 is zero, where the GPU sat idle, how long the host synchronized) and the findings in plain words.
 It works on the model (`model.job.Job`) only, never on raw capture columns."""

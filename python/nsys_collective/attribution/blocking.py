@@ -1,4 +1,4 @@
-"""Blocking attribution (method.md section 4): what made each collective wait, from the what-if
+"""Blocking attribution (docs/method.md section 4): what made each collective wait, from the what-if
 replays (attribution.whatif).
 
 Each cause the replays found is charged, in every collective, the wait its fix saved there; what
@@ -18,13 +18,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nsys_collective import _native
-from nsys_collective.attribution.causes import Cause
 from nsys_collective.attribution.whatif import WhatIf
+from nsys_collective.attribution.whatif.candidate import programs
+from nsys_collective.causes import HOST, IDLE, KERNEL, UNEXPLAINED, naming_fields, of
 from nsys_collective.model.job import Job
 
 MIN_TOLERANCE_NS = 10_000
-KERNEL_CAUSES = (Cause.KERNEL.value, Cause.EXTRA_KERNEL.value)
-HOST_CAUSES = (Cause.HOST.value, Cause.HOST_GROUP.value)
 
 
 @dataclass
@@ -47,17 +46,6 @@ def tolerance(job: Job) -> int:
     return max(MIN_TOLERANCE_NS, spread.p50 if spread else 0)
 
 
-def _names(cause: dict) -> dict:
-    """The fields that name a cause in a blame entry."""
-    if cause["cause"] in KERNEL_CAUSES:
-        return {"kernel": cause["name"], "kernel_full": cause["name_full"]}
-    if cause["cause"] in HOST_CAUSES:
-        return {"nvtx": cause["name"]}
-    if cause["cause"] == Cause.TRANSFER.value:
-        return {"name": cause["name"]}
-    return {}
-
-
 def attribute(job: Job, w: WhatIf | None, tolerance_ns: int) -> Blocking:
     c, t = job.collectives, job.timing
     n = len(c)
@@ -68,7 +56,7 @@ def attribute(job: Job, w: WhatIf | None, tolerance_ns: int) -> Blocking:
     if w is not None:
         for k, cause in enumerate(w.causes):
             for i in np.flatnonzero(w.saved[k] > 0).tolist():
-                result.blame[i].append({"cause": cause["cause"], **_names(cause), "rank": cause["rank"],
+                result.blame[i].append({"cause": cause["cause"], **naming_fields(cause), "rank": cause["rank"],
                                         "host": cause["host"], "ns": int(w.saved[k][i]),
                                         "wait_saved_ns": int(w.saved[k][i]), "step_time_saved_ns": cause["step_time_saved_ns"]})
         for i in range(n):
@@ -77,7 +65,7 @@ def attribute(job: Job, w: WhatIf | None, tolerance_ns: int) -> Blocking:
                 result.blame[i].sort(key=lambda b: -b["ns"])
                 unexplained = int(t.wait_cost[i] - max(0, int(w.ideal_saved[i])))
                 if unexplained > 0:
-                    result.blame[i].append({"cause": Cause.UNEXPLAINED.value, "rank": int(t.straggler[i]), "ns": unexplained,
+                    result.blame[i].append({"cause": "unexplained", "rank": int(t.straggler[i]), "ns": unexplained,
                                             "wait_saved_ns": None, "step_time_saved_ns": None})
         _aggregate(result, w, job)
         result.explained_wait_share = (min(1.0, max(0.0, w.ideal["wait_saved_ns"] / total_wait)) if total_wait else None)
@@ -88,19 +76,20 @@ def attribute(job: Job, w: WhatIf | None, tolerance_ns: int) -> Blocking:
 def _aggregate(result: Blocking, w: WhatIf, job: Job) -> None:
     """The causes as the contract's blocking_kernels and blocking_launches, and idle per rank."""
     for cause in w.causes:
+        family = of(cause["cause"]).family
         common = {"wait_saved_ns": cause["wait_saved_ns"], "step_time_saved_ns": cause["step_time_saved_ns"],
                   "collectives": cause["collectives"], "confidence": cause["confidence"]}
-        if cause["cause"] in KERNEL_CAUSES:
+        if family is KERNEL:
             result.kernels.append({
                 "kernel": cause["name"], "kernel_full": cause["name_full"], "rank": cause["rank"], "cause": cause["cause"],
                 "reference": cause["reference"], "blame_ns": cause["excess_ns"],
                 "inflicted_wait_ns": max(0, cause["wait_saved_ns"]), **common, "slowdown": cause["slowdown"],
                 "runs": cause["runs"], "reference_runs": cause["reference_runs"]})
-        elif cause["cause"] in HOST_CAUSES:
+        elif family is HOST:
             result.launches.append({
                 "nvtx": cause["name"], "rank": cause["rank"], "host": cause["host"], "cause": cause["cause"],
                 "blame_ns": cause["excess_ns"], "inflicted_wait_ns": max(0, cause["wait_saved_ns"]), **common})
-        elif cause["cause"] == Cause.IDLE.value:
+        elif family is IDLE:
             result.idle[cause["rank"]] = result.idle.get(cause["rank"], 0) + cause["wait_saved_ns"]
     top = next((k for k in result.kernels if k["confidence"] == "high"), None)
     result.top_blocking_kernel = top["kernel"] if top else None
@@ -114,7 +103,7 @@ def _window(job: Job, result: Blocking, tolerance_ns: int) -> None:
     alone = _ranks_without_peers(job)
     for i in range(len(c)):
         s = int(t.straggler[i])
-        explained = sum(b["ns"] for b in result.blame[i] if b["cause"] != Cause.UNEXPLAINED.value)
+        explained = sum(b["ns"] for b in result.blame[i] if of(b["cause"]).family is not UNEXPLAINED)
         lo, hi = int(t.reference_arrival[i]), int(t.last_arrival[i])
         if s not in alone or c.nranks[i] < 2 or explained > 0 or hi - lo <= tolerance_ns:
             continue
@@ -126,20 +115,18 @@ def _window(job: Job, result: Blocking, tolerance_ns: int) -> None:
             if not w.is_nccl[item]:  # a collective's own kernel is never a cause
                 per_name[int(w.name[item])] += round(overlap * scale)
         result.method[i] = "window"
-        result.blame[i] = [{"cause": Cause.WINDOW.value, "kernel": work.names.values[w.short_of[key]],
+        result.blame[i] = [{"cause": "window", "kernel": work.names.values[w.short_of[key]],
                             "kernel_full": work.names.values[key], "rank": s, "host": job.by_number[s].host, "ns": part,
                             "wait_saved_ns": None, "step_time_saved_ns": None}
                            for key, part in sorted(per_name.items(), key=lambda kv: -kv[1]) if part > 0]
-        result.blame[i].append({"cause": Cause.UNEXPLAINED.value, "rank": s, "ns": int(t.wait_cost[i]),
+        result.blame[i].append({"cause": "unexplained", "rank": s, "ns": int(t.wait_cost[i]),
                                 "wait_saved_ns": None, "step_time_saved_ns": None})
 
 
 def _ranks_without_peers(job: Job) -> set[int]:
     """Ranks whose compute kernels (by name) no other rank mostly shares: another program."""
-    from nsys_collective.attribution.whatif import _programs
-
     ranks = [r.rank for r in job.ranks if job.traces[r.rank].gpu is not None]
-    program = _programs(job, ranks)
+    program = programs(job, ranks)
     sizes = defaultdict(int)
     for p in program.values():
         sizes[p] += 1

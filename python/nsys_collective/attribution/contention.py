@@ -1,4 +1,4 @@
-"""Contention attribution: why the transfer was slow.
+"""Contention attribution (docs/method.md section 5): why the transfer was slow.
 
 Once the last rank has arrived, each rank's NCCL kernel transfers while compute kernels on the
 same GPU compete for SMs and memory bandwidth. For every (collective, rank): the compute kernels
@@ -18,7 +18,7 @@ With GPU metrics captured, SM activity and NVLink/PCIe throughput during the tra
 
 from __future__ import annotations
 
-import re
+import fnmatch
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,8 +30,6 @@ from nsys_collective.units import count
 
 # A class's baseline: this percentile of its transfers less what the fit says the kernels added.
 BASELINE_PERCENTILE = 10
-
-STEP_RANGE = re.compile(r"^ProfilerStep#\d+$")
 
 
 @dataclass
@@ -54,8 +52,11 @@ class Contention:
 
 
 def _positions_in_step(job: Job) -> np.ndarray | None:
-    """Each instance's position among its communicator's instances in the same ProfilerStep,
-    from the steps marked on the communicator's first rank; None when no steps are marked."""
+    """Each instance's position among its communicator's instances in the same training step (the
+    job's steps: ProfilerStep#N, or --steps), from the steps marked on the communicator's first
+    rank; None when no steps are marked."""
+    if job.steps is None:
+        return None
     c = job.collectives
     out = np.zeros(len(c), dtype=np.int64)
     found = False
@@ -65,7 +66,7 @@ def _positions_in_step(job: Job) -> np.ndarray | None:
         if trace is None or trace.ranges is None:
             continue
         names = trace.names(trace.ranges.name)
-        steps = np.flatnonzero([bool(n and STEP_RANGE.match(n)) for n in names])
+        steps = np.flatnonzero([bool(n and fnmatch.fnmatchcase(n, job.steps.pattern)) for n in names])
         if len(steps) == 0:
             continue
         found = True

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from nsys_collective.causes import UNEXPLAINED, of
 from nsys_collective.model.job import Job
 
 WORST_TIMELINES = 3
@@ -16,7 +17,7 @@ MAX_TIMELINE_RANKS = 12
 
 
 def _top_blame(blame: list[dict]) -> dict | None:
-    return next((b for b in blame if b["cause"] != "unexplained" and b["ns"] > 0), None)
+    return next((b for b in blame if of(b["cause"]).family is not UNEXPLAINED and b["ns"] > 0), None)
 
 
 def _named_runs(job: Job, w, blame: dict, where: np.ndarray) -> np.ndarray:
@@ -62,7 +63,7 @@ def _panel(job: Job, blocking, i: int) -> dict:
     ago = None
     # A kernel blamed for the lateness often ran a little before the first arrival: widen the
     # window to its last run on the straggler when that is not far off, else say how far.
-    if blame and blame["cause"] in ("kernel", "extra_kernel", "window"):
+    if blame and of(blame["cause"]).family.draws_runs:
         w = job.timeline[s]
         runs = _named_runs(job, w, blame, w.start < last)
         if len(runs) and w.start[runs[-1]] < lo:
@@ -81,7 +82,7 @@ def _panel(job: Job, blocking, i: int) -> dict:
                "copy": _intervals(w, inside[~w.is_kernel[inside] & ~w.is_nccl[inside]]),
                "other_nccl": _intervals(w, inside[w.is_nccl[inside] & ~this]),
                "blamed": [[], []]}
-        if rank == s and blame and blame["cause"] in ("kernel", "extra_kernel", "window"):
+        if rank == s and blame and of(blame["cause"]).family.draws_runs:
             row["blamed"] = _intervals(w, _named_runs(job, w, blame, (w.start < hi) & (w.end > lo)))
         shown.append(row)
     return {"i": i, "op": job.op_name(i), "seq": int(c.seq[i]), "wait_cost": int(t.wait_cost[i]), "skew": int(t.skew[i]),

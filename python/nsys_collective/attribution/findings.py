@@ -6,6 +6,7 @@ from collections import Counter
 
 import numpy as np
 
+from nsys_collective import causes as cause_kinds
 from nsys_collective.units import count
 from nsys_collective.units import duration as _ms
 
@@ -66,28 +67,7 @@ def _cause_sentence(cause: dict, total_wait: int) -> str:
     saved = cause["wait_saved_ns"]
     share = f" ({saved / total_wait:.0%} of all collective wait)" if total_wait and saved > 0 else ""
     gain = f"would save {_ms(max(saved, 0))} of wait{share}{_per_step(cause['step_time_saved_ns'])}"
-    where = f"rank {cause['rank']}" if cause["rank"] is not None else (cause["host"] or "every rank")
-    kind = cause["cause"]
-    if kind == "kernel":
-        than = "than on the other ranks" if cause["reference"] == "peers" else "than in its other steps"
-        return f"{where}: {cause['name']} ran {cause['slowdown']:.0%} longer {than}; fixing it {gain}."
-    if kind == "extra_kernel":
-        return (f"{where}: {cause['name']} ran {count(cause['runs'], 'time')} against {cause['reference_runs']} on the other ranks "
-                f"(more work on this rank); without the extra runs the job {gain}.")
-    if kind == "host":
-        return (f"{where}: the host spent {_ms(cause['excess_ns'])} more than the other ranks in '{cause['name'] or 'no named range'}' "
-                f"while the GPU waited for its launches; fixing it {gain}.")
-    if kind == "host_group":
-        these = "these hosts" if "," in where else "this host"
-        return (f"{where}: every rank of {these} ended '{cause['name'] or 'no named range'}' later than the other hosts "
-                f"({_ms(cause['excess_ns'])} of host time in all); fixing it on {these} {gain}.")
-    if kind == "transfer" and cause.get("reference") == "fit":
-        return (f"{cause['name']} overlapping the transfers made them {_ms(cause['excess_ns'])} of GPU time slower "
-                f"(the contention fit); without that slowdown the job {gain}.")
-    if kind == "transfer":
-        return (f"{cause['name']}: transfers took {_ms(cause['excess_ns'])} of GPU time beyond the fast ones of their kind "
-                f"(contention or a slow link); at that pace the job {gain}.")
-    return f"{where}: its GPU sat idle {_ms(cause['excess_ns'])} with no recorded dependency explaining it; without that the job {gain}."
+    return cause_kinds.of(cause["cause"]).finding(cause, cause_kinds.where(cause), gain)
 
 
 def findings(job, b, ct) -> list[str]:

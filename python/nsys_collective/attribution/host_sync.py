@@ -9,14 +9,12 @@ same figure. With a step selection (model.steps), only calls that began in an an
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
+from nsys_collective.model import cuda_api
 from nsys_collective.model.steps import StepSelection
 from nsys_collective.model.trace import RankTrace
 
-SYNC_CALL = re.compile(r"^(cuda(Device|Stream|Event|Thread)Synchronize|cu(Ctx|Stream|Event)Synchronize)(_v\d+|_ptsz|_ptds)*$")
 
 
 def host_sync(trace: RankTrace, selection: StepSelection | None, rank: int) -> dict:
@@ -25,7 +23,7 @@ def host_sync(trace: RankTrace, selection: StepSelection | None, rank: int) -> d
     if calls is None or not len(calls.start):
         return {"host_sync_ns": 0, "host_sync_calls": 0}
     ids, at = np.unique(calls.name, return_inverse=True)
-    is_sync = np.array([bool(n) and bool(SYNC_CALL.match(n)) for n in trace.names(ids).tolist()], dtype=bool)
+    is_sync = np.array([bool(n) and bool(cuda_api.SYNCHRONIZE.match(n)) for n in trace.names(ids).tolist()], dtype=bool)
     mine = is_sync[at.ravel()]
     if selection is not None:
         mine &= selection.analyzed(rank, calls.start)

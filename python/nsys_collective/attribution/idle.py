@@ -22,11 +22,9 @@ import numpy as np
 
 from nsys_collective.model.activity import analyzed_ops
 from nsys_collective.model.steps import StepSelection
+from nsys_collective.model.cuda_api import SyncType
 from nsys_collective.model.stream_waits import stream_waits_from_calls
 from nsys_collective.model.trace import RankTrace
-
-STREAM_WAIT = 2  # CUPTI's sync type of cudaStreamWaitEvent
-
 
 def _gated(trace: RankTrace) -> np.ndarray:
     """Which GPU ops (trace.gpu rows) a stream wait was issued for: the first op launched on the
@@ -38,7 +36,7 @@ def _gated(trace: RankTrace) -> np.ndarray:
         syncs, _ = stream_waits_from_calls(trace)
     if syncs is None or calls is None or not len(calls.start):
         return out
-    waits = np.flatnonzero(syncs["kind"] == STREAM_WAIT)
+    waits = np.flatnonzero(syncs["kind"] == SyncType.STREAM_WAIT_EVENT)
     # The wait call's start, by correlation id (calls are the process's runtime calls).
     order = np.argsort(calls.correlation, kind="stable")
     at = np.minimum(np.searchsorted(calls.correlation[order], syncs["correlation"][waits]), len(order) - 1)

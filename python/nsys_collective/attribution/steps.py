@@ -7,6 +7,8 @@ from collections import defaultdict
 
 import numpy as np
 
+from nsys_collective.causes import UNEXPLAINED, in_few_words, of
+
 
 def per_step(job, b) -> list[dict]:
     """Per training step (job.step): its collectives' wait and transfer, its straggler and what
@@ -27,8 +29,8 @@ def per_step(job, b) -> list[dict]:
         blocking = defaultdict(float)
         for i in ids:
             for e in b.blame[i]:
-                if e["cause"] != "unexplained":
-                    blocking[(_what(e), e["rank"])] += e["ns"]
+                if of(e["cause"]).family is not UNEXPLAINED:
+                    blocking[(in_few_words(e), e["rank"])] += e["ns"]
         top = max(blocking, key=blocking.get) if blocking else None
         out.append({
             "step": step,
@@ -42,14 +44,3 @@ def per_step(job, b) -> list[dict]:
             "top_blocker_wait_ns": round(blocking[top]) if top else None,
         })
     return sorted(out, key=lambda s: s["first_ns"])
-
-
-def _what(entry: dict) -> str:
-    """A blame entry's cause in a few words."""
-    if entry.get("kernel"):
-        return entry["kernel"]
-    if entry["cause"] in ("host", "host_group"):
-        return f"host in {entry.get('nvtx') or 'no named range'}" + (f" on {entry['host']}" if entry["cause"] == "host_group" else "")
-    if entry["cause"] == "transfer":
-        return f"slow transfers ({entry.get('name')})"
-    return entry["cause"]

@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from nsys_collective import __version__
+from nsys_collective.version import __version__
 from nsys_collective.cli import analyze, batch, compare, glossary, report
 from nsys_collective.cli.console import stderr
 

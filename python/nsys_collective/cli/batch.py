@@ -51,7 +51,7 @@ def batch(
     if scheduler and executor is not Executor.dask:
         raise typer.BadParameter("--scheduler needs --executor dask", param_hint="--scheduler")
     with error_edge():
-        summary = run_batch(root, db, pattern, executor.value, scheduler, progress=sys.stderr.isatty(),
+        summary = run_batch(root, db, pattern, executor.value, scheduler, progress=stderr if sys.stderr.isatty() else None,
                             nsys=nsys, cache_dir=cache_dir, retry_failed=retry_failed,
                             limits=Limits(max_trace_bytes, max_gzip_ratio))
     _print(summary)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from nsys_collective.api import DEFAULT_DB, load, parse_source
+from nsys_collective.api import DEFAULT_DB, compare_runs, load, parse_source
 from nsys_collective.cli.console import error_edge, stderr, warn
 from nsys_collective.errors import InputError
 
@@ -25,7 +25,7 @@ def compare(
     with error_edge():
         run_a = load(parse_source(a), db=db, nsys=nsys)
         run_b = load(parse_source(b), db=db, nsys=nsys)
-        diff = run_a.compare(run_b)
+        diff = compare_runs(run_a, run_b)
         # Files first: a reader of stdout that stops early (| head) must not cost the chart.
         if chart is not None:
             try:

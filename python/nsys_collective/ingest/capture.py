@@ -36,6 +36,10 @@ class Session:
     time_normalized: bool
     utc_epoch_ns: int | None
     hostname: str | None
+    # When the capture started (UTC ns), where the format records it: an Nsight Systems session
+    # starts at utc_epoch_ns; a Kineto trace's baseTimeNanoseconds is only the origin of its
+    # timestamps, which may lie days before the capture (None).
+    capture_start_ns: int | None = None
 
 
 @dataclass
@@ -65,7 +69,7 @@ class Export:
     """PyTorch profiler traces only: one row per record_param_comms call (sizes, dtype, group)."""
 
     @classmethod
-    def from_dict(cls, raw: dict) -> Export:
+    def from_dict(cls, raw: dict, origin_is_capture_start: bool) -> Export:
         # Lists of pairs, not dicts, cross the boundary: a repeated key keeps its first value.
         def first_wins(pairs):
             out: dict[str, str] = {}
@@ -75,7 +79,7 @@ class Export:
 
         return cls(
             path=Path(raw["path"]),
-            session=Session(**raw["session"]),
+            session=Session(**raw["session"], capture_start_ns=raw["session"]["utc_epoch_ns"] if origin_is_capture_start else None),
             metadata=first_wins(raw["metadata"]),
             system_env=first_wins(raw["system_env"]),
             capture=[tuple(pair) for pair in raw["capture"]],
@@ -110,7 +114,7 @@ def read_exports(paths: Sequence[str | os.PathLike], threads: int | None = None,
     Raises `InputError` (one line, naming the file) for the first unusable input.
     """
     raw = _native.read_exports([os.fspath(p) for p in paths], threads)
-    return [Export.from_dict(r) for r in raw]
+    return [Export.from_dict(r, origin_is_capture_start=True) for r in raw]
 
 
 def read_kineto(paths: Sequence[str | os.PathLike], threads: int | None = None, limits: Limits = Limits()) -> list[Export]:
@@ -123,4 +127,4 @@ def read_kineto(paths: Sequence[str | os.PathLike], threads: int | None = None, 
     Raises `InputError` (one line, naming the file) for the first unusable input.
     """
     raw = _native.read_kineto_traces([os.fspath(p) for p in paths], threads, limits.max_trace_bytes, limits.max_gzip_ratio)
-    return [Export.from_dict(r) for r in raw]
+    return [Export.from_dict(r, origin_is_capture_start=False) for r in raw]

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from nsys_collective.errors import InputError
-from nsys_collective.ingest.formats import DESCRIPTION, NSYS_EXPORT, NSYS_REPORT, format_of, is_input
+from nsys_collective.ingest.formats import DESCRIPTION, FAMILIES, NSYS_EXPORT, NSYS_REPORT, format_of, is_input
 from nsys_collective.ingest.sqlite_kind import sqlite_kind
 from nsys_collective.outputs import is_leftover
 
@@ -65,10 +65,10 @@ def discover(paths: Sequence[str | os.PathLike]) -> list[Path]:
     families = {}
     for p in unique:
         fmt = format_of(p)
-        families.setdefault(fmt.family if fmt else "nsys", p)
+        families.setdefault(fmt.family if fmt else NSYS_EXPORT.family, p)
     if len(families) > 1:
-        kineto, other = families["kineto"], next(p for f, p in families.items() if f != "kineto")
-        raise InputError(f"{kineto} and {other}: PyTorch profiler traces and Nsight Systems exports cannot be "
+        (a, first), (b, second) = list(families.items())[:2]
+        raise InputError(f"{first} and {second}: {FAMILIES[a]} and {FAMILIES[b]} cannot be "
                          "analyzed together; pass one kind per job")
     return unique
 

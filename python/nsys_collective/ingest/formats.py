@@ -51,6 +51,8 @@ NSYS_EXPORT = Format("Nsight Systems export", "nsys", (".sqlite",), read_exports
 NSYS_REPORT = Format("Nsight Systems report", "nsys", (".nsys-rep", ".qdrep"), read_exports, exported=True)
 KINETO = Format("PyTorch profiler trace", "kineto", (".json", ".json.gz"), read_kineto, sniff=_looks_like_kineto)
 FORMATS = (NSYS_EXPORT, NSYS_REPORT, KINETO)
+# The families, in words (a job mixing two is refused, naming both).
+FAMILIES = {"nsys": "Nsight Systems exports or reports", "kineto": "PyTorch profiler traces"}
 DESCRIPTION = "Nsight Systems exports (.sqlite), reports (.nsys-rep, .qdrep) or PyTorch profiler traces (.json, .json.gz)"
 
 

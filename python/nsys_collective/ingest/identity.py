@@ -1,6 +1,6 @@
 """Which rank a capture's process is: what each export says of its ranks' numbers.
 
-Rank numbers come from the most trusted source every rank has (nsys-export.md, "Identity"): a
+Rank numbers come from the most trusted source every rank has (docs/nsys-export.md, "Identity"): a
 PyTorch profiler trace's distributedInfo, the rank variables of the profiled process's environment
 (only for reports holding one rank: a report of several ranks records its launcher's
 environment), else a `rank<N>` in the file name (`-o report_rank%q{RANK}`), else a stable order

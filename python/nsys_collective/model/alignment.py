@@ -1,4 +1,4 @@
-"""Clock alignment from the collectives themselves (method.md section 2).
+"""Clock alignment from the collectives themselves (docs/method.md section 2).
 
 Each report's clock is the host's NTP-disciplined clock: ranks on one host share it, hosts
 disagree by up to milliseconds and drift apart by parts per million. Every synchronizing
@@ -14,7 +14,7 @@ moment, and no rank can end it before the last rank has started it. So:
    method on the same normal equations).
 
 The host of rank 0 is the reference (offset 0, drift 0). Aligned time:
-`utc + offset + drift_ppm * 1e-6 * (utc - t_ref_ns)`, as in output-contract.md.
+`utc + offset + drift_ppm * 1e-6 * (utc - t_ref_ns)`, as in docs/output-contract.md.
 Everything is vectorized numpy: cost grows with the number of (instance, rank) pairs, plus a
 dense solve in the number of clocks.
 """

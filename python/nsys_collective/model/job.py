@@ -1,4 +1,4 @@
-"""The cross-rank model of one job (method.md sections 1-3): ranks, their NCCL operations matched
+"""The cross-rank model of one job (docs/method.md sections 1-3): ranks, their NCCL operations matched
 into collective instances, clocks aligned from those instances, per-instance timing on the aligned
 clocks, the training step of each instance, and every rank's GPU work on the aligned clock.
 

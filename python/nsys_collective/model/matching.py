@@ -1,4 +1,4 @@
-"""Matching each collective across ranks (method.md section 1).
+"""Matching each collective across ranks (docs/method.md section 1).
 
 NCCL makes every rank of a communicator issue its operations in the same order, so the k-th
 operation of a communicator on each rank is one collective instance. Without NCCL payloads (not

@@ -1,4 +1,4 @@
-"""Bytes a rank sent over the network, from NCCL's network NVTX (method.md section 3, bus bandwidth).
+"""Bytes a rank sent over the network, from NCCL's network NVTX (docs/method.md section 3, bus bandwidth).
 
 Some NCCL builds (the real `nccl-net-2rank-2node` set) name every call of the network plugin with
 an NVTX range or mark whose text holds the transfer:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nsys_collective.model.alignment import Alignment
 from nsys_collective.model.trace import RankTrace
 
 
@@ -50,3 +51,31 @@ def number_ranks(traces: list[RankTrace]) -> tuple[list[tuple[Rank, RankTrace]],
                    export_index=f.index, **f.counts), f) for f, (number, source) in zip(traces, numbers)]
     ranks.sort(key=lambda pair: pair[0].rank)
     return ranks, warnings
+
+
+# Ranks whose fitted clock offsets agree within this share one clock: where the capture does not
+# name hosts (PyTorch profiler traces), that is the best sign that they run on one host.
+SAME_CLOCK_NS = 20_000
+
+
+def hosts_of(ranks: list[Rank], alignment: Alignment) -> dict[int, str]:
+    """Each rank's host: its hostname, else (a capture that names none) the ranks sharing its
+    fitted clock, named after them."""
+    named = {r.rank: r.host for r in ranks}
+    unnamed = sorted(r for r, h in named.items() if h is None)
+    if not unnamed:
+        return named
+    a = alignment
+    offset = {r: float(a.offset_ns[a.clock_of_rank[r]]) if r in a.clock_of_rank else None for r in unnamed}
+    groups: list[list[int]] = []
+    for r in unnamed:
+        for g in groups:
+            if offset[r] is not None and offset[g[0]] is not None and abs(offset[r] - offset[g[0]]) <= SAME_CLOCK_NS:
+                g.append(r)
+                break
+        else:
+            groups.append([r])
+    for g in groups:
+        label = f"the host of ranks {', '.join(map(str, g))}" if len(g) > 1 else f"the host of rank {g[0]}"
+        named.update({r: label for r in g})
+    return named

@@ -25,18 +25,15 @@ step it was launched in: GPU work runs behind the host, often into the next step
 from __future__ import annotations
 
 import fnmatch
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from nsys_collective import _native
+from nsys_collective.model import cuda_api
 from nsys_collective.model.trace import RankTrace
 
 STEP_PATTERN = "ProfilerStep#*"
-# Calls that launch exactly one kernel (or a graph's): their GPU work must be in the capture.
-LAUNCH_CALL = re.compile(r"^(cudaLaunchKernel(ExC)?|cuLaunchKernel(Ex)?|cudaLaunchCooperativeKernel|cuLaunchCooperativeKernel"
-                         r"|cudaGraphLaunch|cuGraphLaunch)(_v\d+|_ptsz|_ptds)*$")
 
 
 @dataclass(frozen=True)
@@ -129,7 +126,7 @@ def lost_launches(trace: RankTrace) -> np.ndarray:
     if calls is None or not len(calls.start):
         return np.zeros(0, dtype=np.int64)
     ids, at = np.unique(calls.name, return_inverse=True)
-    is_launch = np.array([bool(n) and bool(LAUNCH_CALL.match(n)) for n in trace.names(ids).tolist()], dtype=bool)
+    is_launch = np.array([bool(n) and bool(cuda_api.LAUNCH.match(n)) for n in trace.names(ids).tolist()], dtype=bool)
     launch = np.flatnonzero(is_launch[at.ravel()])
     ran = np.isin(calls.correlation[launch], gpu.correlation) if gpu is not None else np.zeros(len(launch), bool)
     return calls.start[launch[~ran]]

@@ -4,14 +4,12 @@ cross-stream edges, the idle split's sync waits)."""
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
+from nsys_collective.model import cuda_api
+from nsys_collective.model.cuda_api import SyncType
 from nsys_collective.model.trace import RankTrace
 
-_EVENT_RECORD = re.compile(r"^(cudaEventRecord(WithFlags)?|cuEventRecord(WithFlags)?)(_v\d+|_ptsz)?$")
-_STREAM_WAIT = re.compile(r"^(cudaStreamWaitEvent|cuStreamWaitEvent)(_v\d+|_ptsz)?$")
 
 
 def stream_waits_from_calls(trace: RankTrace) -> tuple[dict | None, dict | None]:
@@ -23,8 +21,8 @@ def stream_waits_from_calls(trace: RankTrace) -> tuple[dict | None, dict | None]
     prefetch, tensor-parallel collectives). Marked inferred: the fidelity counts them so."""
     calls, gpu = trace.calls, trace.gpu
     names = trace.names(calls.name)
-    is_record = np.array([bool(n and _EVENT_RECORD.match(n)) for n in names.tolist()], dtype=bool)
-    is_wait = np.array([bool(n and _STREAM_WAIT.match(n)) for n in names.tolist()], dtype=bool)
+    is_record = np.array([bool(n and cuda_api.EVENT_RECORD.match(n)) for n in names.tolist()], dtype=bool)
+    is_wait = np.array([bool(n and cuda_api.STREAM_WAIT.match(n)) for n in names.tolist()], dtype=bool)
     if not is_record.any() or not is_wait.any():
         return None, None
     rec_call, rec_stream, wait_call, wait_stream, wait_record = [], [], [], [], []
@@ -54,7 +52,7 @@ def stream_waits_from_calls(trace: RankTrace) -> tuple[dict | None, dict | None]
     rec_call, wait_call = np.array(rec_call, np.int64), np.array(wait_call, np.int64)
     event = np.arange(len(rec_call), dtype=np.int64)  # each pairing its own event id
     events = {"stream": np.array(rec_stream, np.int64), "event": event, "correlation": calls.correlation[rec_call]}
-    syncs = {"kind": np.full(len(wait_call), 2, np.int64), "stream": np.array(wait_stream, np.int64),
+    syncs = {"kind": np.full(len(wait_call), SyncType.STREAM_WAIT_EVENT, np.int64), "stream": np.array(wait_stream, np.int64),
              "event": event[np.array(wait_record, np.int64)], "correlation": calls.correlation[wait_call],
              "record_correlation": calls.correlation[rec_call[np.array(wait_record, np.int64)]],
              "inferred": np.ones(len(wait_call), np.int64)}

@@ -1,4 +1,4 @@
-"""Per-instance timing on aligned clocks (method.md section 3).
+"""Per-instance timing on aligned clocks (docs/method.md section 3).
 
 For instance c with aligned starts a_r and ends e_r: last arrival L = max a_r, whose rank is the
 straggler; reference arrival = median a_r; wait w_r = L - a_r (time rank r spun), wait cost

@@ -23,6 +23,7 @@ import numpy as np
 from nsys_collective import _native
 from nsys_collective.ingest.capture import NVTX_PUSH_POP_RANGE, NVTX_START_END_RANGE, Export, Session
 from nsys_collective.ingest.identity import Candidate, rank_from_environment, rank_from_file_name
+from nsys_collective.model import cuda_api
 from nsys_collective.model.intervals import covered_ns, overlap_ns
 from nsys_collective.model.nccl import NcclOps, launches, nccl_kernel_mask, nccl_ops
 
@@ -84,13 +85,6 @@ class HostCalls:
     # The innermost host range (index into the rank's HostRanges) on the call's thread that covers
     # the middle of the gap before the call: what the host was doing meanwhile; -1 where none.
     gap_range: np.ndarray
-
-
-# CUDA API calls that return only once GPU work has ended (nsys names carry a _v<N> suffix).
-# cudaStreamWaitEvent makes a stream wait, not the host; cudaMemcpy*Async does not block.
-BLOCKING_CALL = re.compile(
-    r"^(cuda(Stream|Device|Event|Thread)Synchronize|cu(Stream|Ctx|Event)Synchronize"
-    r"|cudaMemcpy(2D|3D)?(To|From)?(Symbol|Array)?(Peer)?|cuMemcpy(DtoH|HtoD|DtoD|Peer)?(_v2)?)(_v\d+)?$")
 
 
 @dataclass(frozen=True)
@@ -254,7 +248,7 @@ def _host_calls(export: Export, pid: int, ranges: HostRanges) -> HostCalls:
     rows = rows[np.argsort(rt["start"][rows], kind="stable")]
     start, end, tid = rt["start"][rows], rt["end"][rows], rt["tid"][rows]
     names = export.names(rt["name"][rows])
-    blocking_name = {n: bool(n and BLOCKING_CALL.match(n)) for n in set(names.tolist())}
+    blocking_name = {n: bool(n and cuda_api.BLOCKING.match(n)) for n in set(names.tolist())}
     gap_range = np.full(len(rows), -1, dtype=np.int64)
     gap_start = start.copy()
     for t in np.unique(tid).tolist():
@@ -311,9 +305,7 @@ def trace_export(export: Export, index: int, report: str, key: int | None = None
     work is a rank with zero kernels, and a warning says so). GPU work with impossible times is
     dropped, counted in a warning: it would become negative or absurd figures."""
     warnings = [f"{report}: {w}" for w in export.warnings]
-    # An Nsight Systems session starts at utc_epoch_ns; a Kineto trace's baseTimeNanoseconds is
-    # only the origin of its timestamps, which may lie days before the capture.
-    capture_start = export.session.utc_epoch_ns if export.session.schema_version != "kineto" else None
+    capture_start = export.session.capture_start_ns  # None where the format records none
     fixed = {}
     for name in GPU_ACTIVITY_TABLES:
         fixed[name], dropped = drop_bad_times(getattr(export, name), capture_start)

@@ -22,6 +22,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from nsys_collective import causes as cause_kinds
 from nsys_collective.render.names import short_name, unique_labels as _unique_labels
 from nsys_collective.result import Result
 from nsys_collective.units import count
@@ -66,7 +67,7 @@ def write_charts(result: Result, out_dir: Path) -> dict[str, list[Path]]:
             try:
                 fig = draw(result)
                 if fig is not None:
-                    written[name] = _save(fig, out_dir / name)
+                    written[name] = save_figure(fig, out_dir / name)
             except (OverflowError, ValueError, RuntimeError) as e:
                 # Values of absurd magnitude can exceed what Agg and FreeType rasterize: the report
                 # goes on without that chart.
@@ -83,7 +84,7 @@ class ChartWarning(UserWarning):
     """A chart could not be drawn; the rest of the report was written."""
 
 
-def _save(fig: Figure, stem: Path) -> list[Path]:
+def save_figure(fig: Figure, stem: Path) -> list[Path]:
     FigureCanvasAgg(fig)
     png, svg = stem.with_suffix(".png"), stem.with_suffix(".svg")
     fig.savefig(png, dpi=DPI, metadata={"Software": None})
@@ -116,16 +117,13 @@ def _rank_colours(ranks: list[int | str]) -> dict[int | str, str]:
 
 # Blocking causes --------------------------------------------------------------------------------
 
-HOST_CAUSES = ("host", "host_group")
-
-
 def _blocking(result: Result) -> Figure | None:
     whatif = result.doc.get("whatif") or {"causes": []}
     causes: dict[tuple, dict] = {}
     for e in whatif["causes"]:
         full = e.get("name_full") or e.get("name") or e["cause"]
         key = (e["cause"], full)
-        c = causes.setdefault(key, {"name": e.get("name") or e["cause"], "full": full, "host": e["cause"] in HOST_CAUSES,
+        c = causes.setdefault(key, {"name": e.get("name") or e["cause"], "full": full, "host": cause_kinds.of(e["cause"]).family is cause_kinds.HOST,
                                     "cause": e["cause"], "by_rank": {}, "high_ns": 0})
         who = e["rank"] if e["rank"] is not None else e["host"] or "all"
         c["by_rank"][who] = c["by_rank"].get(who, 0) + max(0, e["wait_saved_ns"])
@@ -136,8 +134,7 @@ def _blocking(result: Result) -> Figure | None:
         return None
 
     labels = _unique_labels([c["full"] for c in top], width=84)
-    labels = [f"host in '{lab}'" if c["host"] else f"{lab} ({c['cause'].replace('_', ' ')})" if c["cause"] != "kernel" else lab
-              for c, lab in zip(top, labels)]
+    labels = [_legend(c["cause"], lab) for c, lab in zip(top, labels)]
     # Ranks by what they caused; beyond a legend's worth the rest share one grey segment.
     per_rank: dict[int, float] = {}
     for c in top:
@@ -258,7 +255,8 @@ def _draw_timeline_panel(ax, p: dict) -> bool:
         if rank != p["straggler"] or not blame:
             continue
         # The straggler's NCCL lane is empty until it arrives: the cause's label goes there.
-        if blame["cause"] in ("kernel", "extra_kernel", "window"):
+        kind = cause_kinds.of(blame["cause"])
+        if kind.family.draws_runs:
             runs = shown["blamed"]
             if runs[0]:
                 _bars(ax, *clipped(runs), (row - 0.46, 0.46), C_BLAMED, min_width, edgecolor="#7a0f10", linewidth=0.6)
@@ -270,11 +268,9 @@ def _draw_timeline_panel(ax, p: dict) -> bool:
                 k = before[-1] if before else 0
                 x0, _ = clipped([runs[0][k:k + 1], runs[1][k:k + 1]])
                 note = (float(x0[0]), float(rel(a)), row, ["▲ blamed kernel", "▲ blamed"], "left")
-        elif blame["cause"] in HOST_CAUSES:
-            nvtx = short_name(blame.get("nvtx") or "no NVTX range", 40)
-            note = (float(rel(lo)), float(rel(a)), row, [f"late: host in '{nvtx}' ▶", "host ▶"], "right")
         else:
-            note = (float(rel(lo)), float(rel(a)), row, ["GPU idle, launch on time ▶", "idle ▶"], "right")
+            fields = {**blame, "nvtx": short_name(blame.get("nvtx") or "no NVTX range", 40)}
+            note = (float(rel(lo)), float(rel(a)), row, [text.format(**fields) for text in kind.note], "right")
 
     n = len(ranks)
     ax.set_ylim(n - 0.5 + 0.2, -1.6)  # a band above the rows for the arrival labels
@@ -321,18 +317,20 @@ def _note(ax, x0: float, x1: float, row: int, texts: list[str], ha: str, x_range
 def _cause_line(blame: dict | None, wait: int) -> str:
     if blame is None:
         return "cause: nothing the replay found explains this collective's wait"
-    part = f"fixing it saves {_d(blame['ns'])} of its {_d(max(wait, 0))} wait"
-    if blame["cause"] == "window":
-        return f"cause: {short_name(blame.get('kernel_full') or blame['kernel'], 100)}\n    ran on the straggler while the others waited (no reference rank): {_d(blame['ns'])}"
-    if blame["cause"] in ("kernel", "extra_kernel"):
-        how = "longer on the straggler" if blame["cause"] == "kernel" else "extra runs on the straggler"
-        return f"cause: {short_name(blame.get('kernel_full') or blame['kernel'], 100)}\n    {how}: {part}"
-    if blame["cause"] in HOST_CAUSES:
-        where = f"on every rank of {blame['host']}" if blame["cause"] == "host_group" else f"on rank {blame['rank']}"
-        return f"cause: host time in '{short_name(blame.get('nvtx') or 'no NVTX range', 64)}' {where}: {part}"
-    if blame["cause"] == "transfer":
-        return f"cause: slow transfers ({blame.get('name')}): {part}"
-    return f"cause: GPU idle with no recorded dependency: {part}"
+    fields = {**blame, "part": f"fixing it saves {_d(blame['ns'])} of its {_d(max(wait, 0))} wait", "ns": _d(blame["ns"])}
+    if "kernel" in blame:
+        fields["kernel"] = short_name(blame.get("kernel_full") or blame["kernel"], 100)
+    fields["nvtx"] = short_name(blame.get("nvtx") or "no NVTX range", 64)
+    return "cause: " + cause_kinds.of(blame["cause"]).caption.format(**fields)
+
+
+def _legend(kind: str, label: str) -> str:
+    """A cause's bar label: host time says where, other kinds than the plain one of their family
+    say which they are."""
+    k = cause_kinds.of(kind)
+    if k.family is cause_kinds.HOST:
+        return f"host in '{label}'"
+    return f"{label} ({k.label})" if k.kind != k.family.name else label
 
 
 # Wait per rank and collective -------------------------------------------------------------------

@@ -16,9 +16,9 @@ from pathlib import Path
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from nsys_collective.render.names import short_name
-from nsys_collective.render.terminal import cause_label, verdict
+from nsys_collective.render.terminal import verdict
 from nsys_collective.result import Result
-from nsys_collective import glossary
+from nsys_collective import causes as cause_kinds, glossary
 from nsys_collective.units import count
 from nsys_collective.units import duration as _d
 
@@ -103,7 +103,7 @@ def _cards(doc: dict) -> list[dict]:
     straggler = s.get("top_straggler_rank")
     caused = sum(c["wait_cost_ns"] for c in doc["collectives"] if c["straggler_rank"] == straggler) if straggler is not None else 0
     top = s.get("top_cause")
-    where = (f"rank {top['rank']}" if top["rank"] is not None else top["host"] or "every rank") if top else ""
+    where = cause_kinds.where(top) if top else ""
     return [
         {"label": "Total wait", "value": _d(s['wait_ns']), "note": "GPU time spent waiting for the last rank"},
         {"label": "Avoidable", "value": _d(s.get("avoidable_wait_ns")),
@@ -115,8 +115,8 @@ def _cards(doc: dict) -> list[dict]:
         {"label": "Transfer", "value": _d(s['transfer_ns']), "note": "GPU time moving data once all ranks arrived"},
         {"label": "Top straggler", "value": "-" if straggler is None else f"rank {straggler}",
          "note": f"caused {_d(caused)} of wait" if straggler is not None else "no rank stands out"},
-        {"label": "Top cause", "value": _name(cause_label(top), top.get("name_full"), 60), "small": True,
-         "note": f"{top['cause'].replace('_', ' ')} on {where}: fixing it saves {_d(top['wait_saved_ns'])} of wait, "
+        {"label": "Top cause", "value": _name(cause_kinds.table_label(top), top.get("name_full"), 60), "small": True,
+         "note": f"{cause_kinds.of(top['cause']).label} on {where}: fixing it saves {_d(top['wait_saved_ns'])} of wait, "
                  f"{_d(top['step_time_saved_ns'])} of step time ({top['confidence']} confidence)"} if top else
         {"label": "Top cause", "value": "none", "note": "nothing the replay tried saves wait", "small": True},
     ]
@@ -139,8 +139,8 @@ def _blocking(doc: dict) -> dict:
     for e in causes[:MAX_CAUSES]:
         runs = f"{e['runs']} vs {e['reference_runs']}" if e.get("runs") is not None else "-"
         slowdown = "-" if e.get("slowdown") is None else f"{e['slowdown']:+.1%}"
-        where = f"rank {e['rank']}" if e["rank"] is not None else e["host"] or "all"
-        rows.append([where, e["cause"], _name(cause_label(e), e.get("name_full")), _d(e["excess_ns"]), _d(e["wait_saved_ns"]),
+        where = cause_kinds.where(e, job_wide="all")
+        rows.append([where, e["cause"], _name(cause_kinds.table_label(e), e.get("name_full")), _d(e["excess_ns"]), _d(e["wait_saved_ns"]),
                      _pct(e["wait_saved_ns"] / total if total and e["wait_saved_ns"] > 0 else None), _d(e["step_time_saved_ns"]),
                      e["collectives"], slowdown, runs, {"confidence": e["confidence"]}])
     headers = ["where", "cause", "kernel or NVTX range", "excess", "wait saved", "share of wait", "step time saved",
@@ -208,10 +208,11 @@ def _blame_cell(blame: list[dict], limit: int = 3) -> dict:
     parts = []
     for b in blame[:limit]:
         ms = _d(b["ns"])
-        if b["cause"] in ("kernel", "extra_kernel", "window"):
+        kind = cause_kinds.of(b["cause"])
+        if kind.family is cause_kinds.KERNEL:
             parts.append({**_name(b["kernel"], b.get("kernel_full")), "before": "",
-                          "after": {"window": " (window)", "extra_kernel": " (extra runs)"}.get(b["cause"], ""), "ms": ms})
-        elif b["cause"] in ("host", "host_group"):
+                          "after": f" ({kind.qualifier})" if kind.qualifier else "", "ms": ms})
+        elif kind.family is cause_kinds.HOST:
             parts.append({**_name(b.get("nvtx") or "(no NVTX range)", None, 80), "before": "host in ", "after": "", "ms": ms})
         else:
             parts.append({"text": b.get("name") or b["cause"], "ms": ms})

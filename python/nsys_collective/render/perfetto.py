@@ -32,10 +32,12 @@ from pathlib import Path
 
 import numpy as np
 
-from nsys_collective import __version__, outputs
+from nsys_collective import outputs
+from nsys_collective.causes import HOST, KERNEL, of
 from nsys_collective.errors import InputError
 from nsys_collective.render.outdir import input_paths
 from nsys_collective.result import Result
+from nsys_collective.version import __version__
 
 # Flows drawn per instance to the straggler: its largest kernel causes of at least the alignment
 # tolerance (a window fallback can blame dozens of kernels; more arrows stop being readable).
@@ -255,8 +257,9 @@ def _blame_events(view: _View, item_of, tids, us) -> tuple[list[dict], list[dict
         t_start, t_end = int(ws.start[target]), int(ws.end[target])
         sources = []
         for b in entries:
+            family = of(b["cause"]).family
             # Parts under the alignment tolerance are clock noise, not a cause worth an arrow.
-            if b["cause"] in ("kernel", "extra_kernel", "window") and b.get("rank") == s and b["ns"] >= tolerance and len(sources) < MAX_SOURCES:
+            if family is KERNEL and b.get("rank") == s and b["ns"] >= tolerance and len(sources) < MAX_SOURCES:
                 name = work.names.intern(b["kernel_full"])
                 if (s, name) not in occurrences:
                     occurrences[(s, name)] = np.flatnonzero(ws.name == name)
@@ -265,7 +268,7 @@ def _blame_events(view: _View, item_of, tids, us) -> tuple[list[dict], list[dict
                 k = int(np.searchsorted(ws.start[items], t_start)) - 1
                 if k >= 0:
                     sources.append((int(items[k]), b))
-            elif b["cause"] in ("host", "host_group") and b.get("rank") in (s, None):
+            elif family is HOST and b.get("rank") in (s, None):
                 instants.append({"ph": "i", "s": "t", "pid": s + 1, "tid": int(tids[s][target]), "ts": us(t_start),
                                  "name": f"late: host in {b.get('nvtx') or 'unknown NVTX range'}", "cat": "blame",
                                  "args": {"collective": i, "cause": b["cause"], "ns": b["ns"]}})

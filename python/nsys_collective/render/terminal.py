@@ -17,6 +17,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from nsys_collective.causes import table_label
 from nsys_collective.glossary import ZERO_OVERLAP
 from nsys_collective.render.names import distinct_names
 from nsys_collective.result import Result
@@ -98,13 +99,6 @@ def verdict(result: Result) -> list[str]:
     return list(result.evidence.verdict) + result.doc["findings"]
 
 
-def cause_label(cause: dict) -> str:
-    """What a what-if cause is, in a table cell."""
-    if cause["cause"] in ("host", "host_group"):
-        return f"host in '{cause['name'] or 'no named range'}'"
-    return cause["name"] or {"idle": "GPU idle, no dependency recorded"}.get(cause["cause"], cause["cause"])
-
-
 def _where(cause: dict) -> str:
     """Where a cause acts, short: a cause on several hosts says how many (its name says which)."""
     if cause["rank"] is not None:
@@ -115,7 +109,7 @@ def _where(cause: dict) -> str:
 
 def _named(cause: dict) -> str:
     """A cause's name in a table, with the hosts of a cause on several."""
-    label = cause_label(cause)
+    label = table_label(cause)
     return f"{label} on {cause['host']}" if _where(cause).endswith(" hosts") else label
 
 
@@ -126,7 +120,7 @@ def _whatif(out: Console, doc: dict) -> list[RenderableType]:
     causes = w["causes"][:WORST]
     rows = [[_where(c), c["cause"], _d(c["wait_saved_ns"]), _d(c["step_time_saved_ns"]), _d(c["excess_ns"]),
              str(c["collectives"]), c["confidence"]] for c in causes]
-    names = distinct_names([_named(c) for c in causes], [c.get("name_full") or cause_label(c) for c in causes])
+    names = distinct_names([_named(c) for c in causes], [c.get("name_full") or table_label(c) for c in causes])
     shown = named_table(out, "What fixing each cause would save (replayed), most wait saved first",
                         ["where", "cause", "wait saved", "step time saved", "excess", "collectives", "confidence"],
                         rows, names, "kernel or NVTX range", at=2)
@@ -175,7 +169,8 @@ def _fit_note(doc: dict) -> str:
     notes = [f"Fitted over {count(fit['collectives'], 'collective')} in {count(fit['classes'], 'class', 'classes')}: "
              "transfer time = its class's baseline + each kernel's coefficient x its overlap."]
     if any(e["contention_ns"] is None for e in doc["contention"]):
-        notes.append("'-': the kernel overlapped every transfer of its class alike, so its cost cannot be told from the baseline.")
+        notes.append("'-': the kernel overlapped every transfer of its class alike (or ran through all of them), so its cost "
+                     "cannot be told from the baseline.")
     if any(len(e.get("kernels") or ()) > 1 for e in doc["contention"]):
         notes.append("'a + b': kernels that always overlapped together; the data cannot split them.")
     check = fit.get("clean_check")

@@ -24,12 +24,13 @@ from sqlalchemy import URL, Engine, create_engine, delete, event, inspect, inser
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModuleError
 
-from nsys_collective import __version__
+from nsys_collective import causes as cause_kinds
 from nsys_collective.errors import InputError
 from nsys_collective.ingest.sqlite_kind import STORE_APPLICATION_ID, sqlite_kind
 from nsys_collective.result import SCHEMA_VERSION, Result
 from nsys_collective.store.schema import (AlignmentHostRow, Base, BlameRow, BlockingRow, CollectiveRow, ContentionRow,
-                                          RankRow, Run)
+                                          RankTableRow, Run)
+from nsys_collective.version import __version__
 
 
 class AlreadyStored(Exception):
@@ -226,14 +227,13 @@ def _cause_text(cause: dict | None) -> str | None:
     """A what-if cause in a few words, for a column."""
     if not cause:
         return None
-    where = f"rank {cause['rank']}" if cause["rank"] is not None else cause["host"] or "every rank"
-    return f"{cause['cause']} {cause['name'] or ''} on {where}".replace("  ", " ")
+    return f"{cause['cause']} {cause['name'] or ''} on {cause_kinds.where(cause)}".replace("  ", " ")
 
 
 def _child_rows(run_id: int, doc: dict) -> dict:
     blocking = doc["blocking_kernels"] + doc["blocking_launches"]
     return {
-        RankRow: [_pick(RankRow, r, run_id=run_id) for r in doc["ranks"]],
+        RankTableRow: [_pick(RankTableRow, r, run_id=run_id) for r in doc["ranks"]],
         CollectiveRow: [_pick(CollectiveRow, c, run_id=run_id, collective=c["id"]) for c in doc["collectives"]],
         BlameRow: [_pick(BlameRow, b, run_id=run_id, collective=c["id"], position=i)
                    for c in doc["collectives"] for i, b in enumerate(c["blame"] or [])],

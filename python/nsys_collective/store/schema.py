@@ -67,7 +67,7 @@ class Run(Base):
     evidence: Mapped[str | None] = mapped_column(LONG_TEXT)
 
 
-class RankRow(Base):
+class RankTableRow(Base):
     __tablename__ = "ranks"
     run_id: Mapped[int] = _run_id()
     rank: Mapped[int] = mapped_column(primary_key=True)

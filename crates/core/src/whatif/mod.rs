@@ -1,4 +1,4 @@
-//! What-if blame (method.md section 4): the job's dependency graph and its replay.
+//! What-if blame (docs/method.md section 4): the job's dependency graph and its replay.
 //!
 //! The whole job (every rank, host thread and GPU stream) becomes one max-plus graph on the aligned
 //! clock. Every event is a node with a measured time `t_v` and incoming edges `(u, lag)`:

@@ -1,0 +1,149 @@
+"""Building the result (result.Result) from the model and the attribution: the document, with
+every figure checked, and the evidence the renderers draw beside it. The result itself depends on
+nothing of the analysis; this is where the analysis becomes it."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from nsys_collective import causes
+from nsys_collective.attribution.evidence import evidence_panels
+from nsys_collective.attribution.findings import verdict_lines
+from nsys_collective.model.links import link_of
+from nsys_collective.model.timing import bus_bandwidth_gbps
+from nsys_collective.result import (BLAME_OF, SCHEMA_VERSION, AlignmentInfo, AlignmentQuality, Blame, BlockingKernel,
+                                    BlockingLaunch, CleanCheck, Collective, ComputeSlowdown, ContentionEntry, ContentionFit,
+                                    Document, Evidence,
+                                    Fidelity, HostClock, Input, LeftOutStep, Observations, RankRow, RanksClock, Result,
+                                    Saving, Spread, StartError, StepRow, StepSelectionInfo, Summary, WhatIfBlock,
+                                    WhatIfCause, check_figures)
+
+
+def _int_or_none(value: int) -> int | None:
+    return None if value < 0 else int(value)
+
+
+def _blame(entry: dict) -> Blame:
+    return BLAME_OF[causes.of(entry["cause"]).family](**entry)
+
+
+def _whatif(w) -> WhatIfBlock | None:
+    if w is None:
+        return None
+    f = w.fidelity
+    return WhatIfBlock(
+        fidelity=Fidelity(ops=int(f["ops"]), explained_start_share=float(f["explained_start_share"]),
+                          start_error_ns=StartError(**{k: int(v) for k, v in f["start_error_ns"].items()}),
+                          slack_ns=int(f["slack_ns"]), inferred_dependencies=int(f["inferred_dependencies"]),
+                          recorded_dependencies=int(f["recorded_dependencies"])),
+        ideal=Saving(**w.ideal), causes=tuple(WhatIfCause(**c) for c in w.causes))
+
+
+def _step_selection(job) -> StepSelectionInfo | None:
+    sel = job.steps
+    if sel is None:
+        return None
+    return StepSelectionInfo(pattern=sel.pattern, complete_only=sel.complete_only, steps=sel.steps,
+                             analyzed=sel.kept if sel.restricts else sel.steps,
+                             left_out=tuple(LeftOutStep(lo.step, lo.reason, lo.ranks) for lo in sel.left_out),
+                             collectives_left_out=job.collectives_outside_steps)
+
+
+def _alignment_quality(q) -> AlignmentQuality:
+    spread = q.same_clock_end_spread
+    return AlignmentQuality(collectives=q.collectives, fitted=q.fitted, spread_shrunk=q.spread_shrunk,
+                            same_clock_end_spread_ns=Spread(**spread.as_dict()) if spread else None,
+                            tolerance_ns=q.tolerance_ns, issues=q.issues)
+
+
+def build_result(job, attribution, inputs, tool_version: str, source: str = "") -> Result:
+    """The result of a job (model.job.Job), its attribution (attribution.Attribution) and its
+    inputs (model.trace.InputFacts, in input order)."""
+    a, t, c = job.alignment, job.timing, job.collectives
+    b, ct = attribution.blocking, attribution.contention
+    ranks = []
+    for r in job.ranks:
+        fitted = job.clock_fitted(r.rank)
+        ranks.append(RankRow(
+            rank=r.rank, host=r.host, pid=r.pid, device=r.device, report=r.report, rank_source=r.rank_source,
+            clock_offset_ns=a.rank_offset_ns(r.rank) if fitted else None,
+            clock_drift_ppm=a.rank_drift_ppm(r.rank) if fitted else None,
+            kernels=r.kernels, nccl_kernels=r.nccl_kernels, nccl_time_ns=r.nccl_time_ns,
+            compute_overlap_ns=r.compute_overlap_ns, overlap_share=r.overlap_share, first_ns=r.first_ns, last_ns=r.last_ns,
+            **attribution.ranks.get(r.rank, {})))
+    links = {name: link_of({job.by_number[r].host for r in members}, [job.traces[r].gpu_name for r in members])
+             for name, members in c.communicators.items()}
+    collectives = []
+    for i in range(len(c)):
+        op, n = job.op_name(i), int(c.nranks[i])
+        busbw = bus_bandwidth_gbps(op, int(c.bytes[i]), n, int(t.transfer[i]))
+        link, capacity = links.get(c.comm[i], (None, None))
+        collectives.append(Collective(
+            id=i, comm=c.comm[i], seq=int(c.seq[i]), op=op, bytes=_int_or_none(c.bytes[i]), ranks=n,
+            start_ns=int(t.first_arrival[i]), last_arrival_ns=int(t.last_arrival[i]),
+            straggler_rank=int(t.straggler[i]), skew_ns=int(t.skew[i]), wait_cost_ns=int(t.wait_cost[i]),
+            transfer_ns=int(t.transfer[i]), transfer_shortest_ns=int(t.shortest_duration[i]),
+            busbw_gbps=busbw,
+            blame_method=b.method[i],
+            blame=tuple(_blame(e) for e in b.blame[i]),
+            compute_overlap_ns=int(ct.overlap[i]), sm_pressure=round(float(ct.sm_pressure[i]), 4),
+            baseline_transfer_ns=_int_or_none(ct.baseline[i]), contention_excess_ns=_int_or_none(ct.excess[i]),
+            gpu_metrics={f: None if np.isnan(v[i]) else round(float(v[i]), 2) for f, v in ct.metrics.items()},
+            step=job.step[i] if job.step is not None else None, bytes_source=c.bytes_source[i],
+            link=link, link_capacity_gbps=capacity,
+            link_share=round(busbw / capacity, 4) if busbw is not None and capacity else None))
+    inflicted = Counter()
+    for straggler, cost in zip(t.straggler.tolist(), t.wait_cost.tolist()):
+        inflicted[straggler] += cost
+    host_of = {r.rank: r.host for r in job.ranks}
+    hosts = []
+    for clock, name in enumerate(a.clock_names):
+        members = sorted(r for r, k in a.clock_of_rank.items() if k == clock)
+        host, offset, drift = host_of[members[0]], int(round(a.offset_ns[clock])), float(a.drift_ppm[clock])
+        # Ranks that disagreed with their host got a clock of their own.
+        hosts.append(HostClock(host, offset, drift) if name == host else RanksClock(host, offset, drift, tuple(members)))
+    whatif = _whatif(b.whatif)
+    document = Document(
+        schema_version=SCHEMA_VERSION,
+        tool_version=tool_version,
+        inputs=tuple(Input(path=f.report, export=f.export, nsys_version=f.session.nsys_version, schema=f.session.schema_version)
+                     for f in inputs),
+        ranks=tuple(ranks),
+        alignment=AlignmentInfo(
+            method=a.method, t_ref_ns=a.t_ref_ns, hosts=tuple(hosts),
+            end_spread_ns_before=Spread(**a.spread_before.as_dict()) if a.spread_before else None,
+            end_spread_ns_after=Spread(**a.spread_after.as_dict()) if a.spread_after else None,
+            violations_before=a.violations_before, violations_after=a.violations_after,
+            drift_fitted=a.drift_fitted, instances_used=a.instances_used,
+            quality=_alignment_quality(job.alignment_quality)),
+        collectives=tuple(collectives),
+        blocking_kernels=tuple(BlockingKernel(**e) for e in b.kernels),
+        blocking_launches=tuple(BlockingLaunch(**e) for e in b.launches),
+        contention=tuple(ContentionEntry(**e) for e in ct.entries),
+        compute_slowdown=tuple(ComputeSlowdown(**e) for e in ct.compute_slowdown),
+        whatif=whatif,
+        summary=Summary(
+            ranks=len(job.ranks), collectives=len(c), nccl_time_ns=sum(r.nccl_time_ns for r in job.ranks),
+            wait_ns=int(t.wait_cost.sum()),
+            # GPU-time, like every total over ranks: each instance's transfer on each of its ranks.
+            transfer_ns=int((t.transfer * c.nranks).sum()),
+            explained_wait_share=b.explained_wait_share, top_blocking_kernel=b.top_blocking_kernel, idle_wait_ns=b.idle,
+            top_straggler_rank=max(inflicted, key=inflicted.get) if inflicted and max(inflicted.values()) > 0 else None,
+            top_cause=whatif.causes[0] if whatif and whatif.causes else None,
+            avoidable_wait_ns=whatif.ideal.wait_saved_ns if whatif else None),
+        steps=tuple(StepRow(**s) for s in attribution.steps),
+        findings=tuple(attribution.findings),
+        warnings=tuple(job.warnings + attribution.warnings),
+        step_selection=_step_selection(job),
+        contention_fit=ContentionFit(**{**ct.fit_summary, "clean_check": CleanCheck(**ct.check) if ct.check else None})
+        if ct.fit_summary else None,
+    )
+    check_figures(document)  # a negative wait or a share of -511% is a bug, never an output
+    evidence = Evidence(
+        verdict=tuple(verdict_lines(job)), clocks=tuple(a.clock_names), tolerance_ns=b.tolerance_ns,
+        observations=Observations(instance=c.obs_instance, rank=c.obs_rank, start=job.aligned_start, end=job.aligned_end,
+                                  utc_end=c.obs_end),
+        panels=tuple(evidence_panels(job, b)), contention_points=tuple(ct.points))
+    return Result(document=document, evidence=evidence, source=source, timeline=job.timeline)

@@ -1,0 +1,144 @@
+"""The job's dependency graph for the replays: every rank's CUDA API calls and GPU ops on the
+aligned clock, the recorded synchronization and event records, and the collectives' members, handed
+to the native `ReplayGraph` (crates/core/src/whatif; docs/whatif-replay.md), which infers what is
+not recorded and replays the whole job in one forward pass. Also the training step of each op."""
+
+from __future__ import annotations
+
+import fnmatch
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from nsys_collective import _native
+from nsys_collective.model.job import Job
+from nsys_collective.model.steps import STEP_PATTERN
+from nsys_collective.model.stream_waits import stream_waits_from_calls
+
+
+@dataclass
+class JobGraph:
+    """The job's graph and the rows it was built from."""
+
+    building: Future  # of the _native.ReplayGraph, built in a thread (without the GIL) while candidates are picked
+    ranks: list[int]  # rank number of each dense rank
+    op_offset: dict[int, int]  # rank number -> its first op row (ops in timeline order)
+    call_offset: dict[int, int]
+    op_step: np.ndarray  # per op row, dense step, -1 outside the steps
+    member_rows: np.ndarray  # per observation of job.collectives, its member row
+    step_names: list[str]
+    has_steps: bool  # the ranks mark steps (else the capture is one step)
+
+    @property
+    def graph(self):
+        return self.building.result()
+
+
+
+def _first_of_thread(tid: np.ndarray) -> np.ndarray:
+    """Whether each call (sorted by start) is its thread's first."""
+    _, first = np.unique(tid, return_index=True)
+    out = np.zeros(len(tid), dtype=bool)
+    out[first] = True
+    return out
+
+
+def steps_of(job: Job, rank: int, points: np.ndarray, step_index: dict[str, int]) -> np.ndarray:
+    """The step (dense, -1 none) each point (UTC on the rank's clock) falls in."""
+    trace = job.traces[rank]
+    out = np.full(len(points), -1, dtype=np.int64)
+    ranges = trace.ranges
+    if ranges is None or not step_index:
+        return out
+    names = trace.names(ranges.name)
+    rows = np.flatnonzero([bool(n) and n in step_index for n in names.tolist()])
+    if not len(rows):
+        return out
+    found = _native.innermost_covering(ranges.start[rows], ranges.end[rows], points)
+    hit = found >= 0
+    codes = np.array([step_index[n] for n in names[rows].tolist()], dtype=np.int64)
+    out[hit] = codes[found[hit]]
+    return out
+
+
+def _step_names(job: Job, pattern: str) -> list[str]:
+    """The training steps every rank marks (ProfilerStep#N, or --steps), in time order."""
+    first: dict[str, int] = {}
+    for trace in job.traces.values():
+        if trace.ranges is None:
+            continue
+        for name, start in zip(trace.names(trace.ranges.name).tolist(), trace.ranges.start.tolist()):
+            if name and fnmatch.fnmatchcase(name, pattern):
+                first[name] = min(first.get(name, start), start)
+    return sorted(first, key=first.get)
+
+
+def build_graph(job: Job, tolerance_ns: int, step_pattern: str | None = None) -> JobGraph | None:
+    """The job's ReplayGraph (None when there is nothing to replay: no collective, no GPU work)."""
+    ranks = [r.rank for r in job.ranks if job.traces[r.rank].gpu is not None]
+    if not ranks or not len(job.collectives):
+        return None
+    step_names = _step_names(job, step_pattern or STEP_PATTERN)
+    if job.steps is not None and job.steps.restricts:  # steps left out as incomplete are no steps here
+        step_names = [n for n in step_names if n not in {lo.step for lo in job.steps.left_out}]
+    step_index = {n: i for i, n in enumerate(step_names)}
+    calls, ops, syncs, events = [], [], [], []
+    op_offset, call_offset = {}, {}
+    n_ops = n_calls = 0
+    correct = job.alignment.correct_rank
+    for dense, rank in enumerate(ranks):
+        trace, work = job.traces[rank], job.timeline[rank]
+        c = trace.calls
+        op_offset[rank], call_offset[rank] = n_ops, n_calls
+        launch_utc = trace.gpu.launch
+        op_step = steps_of(job, rank, np.where(launch_utc >= 0, launch_utc, trace.gpu.start), step_index)
+        if not step_names:
+            op_step[:] = 0  # no steps marked: the capture is one step
+        ops.append({"rank": np.full(len(work), dense), "stream": work.stream, "start": work.start, "end": work.end,
+                    "correlation": trace.gpu.correlation, "step": op_step})
+        # Each gap inside a range is a segment of its own, named by its call's row: a host cause
+        # cuts the gaps it chooses (host.HostTime.change).
+        # Each thread starts at its first call, or at the host work before it (a data loader, say):
+        # a zero-length call there anchors the thread, so that the work before its first call can
+        # be shortened too.
+        first = np.flatnonzero(_first_of_thread(c.tid))
+        early = first[c.gap_start[first] < c.start[first]]
+        calls.append({"rank": np.full(len(c.start), dense), "thread": c.tid, "start": correct(rank, c.start),
+                      "end": correct(rank, c.end), "correlation": c.correlation, "blocking": c.blocking.astype(np.int64),
+                      "segment": np.where(c.gap_range >= 0, n_calls + np.arange(len(c.start)), -1)})
+        origin = correct(rank, c.gap_start[early])
+        calls.append({"rank": np.full(len(early), dense), "thread": c.tid[early], "start": origin, "end": origin,
+                      "correlation": np.full(len(early), -1), "blocking": np.zeros(len(early), np.int64),
+                      "segment": np.full(len(early), -1)})
+        recorded_syncs, recorded_events = trace.syncs, trace.events
+        if recorded_syncs is None or not len(recorded_syncs["correlation"]):
+            recorded_syncs, recorded_events = stream_waits_from_calls(trace)
+        for table, rows in ((syncs, recorded_syncs), (events, recorded_events)):
+            if rows is not None and len(rows["correlation"]):
+                table.append({"rank": np.full(len(rows["correlation"]), dense), **rows})
+        n_ops += len(work)
+        n_calls += len(c.start) + len(early)
+    col = job.collectives
+    member_rows = np.full(len(col.obs_rank), -1, dtype=np.int64)
+    for rank in ranks:
+        rows = np.flatnonzero(col.obs_rank == rank)
+        found = job.timeline[rank].index_of(job.aligned_start[rows], job.aligned_end[rows])
+        member_rows[rows] = np.where(found >= 0, op_offset[rank] + found, -1)
+    if (member_rows < 0).any():  # every observation came from a rank's GPU work: cannot happen
+        raise RuntimeError(f"{int((member_rows < 0).sum())} collective members not found in their rank's GPU work")
+    members = {"instance": col.obs_instance, "op": member_rows}
+
+    def joined(parts):
+        return {k: np.concatenate([p[k] for p in parts]).astype(np.int64, copy=False) for k in parts[0]} if parts else None
+
+    # Building the graph is the what-if's largest single cost: it runs beside the candidate picking.
+    pool = ThreadPoolExecutor(max_workers=1)
+    building = pool.submit(_native.ReplayGraph, joined(calls), joined(ops), members, syncs=joined(syncs),
+                           events=joined(events), tolerance_ns=int(tolerance_ns))
+    pool.shutdown(wait=False)  # the thread ends with the build
+    op_step = np.concatenate([o["step"] for o in ops])
+    return JobGraph(building=building, ranks=ranks, op_offset=op_offset, call_offset=call_offset,
+                  op_step=op_step, member_rows=member_rows, step_names=step_names or ["(the whole capture)"],
+                  has_steps=bool(step_names))
+

@@ -1,0 +1,217 @@
+"""Host candidates: host time inside an NVTX range or CPU operator (its gaps between CUDA calls,
+and the calls that do not wait for the GPU), longer than the same range's occurrence elsewhere.
+
+* `host`: longer on a rank than on the other ranks of its program. Fixed: as long as on the peers.
+* `host_group`: the same late range on every rank of one host. Fixed on all of them, against the
+  ranks of the other hosts.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+
+import numpy as np
+
+from nsys_collective.attribution.whatif.candidate import MIN_SLOWDOWN, Candidate, Context
+from nsys_collective.attribution.whatif.graph import steps_of
+from nsys_collective.causes import nvtx_family
+from nsys_collective.model import grouping
+from nsys_collective.model.ranks import hosts_of
+
+# A host cause is systematic when its range took this much longer than its reference, summed.
+CONFIDENT_HOST_EXCESS = 0.5
+
+
+@dataclass
+class HostTime:
+    """Host time inside every range occurrence of the job, one row per occurrence: the gaps between
+    CUDA calls whose middle fell in it, and the calls after them that do not wait for the GPU (a
+    cudaMalloc, a context set-up: host time too). `item_*` lists those pieces, each occurrence's in
+    time order, for `change`."""
+
+    rank: np.ndarray
+    program: np.ndarray
+    step: np.ndarray
+    family: np.ndarray  # id into `families`
+    occurrence: np.ndarray
+    total: np.ndarray
+    end: np.ndarray  # when the range ended, on the aligned clock
+    families: list[str]
+    item_row: np.ndarray  # the occurrence (row) of each piece; rows ascending, time order within
+    item_call: np.ndarray  # its graph call row: a gap is the segment of that row, a call is that row
+    item_is_call: np.ndarray
+    item_ns: np.ndarray
+
+    def excess(self, reference_total: np.ndarray, reference_end: np.ndarray) -> np.ndarray:
+        """How much of each occurrence's host time is late: what it took beyond its reference, at
+        most how much later than the reference it ended (a rank that entered the range late for
+        another reason, or waited in it for the others (a bootstrap), is not made early by it)."""
+        over = np.maximum(0, self.total - reference_total)
+        late = np.maximum(0, self.end - reference_end)
+        return np.where(np.isnan(reference_end), over, np.minimum(over, late))
+
+    def change(self, rows: np.ndarray, cut: np.ndarray) -> dict:
+        """The ReplayGraph change that takes `cut[row]` from each of `rows`, latest pieces first (the
+        host time that makes a range end late is the time just before its end; a cut from an early
+        gap is often absorbed by a later wait in the range and moves nothing)."""
+        want = np.zeros(len(self.total))
+        want[rows] = cut[rows]
+        items = np.flatnonzero(want[self.item_row] > 0)[::-1]  # latest first within each row
+        row, ns = self.item_row[items], self.item_ns[items]
+        start = np.flatnonzero(np.r_[True, row[1:] != row[:-1]])
+        before = np.cumsum(ns) - ns  # taken by the later pieces of the same row ...
+        before -= np.repeat(before[start], np.diff(np.r_[start, len(row)]))
+        take = np.clip(want[row] - before, 0, ns).round().astype(np.int64)
+        items, left = items[take > 0], (ns - take)[take > 0]
+        gap = ~self.item_is_call[items]
+        return {"segment": self.item_call[items[gap]], "segment_ns": left[gap],
+                "call": self.item_call[items[~gap]], "call_ns": left[~gap]}
+
+
+def host_time(ctx: Context) -> HostTime:
+    """Host time inside every range occurrence of the job (steps themselves left out)."""
+    job, g, program, step_pattern = ctx.job, ctx.graph, ctx.program, ctx.step_pattern
+    family_id: dict[str, int] = {}
+    parts, items = [], []
+    step_index = {n: i for i, n in enumerate(g.step_names)}
+    n_rows = 0
+    for rank in g.ranks:
+        trace = job.traces[rank]
+        ranges, calls = trace.ranges, trace.calls
+        inside = np.flatnonzero(calls.gap_range >= 0)
+        gaps = np.maximum(0, calls.start - calls.gap_start)[inside]  # overlapping calls leave no host time
+        own = np.where(calls.blocking[inside], 0, calls.end[inside] - calls.start[inside])
+        total = np.bincount(calls.gap_range[inside], weights=gaps + own, minlength=len(ranges.start)).astype(np.int64)
+        used = np.flatnonzero(total > 0)
+        names = trace.names(ranges.name[used])
+        fam = np.array([family_id.setdefault(nvtx_family(n) or "", len(family_id)) if n and not
+                        fnmatch.fnmatchcase(n, step_pattern) else -1 for n in names.tolist()], dtype=np.int64)
+        used, fam = used[fam >= 0], fam[fam >= 0]
+        step = steps_of(job, rank, ranges.start[used], step_index) if g.has_steps else np.zeros(len(used), np.int64)
+        parts.append((np.full(len(used), rank), np.full(len(used), program[rank]), step, fam, total[used],
+                      job.alignment.correct_rank(rank, ranges.end[used])))
+        row_of = np.full(len(ranges.start), -1, np.int64)
+        row_of[used] = n_rows + np.arange(len(used))
+        n_rows += len(used)
+        mine = row_of[calls.gap_range[inside]] >= 0  # calls are in time order: so are the pieces
+        call_row = g.call_offset[rank] + inside[mine]
+        items.append((np.repeat(row_of[calls.gap_range[inside[mine]]], 2), np.repeat(call_row, 2),
+                      np.tile([False, True], int(mine.sum())), np.column_stack([gaps[mine], own[mine]]).ravel()))
+    rank, prog, step, fam, total, end = (np.concatenate(c).astype(np.int64) for c in zip(*parts))
+    item_row, item_call, item_is_call, item_ns = (np.concatenate(c) for c in zip(*items))
+    order = np.argsort(item_row, kind="stable")
+    return HostTime(rank, prog, step, fam, grouping.occurrence(rank, step, fam), total, end,
+                     families=sorted(family_id, key=family_id.get), item_row=item_row[order],
+                     item_call=item_call[order].astype(np.int64), item_is_call=item_is_call[order].astype(bool),
+                     item_ns=item_ns[order].astype(np.int64))
+
+
+def host_candidates(ctx: Context) -> list[Candidate]:
+    """Host ranges that took longer on a rank than on the other ranks of its program. Fixed: as
+    long as on the peers."""
+    job, h, min_excess = ctx.job, ctx.shared(host_time), ctx.min_excess
+    out = []
+    ref = grouping.median_of_others(h.total, h.program, h.step, h.family, h.occurrence)
+    ref_end = grouping.median_of_others(h.end, h.program, h.step, h.family, h.occurrence)
+    cut = h.excess(ref, ref_end)
+    rows = np.flatnonzero(~np.isnan(ref))
+    if len(rows):
+        order, group, first = grouping.groups(h.rank[rows], h.family[rows])
+        rows = rows[order]
+        total = np.add.reduceat(h.total[rows].astype(np.float64), first)
+        excess = np.add.reduceat(cut[rows], first)
+        reference = np.add.reduceat(ref[rows], first)
+        longer = total / np.maximum(reference, 1) - 1
+        # As for kernels: jitter averages out over the occurrences, a real stall does not.
+        for g_ in np.flatnonzero((excess >= min_excess) & (excess >= MIN_SLOWDOWN * reference)).tolist():
+            members = rows[first[g_]:first[g_ + 1] if g_ + 1 < len(first) else len(rows)]
+            late = members[cut[members] > 0]
+            rank, family = int(h.rank[members[0]]), int(h.family[members[0]])
+            out.append(Candidate(
+                cause="host", rank=rank, host=job.by_number[rank].host, name=h.families[family] or None,
+                name_full=h.families[family] or None, reference="peers", excess_ns=int(excess[g_]),
+                systematic=bool(longer[g_] >= CONFIDENT_HOST_EXCESS), slowdown=float(longer[g_]),
+                change=h.change(late, cut)))
+    return out
+
+
+def host_group_candidates(ctx: Context) -> list[Candidate]:
+    """Host-wide causes: a range that ended late on every rank of a host (a bootstrap, a shared
+    file system, a slow node), against the hosts that were on time in it; each late host alone, and
+    all of them together when several were late (fixing one of two late hosts only makes it wait
+    for the other). Fixed on all of its ranks, against the ranks of the other hosts."""
+    job, h, min_excess = ctx.job, ctx.shared(host_time), ctx.min_excess
+    host_of = hosts_of(job.ranks, job.alignment)
+    hosts: dict[str, list[int]] = {}
+    for r in sorted(r for r in job.traces if job.traces[r].gpu is not None):
+        hosts.setdefault(host_of[r], []).append(r)
+    if len(hosts) < 2 or not len(h.rank):
+        return []
+    names = list(hosts)
+    index = {r: i for i, name in enumerate(names) for r in hosts[name]}
+    host = np.array([index[r] for r in h.rank.tolist()], dtype=np.int64)
+    # How late each host ended each occurrence: its earliest rank's end (every rank of it late)
+    # after the typical (median) end on the earliest host. Groups come sorted by family, program,
+    # step, occurrence, then host.
+    order, _, first, median = grouping.group_medians(h.end, h.family, h.program, h.step, h.occurrence, host)
+    earliest_rank = np.minimum.reduceat(h.end[order], first) if len(order) else median
+    lead = order[first]
+    keys = np.column_stack([h.family[lead], h.program[lead], h.step[lead], h.occurrence[lead]])
+    new = np.r_[True, (keys[1:] != keys[:-1]).any(axis=1)]
+    occ_first = np.flatnonzero(new)
+    occ = np.cumsum(new) - 1
+    compared = np.diff(np.r_[occ_first, len(lead)])[occ] >= 2  # two hosts ran that occurrence
+    late_by = np.where(compared, np.maximum(0, earliest_rank - np.minimum.reduceat(median, occ_first)[occ]), 0)
+    size = np.array([len(hosts[n]) for n in names])
+    late_ns = np.zeros((len(h.families), len(names)))
+    np.add.at(late_ns, (h.family[lead], host[lead]), late_by * size[host[lead]])
+    out = []
+    for family in np.flatnonzero((late_ns >= min_excess).any(axis=1)).tolist():
+        rows = np.flatnonzero(h.family == family)
+        ran = set(host[rows].tolist())
+        late = [names[k] for k in sorted(ran) if late_ns[family, k] >= min_excess]
+        on_time = [names[k] for k in sorted(ran) if late_ns[family, k] < min_excess]
+        if not on_time:
+            continue
+        source = np.isin(h.rank, [r for name in on_time for r in hosts[name]])
+        ref_total = _reference_from(h, source, family, h.total)
+        ref_end = _reference_from(h, source, family, h.end)
+        cut = h.excess(ref_total, ref_end)
+        groups = [[name] for name in late if len(hosts[name]) > 1] + ([late] if len(late) > 1 else [])
+        for group in groups:
+            ranks = sorted(r for name in group for r in hosts[name])
+            mine = rows[np.isin(h.rank[rows], ranks) & ~np.isnan(ref_total[rows])]
+            fixed = mine[cut[mine] > 0]
+            excess = int(cut[fixed].sum())
+            per_rank = np.bincount(np.searchsorted(ranks, h.rank[fixed]), weights=cut[fixed], minlength=len(ranks))
+            if excess < min_excess or per_rank.min() < 0.5 * excess / len(ranks):
+                continue  # every rank of the host(s) late in it, not one rank that held the others up
+            # Systematic: late in (nearly) every occurrence, each time by more than jitter.
+            systematic = len(fixed) >= 0.8 * len(mine) and excess >= min_excess * len(fixed)
+            total, reference = float(h.total[mine].sum()), float(ref_total[mine].sum())
+            out.append(Candidate(
+                cause="host_group", rank=None, host=", ".join(group), name=h.families[family] or None,
+                name_full=h.families[family] or None, reference="peers", excess_ns=excess, systematic=systematic,
+                slowdown=total / max(reference, 1) - 1, ranks=ranks, change=h.change(fixed, cut)))
+    return out
+
+
+def _reference_from(h: HostTime, source: np.ndarray, family: int, value: np.ndarray) -> np.ndarray:
+    """Per row of `family`, the median value of the same (program, step, occurrence) over the
+    `source` rows (NaN where none)."""
+    out = np.full(len(h.total), np.nan)
+    rows = np.flatnonzero(h.family == family)
+    src = np.flatnonzero(source[rows])
+    if not len(src):
+        return out
+    code = grouping.packed((h.program[rows], h.step[rows], h.occurrence[rows]))
+    if code is None:  # ranges too wide to pack: number the keys instead
+        _, code = np.unique(np.stack([h.program[rows], h.step[rows], h.occurrence[rows]]), axis=1, return_inverse=True)
+        code = code.ravel()
+    order, _, first, median = grouping.group_medians(value[rows[src]], code[src])
+    keys = code[src][order[first]]  # ascending
+    at = np.minimum(np.searchsorted(keys, code), len(keys) - 1)
+    found = keys[at] == code
+    out[rows[found]] = median[at[found]]
+    return out

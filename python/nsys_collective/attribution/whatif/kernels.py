@@ -1,0 +1,142 @@
+"""Kernel candidates.
+
+* `kernel`: a compute kernel that ran longer on a rank than the same kernel (same step, same
+  occurrence) on the ranks running the same program (`peers`), or, where no other rank runs it
+  (pipeline stages), than on the same rank in other steps (`self`). Fixed: it runs as long as its
+  reference.
+* `extra_kernel`: kernels a rank ran more often in a step than its peers. Fixed: not run.
+
+A collective's own kernel is never a cause: wait that travels through an earlier collective is
+charged to what made that one late.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from nsys_collective.attribution.whatif.candidate import MIN_SLOWDOWN, Candidate, Context
+from nsys_collective.model import grouping
+from nsys_collective.model.job import Job
+
+# A kernel cause is systematic when its runs took this much longer than their reference, summed.
+CONFIDENT_SLOWDOWN = 0.10
+
+
+@dataclass
+class KernelRuns:
+    """Every compute kernel run of the job, one row each."""
+
+    rank: np.ndarray
+    program: np.ndarray
+    step: np.ndarray
+    name: np.ndarray
+    duration: np.ndarray
+    op: np.ndarray  # op row in the graph
+    occurrence: np.ndarray  # among the same kernel's runs in the same step on the same rank
+
+
+def kernel_runs(ctx: Context) -> KernelRuns:
+    """Every compute kernel run of the job, with its step and its occurrence."""
+    job, g, program = ctx.job, ctx.graph, ctx.program
+    parts = []
+    for rank in g.ranks:
+        w = job.timeline[rank]
+        rows = np.flatnonzero(w.is_kernel & ~w.is_nccl)
+        op = g.op_offset[rank] + rows
+        parts.append((np.full(len(rows), rank), np.full(len(rows), program[rank]), g.op_step[op], w.name[rows],
+                      (w.end - w.start)[rows], op))
+    cols = [np.concatenate(c).astype(np.int64) for c in zip(*parts)]
+    k = KernelRuns(*cols, occurrence=np.zeros(0, np.int64))
+    k.occurrence = grouping.occurrence(k.rank, k.step, k.name)
+    return k
+
+
+def kernel_candidates(ctx: Context) -> list[Candidate]:
+    """Kernels that ran longer than their reference: the same run on the peers, else on the same
+    rank in other steps. Fixed: each run as long as its reference."""
+    job, k, min_excess = ctx.job, ctx.shared(kernel_runs), ctx.min_excess
+    peers = grouping.median_of_others(k.duration, k.program, k.step, k.name, k.occurrence)
+    use_peers = ~np.isnan(peers)
+    ref = peers.copy()
+    alone = np.flatnonzero(~use_peers)  # only runs no other rank has need their own steps
+    if len(alone):
+        ref[alone] = grouping.median_of_others(k.duration[alone], k.rank[alone], k.name[alone], k.occurrence[alone])
+    known = ~np.isnan(ref)
+    out = []
+    for reference, pick in (("peers", known & use_peers), ("self", known & ~use_peers)):
+        rows = np.flatnonzero(pick)
+        if not len(rows):
+            continue
+        order, group, first = grouping.groups(k.rank[rows], k.name[rows])
+        rows = rows[order]
+        total = np.add.reduceat(k.duration[rows].astype(np.float64), first)
+        total_ref = np.add.reduceat(ref[rows], first)
+        over = np.maximum(0, k.duration[rows] - ref[rows])
+        excess = np.add.reduceat(over, first)
+        slowdown = total / np.maximum(total_ref, 1) - 1
+        for g_ in np.flatnonzero((slowdown >= MIN_SLOWDOWN) & (excess >= min_excess)).tolist():
+            members = rows[first[g_]:first[g_ + 1] if g_ + 1 < len(first) else len(rows)]
+            slow = members[k.duration[members] > ref[members]]
+            rank, name = int(k.rank[members[0]]), int(k.name[members[0]])
+            out.append(Candidate(
+                cause="kernel", rank=rank, host=job.by_number[rank].host, name=_short(job, name),
+                name_full=job.timeline.names.values[name], reference=reference, excess_ns=int(excess[g_]),
+                systematic=bool(slowdown[g_] >= CONFIDENT_SLOWDOWN), slowdown=float(slowdown[g_]),
+                runs=len(members), reference_runs=len(members),
+                change={"op": k.op[slow], "op_ns": np.round(ref[slow]).astype(np.int64)}))
+    return out
+
+
+def _short(job: Job, name: int) -> str:
+    """The short name of a kernel's full name id."""
+    for rank in job.traces:
+        short = job.timeline[rank].short_of.get(name)
+        if short is not None:
+            return job.timeline.names.values[short]
+    return job.timeline.names.values[name]
+
+
+def extra_candidates(ctx: Context) -> list[Candidate]:
+    """Kernels a rank ran more often in a step than the other ranks of its program did. Fixed:
+    the runs beyond the peers' count are not run."""
+    job, k, program, min_excess = ctx.job, ctx.shared(kernel_runs), ctx.program, ctx.min_excess
+    out = []
+    ranks_of = {}
+    for rank, p in program.items():
+        ranks_of.setdefault(p, []).append(rank)
+    for p, members in ranks_of.items():
+        if len(members) < 2:
+            continue
+        mine = np.flatnonzero(k.program == p)
+        # Runs per (step, name, rank), zeros included, as a dense table.
+        names = int(k.name[mine].max()) + 1 if len(mine) else 1
+        key, key_of = np.unique(k.step[mine] * names + k.name[mine], return_inverse=True)
+        keys = np.stack([key // names, key % names])
+        col = np.full(max(members) + 1, -1, dtype=np.int64)
+        col[members] = np.arange(len(members))
+        counts = np.zeros((len(key), len(members)), dtype=np.int64)
+        np.add.at(counts, (key_of.ravel(), col[k.rank[mine]]), 1)
+        peer = np.median(counts, axis=1)
+        for j, rank in enumerate(members):
+            extra_keys = np.flatnonzero(counts[:, j] > peer)
+            if not len(extra_keys):
+                continue
+            rows = mine[(k.rank[mine] == rank) & np.isin(key_of.ravel(), extra_keys)]
+            # The runs beyond the peers' count in each step are the extra ones.
+            allowed = np.floor(peer[key_of.ravel()[np.searchsorted(mine, rows)]]).astype(np.int64)
+            extra = rows[k.occurrence[rows] >= allowed]
+            for name in np.unique(k.name[extra]).tolist():
+                removed = extra[k.name[extra] == name]
+                excess = int(k.duration[removed].sum())
+                if excess < min_excess:
+                    continue
+                per_rank = counts[np.flatnonzero(keys[1] == name)].sum(axis=0)
+                runs, reference_runs = int(per_rank[j]), int(round(np.median(np.delete(per_rank, j))))
+                out.append(Candidate(
+                    cause="extra_kernel", rank=rank, host=job.by_number[rank].host, name=_short(job, name),
+                    name_full=job.timeline.names.values[name], reference="peers", excess_ns=excess,
+                    systematic=runs > reference_runs, runs=runs, reference_runs=reference_runs,
+                    change={"op": k.op[removed], "op_ns": np.zeros(len(removed), np.int64)}))
+    return out

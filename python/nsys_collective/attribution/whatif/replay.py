@@ -1,0 +1,145 @@
+"""The replays: each candidate alone, and all of them at once (the ideal), in parallel; what each
+saves of the wait and of the step time, and how sure the figure is.
+
+A cause's `wait_saved_ns` is the drop of the summed wait of all ranks over all collectives (GPU
+time), `step_time_saved_ns` the mean over steps of how much shorter each step gets (a step ends at
+the latest end of its ops on any rank), and per collective the wait it saved.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from nsys_collective.attribution.whatif.candidate import MIN_EXCESS_TOLERANCES, Candidate, Context, programs
+from nsys_collective.attribution.whatif.graph import build_graph
+from nsys_collective.attribution.whatif.nccl_slowed import compute_changes
+from nsys_collective.causes import CAUSES, candidate_function
+from nsys_collective.model.job import Job
+from nsys_collective.model.steps import STEP_PATTERN
+
+# A cause is named with confidence when it is systematic (a kernel 10%+ slower or run more often,
+# a host range 50%+ longer, on every or most occurrences) and saves at least this share of the wait.
+CONFIDENT_SHARE = 0.10
+# A cause must save at least its excess threshold of wait, or this share of a step (a transfer
+# slowed between queued buckets can cost step time while the ranks wait no more).
+MIN_STEP_SHARE = 0.002
+# Candidates replayed at most (the largest excess first): each replay is one pass over the job.
+MAX_CANDIDATES = 24
+_I64_MIN = np.iinfo(np.int64).min
+
+
+@dataclass
+class WhatIf:
+    fidelity: dict
+    ideal: dict  # wait_saved_ns, step_time_saved_ns
+    causes: list[dict]  # the contract's whatif.causes entries, by wait_saved_ns
+    saved: list[np.ndarray]  # per cause (in `causes` order): wait saved per collective
+    ideal_saved: np.ndarray  # per collective: wait the ideal replay saves
+    steps: int
+    warnings: list[str] = field(default_factory=list)
+    compute: dict[int, tuple[int, int]] = field(default_factory=dict)  # compute_slowdown entry -> (wait, step time) saved
+
+
+
+def _merged(changes: list[dict]) -> dict:
+    """Every change at once: the shortest duration, gap total and transfer any of them gives."""
+    out: dict = {}
+    for key, value in (("op", "op_ns"), ("call", "call_ns"), ("segment", "segment_ns"), ("member", "member_ns")):
+        ids = [np.asarray(c[key], np.int64) for c in changes if key in c]
+        if not ids:
+            continue
+        ids_all = np.concatenate(ids)
+        values = np.concatenate([np.asarray(c[value], np.int64) for c in changes if key in c])
+        order = np.lexsort((values, ids_all))
+        first = np.r_[True, ids_all[order][1:] != ids_all[order][:-1]]
+        out[key], out[value] = ids_all[order][first], values[order][first]
+    slack = [np.asarray(c["zero_slack"], np.int64) for c in changes if "zero_slack" in c]
+    if slack:
+        out["zero_slack"] = np.unique(np.concatenate(slack))
+    return out
+
+
+def _step_time_saved(base: dict, out: dict, job_start: int) -> int:
+    """Mean over steps of how much shorter each step got (a step's time: its end minus the
+    previous step's end; the first step's: minus the job's start)."""
+    ends_base, ends_out = base["step_end"], out["step_end"]
+    have = ends_base != _I64_MIN
+    if not have.any():
+        return 0
+    b, o = ends_base[have], ends_out[have]
+    saved = np.diff(np.r_[job_start, b]) - np.diff(np.r_[job_start, o])
+    return int(round(float(saved.mean())))
+
+
+def _confidence(c: Candidate, wait_saved: int, total_wait: int) -> str:
+    return "high" if c.systematic and total_wait > 0 and wait_saved >= CONFIDENT_SHARE * total_wait else "low"
+
+
+def analyze(job: Job, kind: np.ndarray, tolerance_ns: int, step_pattern: str | None = None,
+            contention=None) -> WhatIf | None:
+    """The what-if of every candidate cause of the job (None when there is nothing to replay).
+    `kind`: each collective's kind (contention.Contention.kind): transfers compare within it;
+    `contention` (contention.Contention): the fitted baselines and what each kernel added."""
+    g = build_graph(job, tolerance_ns, step_pattern)
+    if g is None:
+        return None
+    pattern = step_pattern or STEP_PATTERN
+    total_wait = int(job.timing.wait_cost.sum())
+    # A cause's own excess is time on one rank: it must be worth a few tolerances and a small share
+    # of a rank's wait (the wait summed over the ranks grows with the job, one rank's excess does not).
+    min_excess = max(MIN_EXCESS_TOLERANCES * tolerance_ns, int(0.002 * total_wait / len(g.ranks)))
+    # What fixing it saves is summed over the ranks, as the wait is.
+    min_saved = max(MIN_EXCESS_TOLERANCES * tolerance_ns, int(0.002 * total_wait))
+    ctx = Context(job=job, graph=g, program=programs(job, g.ranks), kind=kind, tolerance_ns=tolerance_ns,
+                  min_excess=min_excess, step_pattern=pattern, contention=contention)
+    # Every replayed kind's candidates, in registry order (ties in excess keep it).
+    pickers = [candidate_function(k) for k in CAUSES.values() if k.replayed]
+    candidates = [c for pick in pickers for c in pick(ctx)]
+    candidates.sort(key=lambda c: -c.excess_ns)
+    warnings = []
+    if len(candidates) > MAX_CANDIDATES:
+        warnings.append(f"what-if: {len(candidates)} candidate causes; the {MAX_CANDIDATES} with the most excess were replayed")
+        candidates = candidates[:MAX_CANDIDATES]
+    compute = compute_changes(g, contention, min_excess)
+    changes = [c.change for c in candidates] + [ch for _, ch in compute] + [_merged([c.change for c in candidates])]
+    base = g.graph.replay()
+    outcomes = g.graph.replay_many(changes, threads=os.cpu_count())
+    ideal_out = outcomes.pop()
+    compute_out = outcomes[len(candidates):]
+    outcomes = outcomes[:len(candidates)]
+    job_start = int(min(job.alignment.correct_rank(r, job.traces[r].calls.start[:1]).min()
+                        for r in g.ranks if len(job.traces[r].calls.start)))
+    rows = []
+    have = base["step_end"] != _I64_MIN
+    mean_step = float(np.diff(np.r_[job_start, base["step_end"][have]]).mean()) if have.any() else 0.0
+    min_step_saved = max(tolerance_ns, MIN_STEP_SHARE * mean_step)
+    for c, out in zip(candidates, outcomes):
+        saved_wait = base["wait"] - out["wait"]
+        wait_saved = int(base["total_wait"] - out["total_wait"])
+        step_saved = _step_time_saved(base, out, job_start)
+        # A candidate whose fix changes nothing worth a word is no cause.
+        if wait_saved >= min_saved or step_saved >= min_step_saved:
+            rows.append((c, wait_saved, step_saved, saved_wait))
+    rows.sort(key=lambda r: (-r[1], -r[2]))
+    causes, saved = [], []
+    for c, wait_saved, step_saved, saved_wait in rows:
+        causes.append({
+            "cause": c.cause, "rank": c.rank, "host": c.host, "name": c.name, "reference": c.reference,
+            "excess_ns": c.excess_ns, "wait_saved_ns": wait_saved, "step_time_saved_ns": step_saved,
+            "collectives": int((saved_wait > 0).sum()), "confidence": _confidence(c, wait_saved, total_wait),
+            "name_full": c.name_full, "slowdown": c.slowdown, "runs": c.runs, "reference_runs": c.reference_runs,
+            "ranks": c.ranks if c.ranks is not None else ([c.rank] if c.rank is not None else None)})
+        saved.append(saved_wait)
+    fidelity = g.graph.fidelity()
+    return WhatIf(
+        fidelity={k: fidelity[k] for k in ("ops", "explained_start_share", "start_error_ns", "slack_ns",
+                                           "inferred_dependencies", "recorded_dependencies")},
+        ideal={"wait_saved_ns": int(base["total_wait"] - ideal_out["total_wait"]),
+               "step_time_saved_ns": _step_time_saved(base, ideal_out, job_start)},
+        causes=causes, saved=saved, ideal_saved=base["wait"] - ideal_out["wait"], steps=len(g.step_names),
+        warnings=warnings,
+        compute={j: (int(base["total_wait"] - out["total_wait"]), _step_time_saved(base, out, job_start))
+                 for (j, _), out in zip(compute, compute_out)})

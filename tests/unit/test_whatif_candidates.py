@@ -1,0 +1,161 @@
+"""Each candidate family of the what-if (attribution/whatif/) on small hand-built traces of a few
+ops: what it proposes, against which reference, and the change that fixes it. The end-to-end
+figures (what the replays save) are test_whatif.py's; a failure here names the family that broke."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from types import SimpleNamespace
+
+import numpy as np
+
+from nsys_collective import _native
+from nsys_collective.attribution.whatif import host, idle, kernels, transfers
+from nsys_collective.attribution.whatif.candidate import Context
+from nsys_collective.attribution.whatif.graph import JobGraph
+
+NAMES = ["?", "gemm", "stage_fwd", "dataloader_ops", "extra_norm"]
+
+
+def a(*values) -> np.ndarray:
+    return np.array(values, dtype=np.int64)
+
+
+class Timeline(SimpleNamespace):
+    def __getitem__(self, rank):
+        return self.per_rank[rank]
+
+
+def job(ranks: dict[int, str]) -> SimpleNamespace:
+    """The parts of a job the pickers read: ranks with hosts, kernel names, GPU work per rank."""
+    by_number = {r: SimpleNamespace(rank=r, host=h) for r, h in ranks.items()}
+    timeline = Timeline(names=SimpleNamespace(values=NAMES),
+                        per_rank={r: SimpleNamespace(short_of={i: i for i in range(len(NAMES))}) for r in ranks})
+    return SimpleNamespace(by_number=by_number, ranks=list(by_number.values()), timeline=timeline, alignment=None,
+                           traces={r: SimpleNamespace(gpu=object()) for r in ranks})
+
+
+def context(j, min_excess=10, **shared) -> Context:
+    ctx = Context(job=j, graph=None, program={r: 0 for r in j.by_number}, kind=a(), tolerance_ns=5,
+                  min_excess=min_excess, step_pattern="ProfilerStep#*")
+    for build, value in shared.items():  # what the pickers share, hand-built instead of read from a trace
+        ctx._shared[{"kernel_runs": kernels.kernel_runs, "host_time": host.host_time}[build]] = value
+    return ctx
+
+
+def runs(rank, program, step, name, duration) -> kernels.KernelRuns:
+    """Kernel runs, one row each, their op rows in order and their occurrence counted."""
+    from nsys_collective.model import grouping
+
+    rank, step, name = a(*rank), a(*step), a(*name)
+    return kernels.KernelRuns(rank=rank, program=a(*program), step=step, name=name, duration=a(*duration),
+                              op=np.arange(len(rank)), occurrence=grouping.occurrence(rank, step, name))
+
+
+def test_a_kernel_slower_on_one_rank_than_on_its_peers_is_proposed_at_their_pace():
+    # gemm twice a step on three ranks of one program: rank 2's runs take 150 against 100.
+    k = runs(rank=(0, 0, 1, 1, 2, 2), program=(0,) * 6, step=(0,) * 6, name=(1,) * 6, duration=(100, 100, 100, 100, 150, 150))
+    (c,) = kernels.kernel_candidates(context(job({0: "n0", 1: "n0", 2: "n1"}), kernel_runs=k))
+    assert (c.cause, c.rank, c.host, c.name, c.reference) == ("kernel", 2, "n1", "gemm", "peers")
+    assert c.excess_ns == 100 and c.slowdown == 0.5 and c.systematic and c.runs == 2
+    assert c.change["op"].tolist() == [4, 5] and c.change["op_ns"].tolist() == [100, 100]
+
+
+def test_a_kernel_no_peer_runs_is_held_to_its_own_other_steps():
+    # A pipeline stage: only rank 3 runs stage_fwd; its third step's run is 60 longer.
+    k = runs(rank=(3, 3, 3), program=(1, 1, 1), step=(0, 1, 2), name=(2, 2, 2), duration=(100, 100, 160))
+    (c,) = kernels.kernel_candidates(context(job({3: "n1"}), kernel_runs=k))
+    assert (c.cause, c.rank, c.reference, c.excess_ns) == ("kernel", 3, "self", 60)
+    assert c.change["op"].tolist() == [2] and c.change["op_ns"].tolist() == [100]
+
+
+def test_jitter_below_the_slowdown_threshold_is_no_kernel_cause():
+    k = runs(rank=(0, 1, 2), program=(0,) * 3, step=(0,) * 3, name=(1,) * 3, duration=(1000, 1000, 1020))
+    assert kernels.kernel_candidates(context(job({0: "n0", 1: "n0", 2: "n0"}), kernel_runs=k)) == []
+
+
+def test_runs_beyond_the_peers_count_are_extra_kernels_removed():
+    # extra_norm: once a step on ranks 0 and 1, three times on rank 2.
+    k = runs(rank=(0, 1, 2, 2, 2), program=(0,) * 5, step=(0,) * 5, name=(4,) * 5, duration=(40,) * 5)
+    (c,) = kernels.extra_candidates(context(job({0: "n0", 1: "n0", 2: "n0"}), kernel_runs=k))
+    assert (c.cause, c.rank, c.name, c.reference) == ("extra_kernel", 2, "extra_norm", "peers")
+    assert (c.runs, c.reference_runs, c.excess_ns, c.systematic) == (3, 1, 80, True)
+    assert c.change["op"].tolist() == [3, 4] and c.change["op_ns"].tolist() == [0, 0]  # the second and third runs
+
+
+def host_time(rank, total, end, family=(0,), families=("DataLoader",), program=None) -> host.HostTime:
+    """One occurrence per rank of each range, all host time one gap (segment = 10 x row)."""
+    from nsys_collective.model import grouping
+
+    n = len(rank)
+    rank, step, fam = a(*rank), np.zeros(n, np.int64), a(*(family * n if len(family) == 1 else family))
+    return host.HostTime(rank=rank, program=a(*(program or (0,) * n)), step=step, family=fam,
+                         occurrence=grouping.occurrence(rank, step, fam), total=a(*total), end=a(*end),
+                         families=list(families), item_row=np.arange(n), item_call=10 * np.arange(n),
+                         item_is_call=np.zeros(n, bool), item_ns=a(*total))
+
+
+def test_host_time_longer_on_one_rank_is_cut_to_its_peers_from_its_latest_gap():
+    # The data loader takes 500 on rank 2 against 100, and it ends 400 later.
+    h = host_time(rank=(0, 1, 2), total=(100, 100, 500), end=(1000, 1000, 1400))
+    (c,) = host.host_candidates(context(job({0: "n0", 1: "n0", 2: "n1"}), host_time=h))
+    assert (c.cause, c.rank, c.host, c.name, c.reference) == ("host", 2, "n1", "DataLoader", "peers")
+    assert c.excess_ns == 400 and c.slowdown == 4.0 and c.systematic
+    assert c.change["segment"].tolist() == [20] and c.change["segment_ns"].tolist() == [100]
+
+
+def test_host_time_that_ends_on_time_is_not_late():
+    # Longer on rank 2 but it started early: it ends with the others, fixing it moves nothing.
+    h = host_time(rank=(0, 1, 2), total=(100, 100, 500), end=(1000, 1000, 1000))
+    assert host.host_candidates(context(job({0: "n0", 1: "n0", 2: "n1"}), host_time=h)) == []
+
+
+def test_a_range_late_on_every_rank_of_a_host_is_a_host_group_cause():
+    # A checkpoint: node1's two ranks take 400 against node0's 100 and end 300 later.
+    h = host_time(rank=(0, 1, 2, 3), total=(100, 100, 400, 400), end=(1000, 1000, 1300, 1300), families=("checkpoint",))
+    j = job({0: "node0", 1: "node0", 2: "node1", 3: "node1"})
+    (c,) = host.host_group_candidates(context(j, host_time=h))
+    assert (c.cause, c.rank, c.host, c.ranks, c.name) == ("host_group", None, "node1", [2, 3], "checkpoint")
+    assert c.excess_ns == 600 and c.slowdown == 3.0 and c.systematic
+    assert sorted(zip(c.change["segment"].tolist(), c.change["segment_ns"].tolist())) == [(20, 100), (30, 100)]
+
+
+def test_one_late_rank_is_not_a_whole_host():
+    h = host_time(rank=(0, 1, 2, 3), total=(100, 100, 400, 100), end=(1000, 1000, 1300, 1000))
+    assert host.host_group_candidates(context(job({0: "node0", 1: "node0", 2: "node1", 3: "node1"}), host_time=h)) == []
+
+
+def test_transfers_slower_than_their_kinds_baseline_are_set_back_to_it():
+    # Five AllReduces on two ranks: every transfer takes 100 after the last arrival, the last one 300.
+    inst = np.repeat(np.arange(5), 2)
+    j = job({0: "n0", 1: "n0"})
+    j.collectives = SimpleNamespace(obs_instance=inst)
+    j.timing = SimpleNamespace(last_arrival=np.zeros(5, np.int64))
+    j.aligned_end = np.where(inst == 4, 300, 100)
+    j.op_name = lambda i: "AllReduce"
+    ctx = context(j)
+    ctx.kind = np.zeros(5, np.int64)
+    (c,) = transfers.transfer_candidates(ctx)
+    assert (c.cause, c.rank, c.name, c.reference, c.excess_ns) == ("transfer", None, "AllReduce transfers", "baseline", 400)
+    assert c.change["member"].tolist() == [8, 9] and c.change["member_ns"].tolist() == [100, 100]
+
+
+def test_gpu_idle_nothing_explains_is_the_graphs_slack():
+    # Rank 0: an op launched at 12 that waits for nothing recorded starts at 80, 50 after its
+    # stream went idle; the collective's member runs on a stream of its own.
+    calls = {"rank": a(0, 0), "thread": a(1, 1), "start": a(0, 12), "end": a(10, 14), "correlation": a(1, 2)}
+    ops = {"rank": a(0, 0, 0), "stream": a(7, 7, 9), "start": a(20, 80, 90), "end": a(30, 100, 95), "correlation": a(1, 2, -1)}
+    native = _native.ReplayGraph(calls, ops, {"instance": a(0), "op": a(2)}, tolerance_ns=5)
+    built = Future()
+    built.set_result(native)
+    graph = JobGraph(building=built, ranks=[0], op_offset={0: 0}, call_offset={0: 0}, op_step=a(0, 0, 0),
+                     member_rows=a(2), step_names=["(the whole capture)"], has_steps=False)
+    j = job({0: "n0"})
+    j.timeline.per_rank[0] = np.zeros(3)  # its three ops
+    ctx = context(j)
+    ctx.graph = graph
+    (c,) = idle.idle_candidates(ctx)
+    late = native.slack(native.nodes("op_start", a(0, 1, 2)))
+    assert late.tolist()[0] == 0 and late[1] > 40
+    assert (c.cause, c.rank, c.host, c.excess_ns) == ("idle", 0, "n0", int(late[1]))
+    assert c.change["zero_slack"].tolist() == native.nodes("op_start", a(1)).tolist()
