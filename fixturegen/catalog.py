@@ -201,10 +201,51 @@ BWD_MLP = [GELU_BWD, GEMM_DGRAD, GEMM_WGRAD, LN_BWD]
 BWD_ATTN = [FLASH_BWD, GEMM_DGRAD, GEMM_WGRAD, GAMMA_BETA, ADD]
 FILLER = [ADD, SOFTMAX, GELU]  # the kernels a step's count is topped up with
 OPT_PATTERN = [ADAM, ZERO]
-CATALOG = list(dict.fromkeys(
+# The overlap causes' kernels (overlap_causes.py): after the base catalog, so the base kernels keep
+# their indices, and written to an export only where a job runs them (the committed sets unchanged).
+SLOWER = Kern(
+    "flash_bwd_dq_dk_dv_loop_seqq_parallel_kernel",
+    "void flash::flash_bwd_dq_dk_dv_loop_seqq_parallel_kernel<Flash_bwd_kernel_traits<(int)128, (int)64, "
+    "(int)128, (int)8, (int)4, (int)2, (int)2, (bool)0, (bool)0, cutlass::bfloat16_t, Flash_kernel_traits<"
+    "(int)128, (int)64, (int)128, (int)8, cutlass::bfloat16_t>>, (bool)1, (bool)0>(flash::Flash_bwd_params)",
+    "_ZN5flash44flash_bwd_dq_dk_dv_loop_seqq_parallel_kernelI23Flash_bwd_kernel_traitsILi128ELi64ELi128E"
+    "Li8ELi4ELi2ELi2ELb0ELb0EN7cutlass10bfloat16_tE19Flash_kernel_traitsILi128ELi64ELi128ELi8ES2_EELb1ELb0EEEv"
+    "NS_16Flash_bwd_paramsE",
+    0, 0.0, (32, 32, 4), (256, 1, 1), 255, 0, 147_456, 233_472,
+)
+PARTNER = Kern(
+    "flash_bwd_convert_dq_kernel",
+    "void flash::flash_bwd_convert_dq_kernel<Flash_bwd_kernel_traits<(int)128, (int)64, (int)128, (int)8, "
+    "(int)4, (int)2, (int)2, (bool)0, (bool)0, cutlass::bfloat16_t, Flash_kernel_traits<(int)128, (int)64, "
+    "(int)128, (int)8, cutlass::bfloat16_t>>>(flash::Flash_bwd_params, int)",
+    "_ZN5flash27flash_bwd_convert_dq_kernelI23Flash_bwd_kernel_traitsILi128ELi64ELi128ELi8ELi4ELi2ELi2ELb0E"
+    "Lb0EN7cutlass10bfloat16_tE19Flash_kernel_traitsILi128ELi64ELi128ELi8ES2_EEEEvNS_16Flash_bwd_paramsEi",
+    0, 0.0, (64, 32, 4), (256, 1, 1), 64, 0, 0, 0,
+)
+BYSTANDER_GEMM = _cublas("nvjet_tst_256x128_64x4_1x2_h_bz_coopA_NNT", 0, (132, 1, 1))
+BYSTANDER_FLASH = Kern(
+    "flash_fwd_splitkv_kernel",
+    "void flash::flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<(int)128, (int)64, (int)128, (int)4, "
+    "(bool)0, (bool)0, cutlass::bfloat16_t, Flash_kernel_traits<(int)128, (int)64, (int)128, (int)4, "
+    "cutlass::bfloat16_t>>, (bool)1, (bool)0>(flash::Flash_fwd_params)",
+    "_ZN5flash24flash_fwd_splitkv_kernelI23Flash_fwd_kernel_traitsILi128ELi64ELi128ELi4ELb0ELb0EN7cutlass10"
+    "bfloat16_tE19Flash_kernel_traitsILi128ELi64ELi128ELi4ES2_EELb1ELb0EEEvNS_16Flash_fwd_paramsE",
+    0, 0.0, (16, 32, 4), (128, 1, 1), 255, 0, 65_536, 135_168,
+)
+VICTIM = Kern(
+    "fused_dropout_add_layernorm_fwd_kernel",
+    "void layer_norm::ln_fwd_kernel<layer_norm::Kernel_traits<c10::BFloat16, c10::BFloat16, float, "
+    "(unsigned int)4096, (unsigned int)1, (unsigned int)4, (unsigned int)16>, (bool)1>"
+    "(layer_norm::FwdParams)",
+    "_ZN10layer_norm38fused_dropout_add_layernorm_fwd_kernelENS_9FwdParamsE",
+    140 * US, 0.03, (1_024, 1, 1), (128, 1, 1), 64, 0, 0, 0,
+)
+OVERLAP_KERNELS = [SLOWER, PARTNER, BYSTANDER_GEMM, BYSTANDER_FLASH, VICTIM]
+BASE_CATALOG = list(dict.fromkeys(
     FWD_PATTERN + BWD_PATTERN + FWD_ATTN + FWD_MLP + BWD_MLP + BWD_ATTN + OPT_PATTERN
     + [INDEX_PUT, CONTEND, EMBED, EMBED_BWD, LOG_SOFTMAX, NLL_LOSS, LOG_SOFTMAX_BWD,
        NCCL_ALLREDUCE, NCCL_ALLGATHER, NCCL_REDUCESCATTER, NCCL_SENDRECV]))
+CATALOG = BASE_CATALOG + OVERLAP_KERNELS
 SPEC = {k: i for i, k in enumerate(CATALOG)}
 SLOW_KERNEL = GEMM_DGRAD  # the kernel slow_kernel slows: the backward dgrad GEMM, in every layer
 EXTRA_KERNEL = INDEX_PUT  # the kernel extra_kernel adds: an index_put_ a rank's batch needs
@@ -218,7 +259,9 @@ ATEN_OP = {SPEC[k]: op for k, op in [
     (GAMMA_BETA, "aten::native_layer_norm_backward"), (ADAM, "aten::_fused_adam_"), (ZERO, "aten::fill_"),
     (INDEX_PUT, "aten::index_put_"), (CONTEND, "aten::mm"), (EMBED, "aten::embedding"),
     (EMBED_BWD, "aten::embedding_dense_backward"), (LOG_SOFTMAX, "aten::_log_softmax"),
-    (NLL_LOSS, "aten::nll_loss_forward"), (LOG_SOFTMAX_BWD, "aten::_log_softmax_backward_data")]}
+    (NLL_LOSS, "aten::nll_loss_forward"), (LOG_SOFTMAX_BWD, "aten::_log_softmax_backward_data"),
+    (SLOWER, "aten::_flash_attention_backward"), (PARTNER, "aten::_flash_attention_backward"),
+    (BYSTANDER_GEMM, "aten::mm"), (BYSTANDER_FLASH, "aten::_flash_attention_forward"), (VICTIM, "aten::dropout")]}
 
 # per NCCL operation: kernel, NCCL's NVTX range (domain NCCL), PyTorch's c10d range, and the
 # record_param_comms "Collective name" ProcessGroupNCCL records for it

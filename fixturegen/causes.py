@@ -22,6 +22,8 @@
   on it and off it) transfer 1.8x slower. Removed: normal speed.
 * ``slow_device``, ``api_stall``, ``oneoff_stall``, ``nested_stall``: a slow GPU, a stalling CUDA
   runtime, a one-off host stall and nested ranges over one stall on one rank (``stragglers.py``).
+* ``kernel_contention``, ``kernel_contention_clean``, ``paired_contention``, ``nccl_slows_compute``:
+  overlapping kernels of which one slows the other work and the rest do not (overlap_causes.py).
 * ``balanced``: nothing planted (control). ``mixed``: slow_kernel on one rank in even steps and a
   data-loader host_stall on another in odd steps (the demo).
 
@@ -40,10 +42,11 @@ import numpy as np
 
 from . import catalog as cat
 from .catalog import US
-from . import stragglers
+from . import overlap_causes, stragglers
 from .program import G_D2H, STALL_NS, STREAM_SIDE, Builder, _rng
 
-CAUSES = ("slow_kernel", "extra_kernel", "host_stall", "host_group", "contention", "slow_network") + stragglers.RANK_CAUSES
+CAUSES = (("slow_kernel", "extra_kernel", "host_stall", "host_group", "contention", "slow_network")
+          + stragglers.RANK_CAUSES + overlap_causes.OVERLAP_CAUSES)
 ALIASES = {"late_launch": "host_stall"}  # the first generator's name for a data-loader stall
 SCENARIOS = ("balanced", "mixed") + CAUSES
 STALL_KINDS = ("dataloader", "gc", "item")
@@ -107,6 +110,11 @@ def plan(scenario, lay, steps, seed, contention_ranks="one", stall="dataloader")
     even = np.arange(steps) % 2 == 0
     causes = []
     for typ, rule in wanted:
+        if typ in overlap_causes.OVERLAP_CAUSES:  # every rank, in the steps the variant says
+            c = Cause(len(causes), typ, overlap_causes.steps_of(typ, steps), ranks=list(range(lay.ranks)))
+            c.factor = overlap_causes.VICTIM_FACTOR if typ == "nccl_slows_compute" else overlap_causes.SLOWER_FACTOR
+            causes.append(c)
+            continue
         if typ in ("contention", "slow_network") or rule == "odd":
             if steps < 2:
                 raise ValueError(f"{typ} needs steps >= 2 (it acts in odd steps)")
@@ -169,6 +177,7 @@ class Planter:
         self.host_durations = []  # (cause row, ns): HOST rows' stall durations
         self.gpu_durations = []  # (cause row, ns)
         self.contenders = []  # (cause index, instance key, cause row, factor)
+        self.slowed_by_nccl = []  # (cause index, cause row): kernels an overlap cause lengthens
 
     def rows_for(self, cause, step, anchor, build):
         slot, depth = anchor
@@ -225,6 +234,8 @@ def plant(causes, lay, rank, template, cols, events, seed, transfer_of):
                     p.rows_for(c, s, anchors["item"], build)
         elif c.type in stragglers.RANK_CAUSES:
             stragglers.plant(c, p, cols, anchors, rng)
+        elif c.type in overlap_causes.OVERLAP_CAUSES:
+            overlap_causes.plant(p, c, lay.style, anchors, cols, t, rng, transfer_of, primary_collectives)
         elif c.type == "contention":
             targets = primary_collectives(lay.style, anchors)
             for s in st.tolist():

@@ -56,6 +56,7 @@ def args_text(a):
     t += [f"--report-clock-ns {a['report_clock_ns']}"] if a.get("report_clock_ns") else []
     t += [f"--capture-stop {a['capture_stop']}"] if a.get("capture_stop") is not None else []
     t += [f"--step-range {a['step_range']}"] if a.get("step_range") else []
+    t += [f"--kineto-sizes {a['kineto_sizes']}"] if a.get("kineto_sizes") else []
     return " ".join(t)
 
 
@@ -76,7 +77,7 @@ def generate(out_dir, ranks=8, hosts=2, steps=10, kernels_per_step=64, buckets=4
              normalized_time=False, shuffle_rows=False, drift_ppm=0.0, nsys_version="2024.5",
              contention_ranks="one", force=False, format="nsys", kineto_base_boundary=False,  # noqa: A002
              style="ddp", microbatches=4, stall="dataloader", sync_records=True, report_clock_ns=0,
-             capture_stop=None, step_range=STEP_RANGE):
+             capture_stop=None, step_range=STEP_RANGE, kineto_sizes="nelems"):
     """Write rep_<rank>.sqlite (format "nsys") or rank_<rank>.json.gz (format "kineto") for every
     rank and truth.json into out_dir; return the truth.
 
@@ -89,7 +90,11 @@ def generate(out_dir, ranks=8, hosts=2, steps=10, kernels_per_step=64, buckets=4
     step (from the previous step's end to the last one's, true time), as a capture limited in time
     does: calls not returned by then are not recorded, GPU work still running or queued is lost
     although its launch call was recorded, and the step's range ends at the stop. The truth
-    (`capture_stop_ns`, `steps_cut`) still describes the whole run. None: the whole run."""
+    (`capture_stop_ns`, `steps_cut`) still describes the whole run. None: the whole run.
+
+    kineto_sizes: how record_param_comms records a message's size in a Kineto trace: "nelems"
+    (PyTorch 2.5's In/Out msg nelems and dtype) or "input_dims" (only the input's shape, "Input
+    Dims", the element type left to the NCCL kernel's name, as Megatron's traces have it)."""
     if format not in FORMATS:
         raise ValueError(f"unknown format {format!r}; one of {', '.join(FORMATS)}")
     if format == "kineto" and (normalized_time or nsys_version != "2024.5"):
@@ -106,6 +111,8 @@ def generate(out_dir, ranks=8, hosts=2, steps=10, kernels_per_step=64, buckets=4
         raise ValueError(f"unknown stall kind {stall!r}; one of {', '.join(STALL_KINDS)}")
     if ranks < 2 or not 1 <= hosts <= ranks:
         raise ValueError("need ranks >= 2 and 1 <= hosts <= ranks")
+    if kineto_sizes not in ("nelems", "input_dims") or (kineto_sizes != "nelems" and format != "kineto"):
+        raise ValueError("kineto_sizes is 'nelems' or 'input_dims', and applies to --format kineto only")
     if report_clock_ns < 0:
         raise ValueError("report_clock_ns must be >= 0")
     if capture_stop is not None and not (0 < capture_stop < 1 and steps >= 2):
@@ -136,6 +143,8 @@ def generate(out_dir, ranks=8, hosts=2, steps=10, kernels_per_step=64, buckets=4
         args["capture_stop"] = float(capture_stop)
     if step_range != STEP_RANGE:  # only when used, as above
         args["step_range"] = step_range
+    if kineto_sizes != "nelems":
+        args["kineto_sizes"] = kineto_sizes
     lay = job.lay
 
     # clocks, identities
@@ -271,6 +280,8 @@ def main(argv=None):
     ap.add_argument("--step-range", default=STEP_RANGE,
                     help="the step range's name ('{step}': its number; without it every step has the same name, "
                          "as range_push('train_step') gives)")
+    ap.add_argument("--kineto-sizes", choices=("nelems", "input_dims"), default="nelems",
+                    help="Kineto: message sizes as In/Out msg nelems and dtype, or only as the input's Input Dims")
     ap.add_argument("--force", action="store_true", help="write into a non-empty OUT_DIR")
     a = ap.parse_args(argv)
     try:
@@ -280,7 +291,7 @@ def main(argv=None):
                          contention_ranks=a.contention_ranks, force=a.force, format=a.format,
                          kineto_base_boundary=a.kineto_base_boundary, style=a.style, microbatches=a.microbatches,
                          stall=a.stall, sync_records=not a.no_sync_records, report_clock_ns=a.report_clock_ns,
-                         capture_stop=a.capture_stop, step_range=a.step_range)
+                         capture_stop=a.capture_stop, step_range=a.step_range, kineto_sizes=a.kineto_sizes)
     except (ValueError, FileExistsError) as e:
         print(f"generate_fixture: {e}", file=sys.stderr)
         return 2

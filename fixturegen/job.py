@@ -20,6 +20,7 @@ from .program import (
     layout,
     _rng,
 )
+from .overlap_causes import OVERLAP_CAUSES, TRANSFER_CAUSES, victim_extra
 from .simulate import Instance, prepare, simulate
 
 # Transfers: NCCL latency plus bytes over the bus bandwidth (nccl-tests' busbw convention: an
@@ -132,7 +133,7 @@ def build(style, ranks, hosts, steps, kernels_per_step, buckets, microbatches, s
                 if c.steps[info["step"]] and c.host in hosts and len(hosts) > 1:
                     inst.net.append((c.index, c.factor))
                     c.instances.append(inst.index)
-        if c.type == "contention":
+        if c.type == "contention" or c.type in TRANSFER_CAUSES:
             c.instances = sorted({by_key[key].index for cc, key, r, row, f in contenders if cc == c.index})
     statics = [prepare(p) for p in progs]
     starts = _rng(seed, 2, 1).integers(0, RANK_START_SPREAD, ranks).astype(np.int64)
@@ -165,10 +166,14 @@ def merge(rank, b, cols, op_name, planter, causes, seed, steps):
         dur[i] = ns
     for i, ns in planter.gpu_durations:
         gdur[i] = ns
+    for ci, i in planter.slowed_by_nccl:  # the extra an overlap cause adds, only while it is active
+        planter.extra_gpu.append((ci, np.array([nb + i]), victim_extra(np.array([i]), gdur)))
     ccols.update(gap=gap, dur=dur, lat=lat, gdur=gdur)
     names = list(FIELDS) + ["step", "slot", "gap", "dur", "lat", "gdur"]
     allc = {f: np.concatenate([cols[f], ccols[f]]) for f in names}
-    owner_all = np.concatenate([np.full(nb, -1, np.int64), owner])
+    # the overlap causes' kernels run in every run (removing the cause removes the slowdown only)
+    kept = np.isin(owner, [c.index for c in causes if c.type in OVERLAP_CAUSES])
+    owner_all = np.concatenate([np.full(nb, -1, np.int64), np.where(kept, -1, owner)])
     sub = np.concatenate([np.zeros(nb, np.int64), np.arange(1, nc + 1, dtype=np.int64)])
     order = np.lexsort((sub, allc["slot"], allc["step"]))
     inv = np.empty_like(order)

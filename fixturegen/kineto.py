@@ -127,12 +127,26 @@ def kmeta(name, pid, tid, ts, key, value):
             '    "args": {\n      "%s": %s\n    }\n  }' % (name, us(ts), pid, tid, key, json.dumps(value)))
 
 
-def comm_args(lay, comm_index, op, nbytes, rank, seq, peer):
-    """record_param_comms' args for one c10d call (PyTorch 2.5 ProcessGroupNCCL)."""
+def comm_args(lay, comm_index, op, nbytes, rank, seq, peer, sizes="nelems"):
+    """record_param_comms' args for one c10d call (PyTorch 2.5 ProcessGroupNCCL). sizes
+    "input_dims": the size only as the input's shape, "Input Dims" (as Megatron's traces carry it),
+    and no dtype: the element size is the NCCL kernel name's (bf16)."""
     comm = lay.comms[comm_index]
     n = len(comm.ranks)
     elems = nbytes // 2
     in_n, out_n = {"AllGather": (elems // n, elems), "ReduceScatter": (elems, elems // n)}.get(op, (elems, elems))
+    if sizes == "input_dims":
+        big = max(in_n, out_n)  # nccl-tests' size: the larger side
+        shape = [big // 4096, 4096] if big % 4096 == 0 else [big]
+        a = {"Collective name": cat.NCCL_OPS[op][3], "Input Dims": [shape, [], []], "Input type": ["", "Scalar", "Scalar"],
+             "Group size": n, "Process Group Name": str(comm.index), "Process Group Description": comm.desc,
+             "Process Group Ranks": "[" + ", ".join(map(str, comm.ranks)) + "]", "Rank": comm.ranks.index(rank),
+             "Seq": seq + 1}
+        if op == "Send":
+            a["Dst Rank"] = peer
+        elif op == "Recv":
+            a["Src Rank"] = peer
+        return a
     ranks = comm.ranks
     stride = ranks[1] - ranks[0] if n > 1 and all(b - a == ranks[1] - ranks[0] for a, b in zip(ranks, ranks[1:])) else -1
     a = {"Collective name": cat.NCCL_OPS[op][3], "dtype": KINETO_DTYPE, "In msg nelems": in_n, "Out msg nelems": out_n,
@@ -177,7 +191,7 @@ def write_rank(path, rec, info, lay, args, generated_by, seed):
             first, last = int(rec.rg["first"][i]), int(rec.rg["last"][i])
             row = first + int(np.flatnonzero(gk[first:last + 1] == G_NCCL)[0])
             ca = comm_args(lay, int(prog.comm[row]), prog.op_name[row], int(prog.bytes[row]), rank,
-                           int(prog.seq[row]), int(prog.peer[row]))
+                           int(prog.seq[row]), int(prog.peer[row]), args.get("kineto_sizes", "nelems"))
             a.update(ca)
             comms_of_row[row] = ca
         cpu.append((ts, kx(m.kineto_cat, name, pid, tid, ts, te - ts, a), m.kineto_cat, name))
@@ -234,7 +248,7 @@ def write_rank(path, rec, info, lay, args, generated_by, seed):
                 ca = comms_of_row[i]
                 a.update({key: ca[key] for key in ("Collective name", "In msg nelems", "Out msg nelems", "Group size",
                                                    "dtype", "In split size", "Out split size", "Process Group Name",
-                                                   "Process Group Description", "Process Group Ranks")})
+                                                   "Process Group Description", "Process Group Ranks") if key in ca})
                 counts["nccl_kernels"] += 1
             records.append((ts, kx("kernel", kern.demangled, dev, st, ts, dur, a)))
             counts["kernels"] += 1

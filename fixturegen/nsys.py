@@ -138,10 +138,14 @@ def write_rank(path, rec, info, args, generated_by, shuffle_rng):
         return r if norm else r - epoch
 
     strings = Strings()
-    for k in cat.CATALOG:
+    for k in cat.BASE_CATALOG:
         strings(k.demangled), strings(k.short), strings(k.mangled)
     for s in list(RUNTIME_NAMES.values()) + NVTX_STRINGS + THREAD_NAMES:
         strings(s)
+    # the overlap causes' kernels only where this rank runs them (the other sets' files unchanged)
+    specs = [i for i in range(len(cat.CATALOG)) if i < len(cat.BASE_CATALOG) or (prog.spec == i).any()]
+    for k in (cat.CATALOG[i] for i in specs[len(cat.BASE_CATALOG):]):
+        strings(k.demangled), strings(k.short), strings(k.mangled)
     gpid, gtid, dev = info["global_pid"], info["global_tid"], info["device"]
 
     def order(key):
@@ -181,7 +185,7 @@ def write_rank(path, rec, info, args, generated_by, shuffle_rng):
                               "dsm", "smexec", "cx", "cy", "cz", "mpcs", "mac"],
             [(i, ids[k.demangled], ids[k.short], ids[k.mangled], k.regs, *k.grid, *k.block, k.static_smem, k.dyn_smem,
               k.smem_exec, *k.cluster, 8 if k.cluster[0] else 0, 66 if k.cluster[0] else 0)
-             for i, k in enumerate(cat.CATALOG)])
+             for i, k in ((i, cat.CATALOG[i]) for i in specs)])
     kcols = ["start", "end", "deviceId", "contextId", "greenContextId", "streamId", "correlationId",
              "globalPid", "demangledName", "shortName", "mangledName", "launchType", "cacheConfig",
              "registersPerThread", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ",

@@ -23,6 +23,7 @@ from . import catalog as cat
 from . import stragglers
 from .causes import STALL_RANGES
 from .job import run
+from .overlap_causes import OVERLAP_CAUSES, TRANSFER_CAUSES, truth_fields as overlap_truth
 from .program import G_KERNEL, G_MEMSET, A_HOST, STALL_NS
 
 DEFINITIONS = {
@@ -124,6 +125,8 @@ def cause_entries(job, runs, m, colls):
             d["factor"] = c.factor
         elif c.type in stragglers.RANK_CAUSES:
             d.update(stragglers.truth_fields(c))
+        elif c.type in OVERLAP_CAUSES:
+            d.update(overlap_truth(c))
         per_step = np.zeros(steps, np.int64)
         for e in c.extra.values():
             per_step += e
@@ -134,7 +137,7 @@ def cause_entries(job, runs, m, colls):
         d["wait_saved_ns"] = int(all_["wait"] - w["wait"])
         d["step_time_saved_ns"] = int(round(float(np.mean(all_["step_time"] - w["step_time"]))))
         d["step_end_ns_without"] = w["step_end"].tolist()
-        if c.type in ("contention", "slow_network"):
+        if c.type in ("contention", "slow_network") or c.type in TRANSFER_CAUSES:
             js = sorted(c.instances)
             x_all = runs["all"].x
             x_wo = runs[("without", c.index)].x

@@ -130,6 +130,8 @@ CAUSES: dict[str, Kind] = {k.kind: k for k in (
     Kind("transfer", TRANSFER, "job", label="transfer", unnamed="slow transfers", subject="Slow transfers", plural=True,
          caption="slow transfers ({name}): {part}", note=("late: slow transfers ▶", "transfer ▶"),
          finding=lambda c, where, gain: (
+             f"{c['name']} overlapping the transfers made them {_ms(c['excess_ns'])} of GPU time slower "
+             f"(the contention fit); without that slowdown the job {gain}." if c.get("reference") == "fit" else
              f"{c['name']}: transfers took {_ms(c['excess_ns'])} of GPU time beyond the fast ones of their kind "
              f"(contention or a slow link); at that pace the job {gain}."),
          candidates=f"{_PICKERS}.transfers:transfer_candidates"),

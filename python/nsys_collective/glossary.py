@@ -29,11 +29,21 @@ TERMS: tuple[tuple[str, str], ...] = (
                    "often jitter."),
     ("fidelity", "How well the replay reproduces the capture: the share of GPU operation starts that the "
                  "recorded and inferred dependencies explain, and the error of the replayed starts."),
-    ("transfer slowdown", "Transfer time beyond the clean baseline of the same kind of collective (same communicator, "
-                          "operation, rank count, size), shared among the compute kernels that overlapped it."),
+    ("transfer slowdown", "The transfer time a kernel overlapping the transfers added, GPU time over the member ranks: "
+                          "its coefficient x its overlap in the contention fit."),
+    ("contention fit", "Per class of transfers (communicator, operation, rank count, size), transfer time = a "
+                       "baseline + the sum over the overlapping kernels of a coefficient x the overlap, fitted by "
+                       "bounded least squares over every collective, so the baseline is known even where no "
+                       "transfer ran alone and a kernel that overlaps without slowing gets ~0. Kernels that always "
+                       "overlap together are one group; transfers nothing overlapped cross-check the baselines."),
+    ("90% range", "The range a fitted figure falls in for 90% of bootstrap refits (collectives resampled within "
+                  "their class); confidence is high when its low end is at least half the figure."),
     ("longer by", "How much longer a cause (a kernel, a host range) ran than its reference, as a share of the "
                   "reference (what-if causes' `slowdown`)."),
-    ("compute slowdown", "How much longer a compute kernel runs beside NCCL than alone, as a share of its time alone."),
+    ("compute slowdown", "How much longer a compute kernel's runs beside NCCL took than the fit of its duration against "
+                         "its overlap with NCCL kernels says they would alone, as a share of that (contention's other direction)."),
+    ("NCCL added", "The compute time the NCCL kernels running beside a compute kernel added to its runs: the fit's "
+                   "coefficient x its overlap with NCCL."),
     ("SM footprint", "The share of the GPU's SMs a compute kernel occupies (its blocks over the SM count, at most 1)."),
     ("compute overlap", "The share of a rank's NCCL kernel time during which a compute kernel also ran on its GPU."),
     ("GPU idle", "Time a rank's GPU ran nothing, split into host wait (the host had not yet launched the "

@@ -238,7 +238,12 @@ class Collective:
     gpu_metrics: dict[str, float | None]
     step: str | None
     # Where `bytes` came from; None where nothing recorded it (a warning says so).
-    bytes_source: Literal["record_param_comms", "nccl_net_nvtx"] | None = None
+    bytes_source: Literal["record_param_comms", "input_dims", "nccl_net_nvtx"] | None = None
+    # The link its traffic crossed (model/links.py: network across hosts, else NVLink or PCIe by
+    # the GPU model), that link's capacity per direction and the share of it busbw used.
+    link: Literal["network", "nvlink", "pcie"] | None = None
+    link_capacity_gbps: float | None = None
+    link_share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -282,9 +287,39 @@ class ContentionEntry:
     kernel_full: str
     rank: int | None
     overlap_ns: int
+    # The fitted extra transfer time it caused (GPU time over the member ranks): its coefficient x
+    # its overlap (attribution/overlap_fit.py); None where its overlap does not vary enough to tell.
     contention_ns: int | None
     sm_footprint: float
     collectives: int
+    kernels: tuple[str, ...] = ()  # more than one: kernels that always overlap together, fitted as one
+    contention_low_ns: int | None = None  # 90% bootstrap interval of contention_ns
+    contention_high_ns: int | None = None
+    slowdown_per_overlap: float | None = None  # extra transfer ns per ns of overlap (the coefficient)
+    confidence: Literal["high", "low"] | None = None
+
+
+@dataclass(frozen=True)
+class CleanCheck:
+    """The fitted baselines against the transfers nothing overlapped, per class that has some."""
+    __pydantic_config__ = _STRICT
+    classes: int
+    instances: int
+    median_error: float  # |fitted baseline - median clean transfer| / median clean transfer
+    max_error: float
+
+
+@dataclass(frozen=True)
+class ContentionFit:
+    """The contention fit (attribution/overlap_fit.py): transfer = class baseline + sum of
+    coefficient x overlap, over these collectives."""
+    __pydantic_config__ = _STRICT
+    classes: int
+    collectives: int
+    kernels: int
+    trimmed: int  # collectives left out: far from what the overlapping kernels explain
+    residual_share: float  # RMS residual over the mean transfer
+    clean_check: CleanCheck | None
 
 
 @dataclass(frozen=True)
@@ -294,9 +329,18 @@ class ComputeSlowdown:
     kernel_full: str
     overlapped_mean_ns: int
     alone_mean_ns: int
-    slowdown: float
+    slowdown: float  # how much longer its runs beside NCCL took than the fit says they would alone
     overlapped_runs: int
     alone_runs: int
+    # The fit (its duration = baseline + coefficient x overlap with NCCL): the time NCCL added over
+    # all its runs, GPU time, with a 90% bootstrap range; what removing that saves, replayed.
+    slowed_ns: int = 0
+    slowed_low_ns: int = 0
+    slowed_high_ns: int = 0
+    slowdown_per_overlap: float = 0.0
+    confidence: Literal["high", "low"] = "low"
+    wait_saved_ns: int | None = None
+    step_time_saved_ns: int | None = None
 
 
 @dataclass(frozen=True)
@@ -342,7 +386,7 @@ class WhatIfCause:
     rank: int | None
     host: str | None
     name: str | None
-    reference: Literal["peers", "self", "baseline", "none"] | None  # none: work the peers do not do
+    reference: Literal["peers", "self", "baseline", "none", "fit"] | None  # none: work the peers do not do; fit: a kernel's share of the contention fit
     excess_ns: int
     wait_saved_ns: int
     step_time_saved_ns: int
@@ -478,6 +522,7 @@ class Document:
     step_selection: StepSelectionInfo | None = None
     # Communicators whose ranks stopped at different operations (empty in documents stored before it).
     stopped: tuple[StoppedCommunicator, ...] = ()
+    contention_fit: ContentionFit | None = None  # None where nothing overlapped a transfer
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
@@ -591,17 +636,22 @@ class Evidence:
     tolerance_ns: int
     observations: Observations
     panels: tuple[dict, ...]
+    # Per kernel of the most contention: each overlapped collective's overlap with it and its
+    # transfer less the baseline and the other kernels' share (contention._points).
+    contention_points: tuple[dict, ...] = ()
 
     def to_json(self) -> str:
         return json.dumps({"verdict": list(self.verdict), "clocks": list(self.clocks), "tolerance_ns": self.tolerance_ns,
-                           "observations": self.observations.to_json(), "panels": list(self.panels)},
+                           "observations": self.observations.to_json(), "panels": list(self.panels),
+                           "contention_points": list(self.contention_points)},
                           separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> Evidence:
         data = json.loads(text)
         return cls(verdict=tuple(data["verdict"]), clocks=tuple(data["clocks"]), tolerance_ns=data["tolerance_ns"],
-                   observations=Observations.from_json(data["observations"]), panels=tuple(data["panels"]))
+                   observations=Observations.from_json(data["observations"]), panels=tuple(data["panels"]),
+                   contention_points=tuple(data.get("contention_points", ())))  # runs stored before it was kept
 
 
 class GpuWorkView(Protocol):

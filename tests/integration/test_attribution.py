@@ -136,7 +136,10 @@ def test_balanced_control_names_nothing_with_confidence(tmp_path):
     assert confident(doc) == []
     assert doc["summary"]["top_blocking_kernel"] is None
     assert any(f.startswith("No dominant straggler") for f in doc["findings"])
-    assert all(e["contention_ns"] in (0, None) for e in doc["contention"])
+    # the fit gives every overlapping kernel a figure: here none is confident, and all are noise
+    total = sum(c["transfer_ns"] * c["ranks"] for c in doc["collectives"])
+    assert all(e["confidence"] != "high" for e in doc["contention"])
+    assert sum(e["contention_ns"] or 0 for e in doc["contention"]) < 0.02 * total
 
 
 def sweep_overlap(path, device) -> int:

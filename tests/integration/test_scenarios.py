@@ -20,6 +20,8 @@ JOB = dict(ranks=4, hosts=2, steps=4, buckets=3, microbatches=2)
 KERNELS = {"ddp": 40, "fsdp": 40, "tp": 40, "tp+ddp": 40, "pp": 80}
 CASES = ("balanced",) + gen.CAUSES
 BLOCKING = ("slow_kernel", "extra_kernel", "host_stall", "host_group")
+# Their no-cause run keeps their kernels (removing the cause removes the slowdown only): it is not the balanced job.
+KEEP_KERNELS = gen.overlap_causes.OVERLAP_CAUSES
 SEED = 9
 
 
@@ -60,6 +62,8 @@ def test_the_no_cause_twin_waits_only_its_baseline(jobs, style):
     and drain bubbles) that wait is small: jitter."""
     twin = jobs[style]["balanced"][1]["whatif"]["actual"]
     for case in CASES:
+        if case in KEEP_KERNELS:
+            continue
         w = jobs[style][case][1]["whatif"]
         assert w["baseline"]["wait_ns"] == twin["wait_ns"], case
         assert w["baseline"]["step_end_ns"] == twin["step_end_ns"], case
@@ -79,8 +83,12 @@ def test_removing_a_cause_saves(jobs, style):
         truth = jobs[style][case][1]
         (cause,) = truth["causes"]
         assert cause["step_time_saved_ns"] >= 0, case
-        if case in ("contention", "slow_network"):
-            assert cause["step_time_saved_ns"] > 0 and cause["collectives_slowed"], case
+        if case in ("contention", "slow_network", *gen.overlap_causes.TRANSFER_CAUSES):
+            assert cause["step_time_saved_ns"] >= 0 and cause["collectives_slowed"], case
+            assert cause["step_time_saved_ns"] > 0 or case in gen.overlap_causes.TRANSFER_CAUSES, case
+            continue
+        if case == "nccl_slows_compute":  # every rank slowed alike: no straggler to speak of
+            assert cause["extra_ns_total"] > 0, case
             continue
         if style == "pp":
             continue

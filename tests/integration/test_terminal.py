@@ -22,7 +22,7 @@ DEMO = FIXTURES / "demo-4rank-2host"
 # Six GEMMs that differ only in the middle of their names: cut at a fixed width they all read alike.
 SIMILAR = [f"sm90_xmma_gemm_bf16bf16_bf16f32_f32_nn_n_tilesize{t}_warpgroupsize2x1x1_execute_segment_k_off_kernel__5x_cublas"
            for t in ("64x64x64", "64x128x64", "128x64x64", "128x128x64", "128x256x64", "256x128x64")]
-HEADERS = {"wait saved", "step time saved", "excess", "collectives", "confidence", "overlap", "transfer slowdown", "SM footprint",
+HEADERS = {"wait saved", "step time saved", "excess", "collectives", "confidence", "overlap", "transfer slowdown", "90% range",
            "last to arrive", "skew", "wait caused", "straggler", "transfer", "offset", "drift ppm", "NCCL kernels",
            "NCCL time", "clock offset"}
 

@@ -138,13 +138,16 @@ def test_real_nsys_garbage_report(real_nsys, tmp_path, content, says):
 # A fake nsys: a shell script that logs each call and then does what the test says.
 
 
-def fake_nsys(tmp_path: Path, action: str) -> Path:
-    """Write an `nsys` script; in `action`, $out is the --output path and $report the input."""
+def fake_nsys(tmp_path: Path, action: str, help_text: str = "usage: nsys export [options] <report>") -> Path:
+    """Write an `nsys` script; in `action`, $out is the --output path and $report the input.
+    `export --help` prints help_text (and is not logged as a call)."""
     log = tmp_path / "nsys-calls.log"
     script = tmp_path / "bin" / "nsys"
     script.parent.mkdir(exist_ok=True)
     script.write_text(textwrap.dedent(f"""\
         #!/bin/sh
+        if [ "$1 $2" = "export --help" ]; then printf '%s\\n' "{help_text}"; exit 0; fi
+        echo "$*" >> "{tmp_path / 'nsys-args.log'}"
         out=""
         while [ $# -gt 1 ]; do
             if [ "$1" = "--output" ]; then out="$2"; fi
@@ -168,6 +171,20 @@ def report(tmp_path) -> Path:
     path.parent.mkdir()
     path.write_bytes(b"not really a report")
     return path
+
+
+@pytest.mark.parametrize("offers", [True, False])
+def test_payload_blobs_are_asked_for_where_nsys_offers_them(tmp_path, report, offers, monkeypatch):
+    """NCCL 2.19+ writes message sizes only in NVTX payloads: the export keeps them as blobs
+    where this nsys's `export --help` lists --include-blobs, and is made as before where not."""
+    help_text = ("--include-blobs=<true|false>  Include NVTX extended payload blobs" if offers
+                 else "--type=<sqlite|hdf|text|json>  Export format")
+    monkeypatch.setenv("COLLECTIVETRACE_CACHE", str(tmp_path / "cache"))
+    nsys = fake_nsys(tmp_path, WRITE_EXPORT, help_text=help_text)
+    export_reports([report], nsys=nsys)
+    [args] = (tmp_path / "nsys-args.log").read_text().splitlines()
+    assert args.startswith("export --type sqlite")
+    assert ("--include-blobs true" in args) == offers
 
 
 def test_fake_success_goes_to_the_cache_never_beside_the_report(tmp_path, report, monkeypatch):

@@ -558,6 +558,9 @@ struct Args {
     out_nelems: Option<i64>,
     group_size: Option<i64>,
     dtype: Option<String>,
+    // Older and Megatron traces: the op's inputs' shapes and types (the size is their product).
+    input_dims: Option<String>,
+    input_type: Option<String>,
     pg_name: Option<String>,
     pg_desc: Option<String>,
     pg_ranks: Option<String>,
@@ -602,6 +605,10 @@ enum ArgKey {
     GroupSize,
     #[serde(rename = "dtype")]
     Dtype,
+    #[serde(rename = "Input Dims")]
+    InputDims,
+    #[serde(rename = "Input type")]
+    InputType,
     #[serde(rename = "Process Group Name")]
     PgName,
     #[serde(rename = "Process Group Description")]
@@ -656,6 +663,8 @@ impl<'de> Deserialize<'de> for Args {
                         ArgKey::OutNelems => a.out_nelems = int(map.next_value()?),
                         ArgKey::GroupSize => a.group_size = int(map.next_value()?),
                         ArgKey::Dtype => a.dtype = map.next_value::<Scalar>()?.text(),
+                        ArgKey::InputDims => a.input_dims = map.next_value::<SmallJson>()?.text(),
+                        ArgKey::InputType => a.input_type = map.next_value::<SmallJson>()?.text(),
                         ArgKey::PgName => a.pg_name = map.next_value::<Scalar>()?.text(),
                         ArgKey::PgDesc => a.pg_desc = map.next_value::<Scalar>()?.text(),
                         ArgKey::PgRanks => a.pg_ranks = map.next_value::<SmallJson>()?.text(),
@@ -689,14 +698,14 @@ const KERNEL_COLUMNS: usize = 17;
 const COPY_COLUMNS: usize = 8;
 const SYNC_COLUMNS: usize = 11;
 const CUDA_EVENT_COLUMNS: usize = 7;
-const COLLECTIVE_COLUMNS: usize = 16;
+const COLLECTIVE_COLUMNS: usize = 18;
 /// Placeholder pid of GPU rows, replaced by the host pid once all events are read.
 const HOST: i64 = i64::MIN;
 
 /// Output layout of the extra `collectives` table: one row per `record_param_comms` CPU op.
 pub const COLLECTIVE_COLUMN_NAMES: [&str; COLLECTIVE_COLUMNS] = [
     "start", "end", "pid", "tid", "name", "in_nelems", "out_nelems", "group_size", "dtype", "pg_name", "pg_desc",
-    "pg_ranks", "seq", "rank", "src_rank", "dst_rank",
+    "pg_ranks", "seq", "rank", "src_rank", "dst_rank", "input_dims", "input_type",
 ];
 const NVTX_COLUMN_NAMES: [&str; 8] = ["start", "end", "type", "name", "domain", "pid", "tid", "domain_name"];
 
@@ -811,19 +820,25 @@ impl Trace {
     }
 
     /// PyTorch's c10d op: a range `nccl:<collective>` (what the NCCL op classifier reads, like
-    /// `emit_nvtx`'s ranges in an nsys export) plus a `collectives` row with sizes and group.
+    /// `emit_nvtx`'s ranges in an nsys export) plus a `collectives` row with sizes and group. An
+    /// op without a collective name (older PyTorch) gives the row only, for its input dims.
     fn add_collective(&mut self, start: i64, end: i64, e: &Event) -> Result<(), TryReserveError> {
         let a = &e.args;
-        let Some(collective) = a.collective.as_deref().filter(|c| !c.is_empty()) else { return Ok(()) };
         let v = |x: Option<i64>| x.unwrap_or(MISSING);
         let (pid, tid) = (v(e.pid), v(e.tid));
-        let range = self.strings.intern(&format!("nccl:{collective}"));
-        self.nvtx.push([start, end, RANGE, range, 0, pid, tid, MISSING])?;
+        match a.collective.as_deref().filter(|c| !c.is_empty()) {
+            Some(collective) => {
+                let range = self.strings.intern(&format!("nccl:{collective}"));
+                self.nvtx.push([start, end, RANGE, range, 0, pid, tid, MISSING])?;
+            }
+            None if a.input_dims.is_none() => return Ok(()),
+            None => {}
+        }
         let mut text = |s: &Option<String>| s.as_deref().map_or(MISSING, |s| self.strings.intern(s));
         let row = [
             start, end, pid, tid, text(&a.collective), v(a.in_nelems), v(a.out_nelems), v(a.group_size),
             text(&a.dtype), text(&a.pg_name), text(&a.pg_desc), text(&a.pg_ranks), v(a.seq), v(a.rank),
-            v(a.src_rank), v(a.dst_rank),
+            v(a.src_rank), v(a.dst_rank), text(&a.input_dims), text(&a.input_type),
         ];
         self.collectives.push(row)
     }
@@ -1156,6 +1171,25 @@ mod tests {
         assert_eq!(meta["schemaVersion"], "1");
         assert_eq!(e.session.utc_epoch_ns, Some(BASE));
         assert!(e.session.time_normalized && e.warnings.is_empty(), "{:?}", e.warnings);
+    }
+
+    #[test]
+    fn input_dims_are_kept_even_without_a_collective_name() {
+        // Older PyTorch (PARAM's DLRM trace) writes record_param_comms with only its inputs'
+        // shapes and types: no range (nothing names the collective), but a row for the size.
+        let dir = tempfile::tempdir().unwrap();
+        let text = modern().replacen(
+            r#""Collective name": "allreduce", "In msg nelems": 1024, "Out msg nelems": 1024,"#,
+            r#""Input Dims": [[6144], [], []], "Input type": ["float", "Scalar", "Scalar"],"#,
+            1,
+        );
+        let e = read_kineto(&write(&dir, "old.json", text.as_bytes())).unwrap();
+        let s = |id: i64| e.strings[id as usize].as_str();
+        let names: Vec<&str> = col(&e, "nvtx", "name").iter().map(|&i| s(i)).collect();
+        assert_eq!(names, ["ProfilerStep#5", "ProfilerStep#5"]);
+        assert_eq!(col(&e, "collectives", "in_nelems"), [-1]);
+        assert_eq!(s(col(&e, "collectives", "input_dims")[0]), "[[6144],[],[]]");
+        assert_eq!(s(col(&e, "collectives", "input_type")[0]), r#"["float","Scalar","Scalar"]"#);
     }
 
     #[test]

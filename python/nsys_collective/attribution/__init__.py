@@ -41,7 +41,9 @@ def explain_ranks(job: Job) -> tuple[dict[int, dict], str | None]:
 def attribute(job: Job, step_pattern: str | None = None) -> Attribution:
     ct = contention.attribute(job)
     tolerance = blocking.tolerance(job)
-    w = whatif.analyze(job, ct.kind, tolerance, step_pattern)
+    w = whatif.analyze(job, ct.kind, tolerance, step_pattern, ct)
+    for j, (wait_saved, step_saved) in (w.compute.items() if w else ()):
+        ct.compute_slowdown[j].update(wait_saved_ns=wait_saved, step_time_saved_ns=step_saved)
     b = blocking.attribute(job, w, tolerance)
     warnings = ct.warnings + (w.warnings if w else [])
     ranks, same_stream = explain_ranks(job)

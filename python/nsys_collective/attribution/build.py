@@ -11,12 +11,13 @@ import numpy as np
 from nsys_collective import causes
 from nsys_collective.attribution.evidence import evidence_panels
 from nsys_collective.attribution.findings import verdict_lines
+from nsys_collective.model.links import link_of
 from nsys_collective.model.timing import bus_bandwidth_gbps
 from nsys_collective.result import (BLAME_OF, SCHEMA_VERSION, AlignmentInfo, AlignmentQuality, Blame, BlockingKernel,
-                                    BlockingLaunch, CausePart, Collective, ComputeSlowdown, ContentionEntry, Document, Evidence,
-                                    Fidelity, HostClock, Input, LeftOutStep, Observations, RankReached, RankRow, RanksClock, Result,
-                                    Saving, Spread, StartError, StepRow, StepSelectionInfo, StepTime, StoppedCommunicator, Summary,
-                                    WhatIfBlock,
+                                    BlockingLaunch, CausePart, CleanCheck, Collective, ComputeSlowdown, ContentionEntry,
+                                    ContentionFit, Document, Evidence, Fidelity, HostClock, Input, LeftOutStep, Observations,
+                                    RankReached, RankRow, RanksClock, Result, Saving, Spread, StartError, StepRow,
+                                    StepSelectionInfo, StepTime, StoppedCommunicator, Summary, WhatIfBlock,
                                     WhatIfCause, check_figures)
 
 
@@ -75,21 +76,27 @@ def build_result(job, attribution, inputs, tool_version: str, source: str = "") 
             kernels=r.kernels, nccl_kernels=r.nccl_kernels, nccl_time_ns=r.nccl_time_ns,
             compute_overlap_ns=r.compute_overlap_ns, overlap_share=r.overlap_share, first_ns=r.first_ns, last_ns=r.last_ns,
             **attribution.ranks.get(r.rank, {})))
+    links = {name: link_of({job.by_number[r].host for r in members}, [job.traces[r].gpu_name for r in members])
+             for name, members in c.communicators.items()}
     collectives = []
     for i in range(len(c)):
         op, n = job.op_name(i), int(c.nranks[i])
+        busbw = bus_bandwidth_gbps(op, int(c.bytes[i]), n, int(t.transfer[i]))
+        link, capacity = links.get(c.comm[i], (None, None))
         collectives.append(Collective(
             id=i, comm=c.comm[i], seq=int(c.seq[i]), op=op, bytes=_int_or_none(c.bytes[i]), ranks=n,
             start_ns=int(t.first_arrival[i]), last_arrival_ns=int(t.last_arrival[i]),
             straggler_rank=int(t.straggler[i]), skew_ns=int(t.skew[i]), wait_cost_ns=int(t.wait_cost[i]),
             transfer_ns=int(t.transfer[i]), transfer_shortest_ns=int(t.shortest_duration[i]),
-            busbw_gbps=bus_bandwidth_gbps(op, int(c.bytes[i]), n, int(t.transfer[i])),
+            busbw_gbps=busbw,
             blame_method=b.method[i],
             blame=tuple(_blame(e) for e in b.blame[i]),
             compute_overlap_ns=int(ct.overlap[i]), sm_pressure=round(float(ct.sm_pressure[i]), 4),
             baseline_transfer_ns=_int_or_none(ct.baseline[i]), contention_excess_ns=_int_or_none(ct.excess[i]),
             gpu_metrics={f: None if np.isnan(v[i]) else round(float(v[i]), 2) for f, v in ct.metrics.items()},
-            step=job.step[i] if job.step is not None else None, bytes_source=c.bytes_source[i]))
+            step=job.step[i] if job.step is not None else None, bytes_source=c.bytes_source[i],
+            link=link, link_capacity_gbps=capacity,
+            link_share=round(busbw / capacity, 4) if busbw is not None and capacity else None))
     inflicted = Counter()
     for straggler, cost in zip(t.straggler.tolist(), t.wait_cost.tolist()):
         inflicted[straggler] += cost
@@ -135,11 +142,13 @@ def build_result(job, attribution, inputs, tool_version: str, source: str = "") 
         step_selection=_step_selection(job),
         stopped=tuple(StoppedCommunicator(s.communicator, s.streams, tuple(RankReached(*r) for r in s.reached), s.early)
                       for s in job.collectives.stopped),
+        contention_fit=ContentionFit(**{**ct.fit_summary, "clean_check": CleanCheck(**ct.check) if ct.check else None})
+        if ct.fit_summary else None,
     )
     check_figures(document)  # a negative wait or a share of -511% is a bug, never an output
     evidence = Evidence(
         verdict=tuple(verdict_lines(job)), clocks=tuple(a.clock_names), tolerance_ns=b.tolerance_ns,
         observations=Observations(instance=c.obs_instance, rank=c.obs_rank, start=job.aligned_start, end=job.aligned_end,
                                   utc_end=c.obs_end),
-        panels=tuple(evidence_panels(job, b)))
+        panels=tuple(evidence_panels(job, b)), contention_points=tuple(ct.points))
     return Result(document=document, evidence=evidence, source=source, timeline=job.timeline)

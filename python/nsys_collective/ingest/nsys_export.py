@@ -13,6 +13,7 @@ own process group, with a time limit; on a timeout or an interrupt the whole gro
 from __future__ import annotations
 
 import contextlib
+import functools
 import glob
 import hashlib
 import os
@@ -163,6 +164,22 @@ def _clean_stale_exports(dest: Path) -> None:
                 tmp.unlink()
 
 
+# NCCL 2.19+ records message sizes only in NVTX extended payloads, which an export holds only as
+# blobs; nsys versions whose `export --help` lists the option are asked for them.
+_BLOBS = re.compile(r"--include-blobs\b")
+
+
+@functools.cache
+def blob_options(nsys: Path) -> tuple[str, ...]:
+    """The export options that keep NVTX payload blobs, where this nsys offers them (else none)."""
+    try:
+        proc = subprocess.run([str(nsys), "export", "--help"], stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True, errors="replace", timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    return ("--include-blobs", "true") if _BLOBS.search(proc.stdout + proc.stderr) else ()
+
+
 class _Running:
     """The nsys processes running now, so that an interrupt kills them all (the worker threads
     wait on them, and the pool waits on its threads)."""
@@ -226,7 +243,7 @@ def _export_one(nsys: Path, report: Path, dest: Path, timeout_s: float | None = 
     # A fresh hidden name in the destination folder, so os.replace() is an atomic rename. It ends
     # in .sqlite because some nsys versions append that suffix when it is missing.
     tmp = dest.with_name(f".{dest.stem}.{secrets.token_hex(4)}.tmp.sqlite")
-    cmd = [str(nsys), "export", "--type", "sqlite", "--output", str(tmp), str(report)]
+    cmd = [str(nsys), "export", "--type", "sqlite", *blob_options(nsys), "--output", str(tmp), str(report)]
     try:
         try:
             ran = _run_nsys(cmd, timeout_s, running or _Running())

@@ -43,6 +43,7 @@ class Job:
     warnings: list[str]
     steps: StepSelection | None = None  # the job's steps and the analyzed ones; None where no rank marks one
     collectives_outside_steps: int = 0  # instances the step selection left out
+    ranks_left_out: int = 0  # ranks --ranks/--hosts left out (their collectives' members may be missing)
 
     def op_name(self, instance: int) -> str:
         return OPS[int(self.collectives.op[instance])]
@@ -189,7 +190,7 @@ def build_job(traces: list[RankTrace], warnings: list[str], filters: Filters | N
                alignment_quality=quality, timing=timing,
                aligned_start=aligned_start, aligned_end=aligned_end, step=step_of,
                timeline=Timeline(traces_of, alignment), warnings=warnings, steps=selection,
-               collectives_outside_steps=outside)
+               collectives_outside_steps=outside, ranks_left_out=len(numbered) - len(selected))
 
 
 def unsized_warnings(collectives: Collectives) -> list[str]:
@@ -205,9 +206,10 @@ def unsized_warnings(collectives: Collectives) -> list[str]:
     rest = int((unsized & ~sent).sum())
     if rest:
         out.append(f"message size unknown for {rest} of {n} collective{'s' * (n != 1)}, so bytes and busbw_gbps are "
-                   "null: nothing in the capture records it (PyTorch profiler traces carry it in record_param_comms, "
-                   "NCCL's network NVTX in Data_Size marks; NCCL's NVTX payloads hold it only in exports made with "
-                   "--include-blobs, which are not read)")
+                   "null: nothing in the capture records it (PyTorch profiler traces carry it in record_param_comms' "
+                   "element counts or Input Dims, NCCL's network NVTX in Data_Size marks; NCCL's NVTX payloads hold it "
+                   "only in exports made with --include-blobs, which the tool asks for where its nsys offers it but "
+                   "does not read yet)")
     return out
 
 

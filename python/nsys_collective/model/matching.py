@@ -192,7 +192,7 @@ def match(ops_by_rank: dict[int, NcclOps]) -> Collectives:
             groups.append(_Group([s], s.op.copy(), s.end))
 
     ranks_with_work = len(ops_by_rank)
-    comm, seq, op, nranks, nbytes, wire, algorithm = [], [], [], [], [], [], []
+    comm, seq, op, nranks, nbytes, wire, algorithm, size_from = [], [], [], [], [], [], [], []
     obs_inst, obs_rank, obs_start, obs_end, obs_launch = [], [], [], [], []
     communicators: dict[str, list[int]] = {}
     stopped: list[Stopped] = []
@@ -223,6 +223,7 @@ def match(ops_by_rank: dict[int, NcclOps]) -> Collectives:
         nranks += [len(members)] * count
         # A size any member knows (the ranks of one call pass the same size).
         nbytes += np.max([ops_by_rank[m.rank].bytes[m.rows[:count]] for m in members], axis=0).tolist()
+        size_from += np.max([ops_by_rank[m.rank].size_source[m.rows[:count]] for m in members], axis=0).tolist()
         # The rank that sent the most over the network saw the whole transfer (others may have sent
         # part of it between GPUs of their host, which the network NVTX does not record).
         wire += np.max([ops_by_rank[m.rank].wire_bytes[m.rows[:count]] for m in members], axis=0).tolist()
@@ -241,7 +242,7 @@ def match(ops_by_rank: dict[int, NcclOps]) -> Collectives:
     obs_inst, obs_rank, obs_start, obs_end, obs_launch = map(joined, (obs_inst, obs_rank, obs_start, obs_end, obs_launch))
     nbytes, source = message_sizes(np.array(nbytes, dtype=np.int64), np.array(wire, dtype=np.int64),
                                    np.array(op, dtype=np.int64), np.array(nranks, dtype=np.int64),
-                                   np.array(algorithm, dtype=np.int64))
+                                   np.array(algorithm, dtype=np.int64), np.array(size_from, dtype=np.int64))
     # Number instances by when they began, so ids read in time order across communicators.
     first = np.full(len(seq), np.iinfo(np.int64).max)
     np.minimum.at(first, obs_inst, obs_start)

@@ -9,6 +9,8 @@ all-to-all), else from the kernel name, which does not always say what NCCL ran.
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from dataclasses import dataclass
 
@@ -73,8 +75,11 @@ class NcclOps:
     wire_bytes: np.ndarray | None = None
     launch: np.ndarray | None = None  # start of the launching call (own clock), -1 where unknown
     algorithm: np.ndarray | None = None  # index into ALGORITHMS from the kernel name, -1 where unknown
+    size_source: np.ndarray | None = None  # where `bytes` came from: index into SIZE_SOURCES, -1 unknown
 
     def __post_init__(self):
+        if self.size_source is None:
+            self.size_source = np.where(self.bytes >= 0, 0, -1).astype(np.int64)
         if self.algorithm is None:
             self.algorithm = np.full(len(self.start), -1, dtype=np.int64)
         if self.wire_bytes is None:
@@ -141,27 +146,95 @@ def _covering_range(ranges, tid: np.ndarray, when: np.ndarray) -> np.ndarray:
     return out
 
 
-# Bytes per element of PyTorch's dtype names, as record_param_comms writes them.
+# Bytes per element of PyTorch's dtype names, as record_param_comms writes them ("dtype"), as its
+# "Input type" spells them (C++ type names), and as NCCL kernel names end (..._Sum_bf16_RING_LL).
 _DTYPE_BYTES = {"Double": 8, "Long": 8, "ComplexFloat": 8, "Float": 4, "Int": 4, "BFloat16": 2, "Half": 2,
-                "Short": 2, "Byte": 1, "Char": 1, "Bool": 1, "Float8_e4m3fn": 1, "Float8_e5m2": 1}
+                "Short": 2, "Byte": 1, "Char": 1, "Bool": 1, "Float8_e4m3fn": 1, "Float8_e5m2": 1,
+                "double": 8, "long int": 8, "int64_t": 8, "float": 4, "int": 4, "c10::BFloat16": 2, "c10::Half": 2,
+                "short int": 2, "unsigned char": 1, "signed char": 1, "bool": 1, "c10::Float8_e4m3fn": 1,
+                "c10::Float8_e5m2": 1}
+_KERNEL_DTYPE = re.compile(r"_(f64|double|f32|float|f16|half|bf16|i64|int64_t|u64|uint64_t|i32|int32_t|u32|uint32_t|"
+                           r"i8|int8_t|u8|uint8_t|f8e4m3|f8e5m2)(?:_|\(|$)")
+_KERNEL_DTYPE_BYTES = {"f64": 8, "double": 8, "f32": 4, "float": 4, "f16": 2, "half": 2, "bf16": 2, "i64": 8,
+                       "int64_t": 8, "u64": 8, "uint64_t": 8, "i32": 4, "int32_t": 4, "u32": 4, "uint32_t": 4,
+                       "i8": 1, "int8_t": 1, "u8": 1, "uint8_t": 1, "f8e4m3": 1, "f8e5m2": 1}
+# Where a message size came from (NcclOps.size_source), as collectives[].bytes_source says it.
+SIZE_SOURCES = ("record_param_comms", "input_dims")
 
 
-def _message_bytes(export: Export, pid: int, tid: np.ndarray, when: np.ndarray) -> np.ndarray:
-    """Message size of each launch from the PyTorch record_param_comms call around it (Kineto
-    traces carry them; nsys exports only with NVTX payloads): the larger of the input and output
-    element counts times the element size, as nccl-tests counts it. -1 where unknown."""
+def kernel_dtype_bytes(name: str) -> int:
+    """Element size from an NCCL kernel name's data type (-1 where it names none: SendRecv's int8_t
+    is NCCL moving bytes, not the tensor's type)."""
+    if "SendRecv" in name:
+        return -1
+    m = _KERNEL_DTYPE.search(name)
+    return _KERNEL_DTYPE_BYTES[m.group(1)] if m else -1
+
+
+def _dims_elements(text: str | None) -> int:
+    """Elements of the first input of record_param_comms' "Input Dims" (e.g. [[4,2048,4096],[]]):
+    -1 where it is a tensor list or a scalar (no dims), or not a list of integer lists."""
+    try:
+        dims = json.loads(text) if text else None
+    except ValueError:
+        return -1
+    if not (isinstance(dims, list) and dims and isinstance(dims[0], list) and dims[0]
+            and all(isinstance(d, int) and d >= 0 for d in dims[0])):
+        return -1
+    return math.prod(dims[0])
+
+
+def _first_type(text: str | None) -> str | None:
+    try:
+        types = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return types[0] if isinstance(types, list) and types and isinstance(types[0], str) else None
+
+
+def _per_string(export: Export, ids: np.ndarray, parse) -> np.ndarray:
+    """parse() of each distinct string id once (Python per distinct text, not per row)."""
+    uniq, at = np.unique(ids, return_inverse=True)
+    return np.array([parse(export.name(int(u))) for u in uniq.tolist()], dtype=object)[at.ravel()]
+
+
+def _message_bytes(export: Export, pid: int, tid: np.ndarray, when: np.ndarray,
+                   kernel_bytes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Message size of each launch, and where it came from (an index into SIZE_SOURCES, -1
+    unknown), from the PyTorch record_param_comms call around it (Kineto traces carry them; nsys
+    exports only with NVTX payloads): the larger of the input and output element counts times the
+    element size, as nccl-tests counts it; else its first input's dims times the element size of
+    "Input type", or of the kernel's data type (`kernel_bytes`, per launch)."""
     c = export.collectives
+    unknown = np.full(len(tid), -1, dtype=np.int64)
     if c is None or len(c["start"]) == 0:
-        return np.full(len(tid), -1, dtype=np.int64)
+        return unknown, unknown.copy()
     size = np.array([_DTYPE_BYTES.get(export.name(int(d)) or "", -1) for d in c["dtype"]], dtype=np.int64)
-    nbytes = np.where(size > 0, np.maximum(c["in_nelems"], c["out_nelems"]) * size, -1)
+    nelems = np.maximum(c["in_nelems"], c["out_nelems"])
+    nbytes = np.where((size > 0) & (nelems >= 0), nelems * size, -1)
+    row = np.arange(len(nbytes))
     calls = {}
     for t in np.unique(c["tid"][c["pid"] == pid]).tolist():
         rows = np.flatnonzero((c["pid"] == pid) & (c["tid"] == t))
         rows = rows[np.argsort(c["start"][rows], kind="stable")]
-        calls[t] = (c["start"][rows], c["end"][rows], nbytes[rows])
+        calls[t] = (c["start"][rows], c["end"][rows], row[rows])
     found = _covering_range(calls, tid, when)
-    return np.array([-1 if b is None else int(b) for b in found], dtype=np.int64)
+    at = np.array([-1 if r is None else int(r) for r in found], dtype=np.int64)
+    out, source = unknown.copy(), unknown.copy()
+    has = at >= 0
+    out[has] = nbytes[at[has]]
+    source[has & (out >= 0)] = 0
+    if "input_dims" in c:
+        dims = np.asarray(_per_string(export, c["input_dims"], _dims_elements), dtype=np.int64)
+        typed = np.array([_DTYPE_BYTES.get(t or "", -1) for t in _per_string(export, c["input_type"], _first_type)],
+                         dtype=np.int64)
+        use = np.flatnonzero(has & (out < 0))
+        elements = dims[at[use]]
+        element = np.where(typed[at[use]] > 0, typed[at[use]], kernel_bytes[use])
+        ok = (elements >= 0) & (element > 0)
+        out[use[ok]] = elements[ok] * element[ok]
+        source[use[ok]] = 1
+    return out, source
 
 
 def nccl_ops(export: Export, pid: int, device: int) -> NcclOps:
@@ -176,10 +249,11 @@ def nccl_ops(export: Export, pid: int, device: int) -> NcclOps:
     ops = [_API_OP.get(a) or (op_of_kernel(p[5:]) if p else op_of_kernel(n or ""))
            for a, p, n in zip(api, pytorch, kernel_names)]
     start, end, stream = k["start"][rows], k["end"][rows], k["stream"][rows]
-    nbytes = _message_bytes(export, pid, tid, when)
     launch = when.copy()
     names, at = np.unique(k["short_name"][rows], return_inverse=True)  # parse each distinct name once
     algorithm = np.array([algorithm_of_kernel(n or "") for n in export.names(names).tolist()], dtype=np.int64)[at.ravel()]
+    element = np.array([kernel_dtype_bytes(n or "") for n in export.names(names).tolist()], dtype=np.int64)[at.ravel()]
+    nbytes, size_source = _message_bytes(export, pid, tid, when, element)
 
     # Copy-engine collectives: copies launched inside a collective API range that launched no kernel.
     m = export.memcpy
@@ -202,6 +276,7 @@ def nccl_ops(export: Export, pid: int, device: int) -> NcclOps:
             end = np.append(end, m["end"][sel].max())
             stream = np.append(stream, m["stream"][sel][0])
             nbytes = np.append(nbytes, -1)  # what the copies add up to depends on the algorithm: unknown
+            size_source = np.append(size_source, -1)
             launch = np.append(launch, cwhen[members].min())
             algorithm = np.append(algorithm, -1)
             ops.append(_API_OP[capi[members[0]]])
@@ -210,7 +285,7 @@ def nccl_ops(export: Export, pid: int, device: int) -> NcclOps:
     start, end = start[order], end[order]
     return NcclOps(start=start, end=end, stream=stream[order], op=codes[order] if len(codes) else codes,
                    bytes=nbytes[order], wire_bytes=wire_bytes(export, pid, start, end), launch=launch[order],
-                   algorithm=algorithm[order])
+                   algorithm=algorithm[order], size_source=size_source[order])
 
 
 def _call_start(ranges, when: int) -> int:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsys_collective.model.nccl import ALGORITHMS, OPS
+from nsys_collective.model.nccl import ALGORITHMS, OPS, SIZE_SOURCES
 
 # nccl-tests' bus bandwidth factors, by operation, for n ranks.
 BUS_FACTOR = {
@@ -93,13 +93,16 @@ def wire_gives_size(op: np.ndarray, algorithm: np.ndarray) -> np.ndarray:
 
 
 def message_sizes(nbytes: np.ndarray, wire: np.ndarray, op: np.ndarray, nranks: np.ndarray,
-                  algorithm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                  algorithm: np.ndarray, recorded_from: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per instance: the message size and where it came from. A recorded size (PyTorch's
-    record_param_comms) first; else, for a ring, the bytes a rank sent over the network (NCCL's
+    record_param_comms: its element counts, or its input's dims; `recorded_from` indexes
+    nccl.SIZE_SOURCES) first; else, for a ring, the bytes a rank sent over the network (NCCL's
     network NVTX) over the bus factor: busbw = algbw x factor means each rank sends size x factor
     (a ring AllReduce sends 2(n-1)/n of the message). -1 and None where neither is known."""
     source = np.full(len(nbytes), None, dtype=object)
-    source[nbytes >= 0] = "record_param_comms"
+    known = np.flatnonzero(nbytes >= 0)
+    codes = np.zeros(len(nbytes), np.int64) if recorded_from is None else np.maximum(recorded_from, 0)
+    source[known] = np.array(SIZE_SOURCES, dtype=object)[codes[known]]
     out = nbytes.copy()
     use = np.flatnonzero((nbytes < 0) & (wire >= 0) & wire_gives_size(op, algorithm))
     if len(use):

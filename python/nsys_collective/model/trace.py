@@ -125,6 +125,7 @@ class RankTrace:
     syncs: dict | None = None
     events: dict | None = None
     key: int = field(default=0, compare=False)  # identifies the export's string table (Names caches by it)
+    gpu_name: str | None = None  # the device's name as the capture records it (TARGET_INFO_GPU, deviceProperties)
 
     def name(self, string_id: int) -> str | None:
         return self.strings[string_id] if string_id >= 0 else None
@@ -167,6 +168,11 @@ def _counts(export: Export, pid: int | None, device: int | None, is_nccl: np.nda
         "first_ns": int(starts.min()) if len(starts) else None,
         "last_ns": int(ends.max()) if len(ends) else None,
     }
+
+
+def gpu_name(export: Export, device: int | None) -> str | None:
+    at = np.flatnonzero(export.gpus["id"] == device)
+    return export.name(int(export.gpus["name"][at[0]])) if len(at) else None
 
 
 def sm_count(export: Export, device: int | None) -> int | None:
@@ -386,6 +392,7 @@ def trace_export(export: Export, index: int, report: str, key: int | None = None
             index=index, report=report, host=export.session.hostname, pid=pid, device=device, env_rank=env, file_rank=file,
             counts=_counts(export, pid, device, is_nccl), strings=strings, ops=ops, gpu=gpu, ranges=ranges, calls=calls,
             sm_count=sm_count(export, device) if pid is not None else None,
-            metrics=metrics, metrics_shared=len(devices) > 1, syncs=syncs, events=events, key=key))
+            metrics=metrics, metrics_shared=len(devices) > 1, syncs=syncs, events=events, key=key,
+            gpu_name=gpu_name(export, device) if pid is not None else None))
     facts = InputFacts(report=report, export=shown(export.path), session=export.session, warnings=tuple(warnings))
     return facts, traces

@@ -4,7 +4,7 @@ Each chart answers one question a performance engineer asks:
 - `blocking`: which kernels and late launches made the collectives wait, on which rank;
 - `timeline`: what the worst collectives looked like on every rank, on the aligned clock;
 - `wait_heatmap`: which rank waited in which collective;
-- `transfer_vs_footprint`: whether compute overlapping the transfers made them slower;
+- `transfer_vs_overlap`: which kernel overlapping the transfers made them slower, and by how much;
 - `alignment`: how far apart the clocks were, and how well the alignment brought them together.
 
 Figures are built with `matplotlib.figure.Figure` and the Agg canvas, never pyplot, so nothing
@@ -63,7 +63,7 @@ def write_charts(result: Result, out_dir: Path) -> dict[str, list[Path]]:
     failed = {}
     with matplotlib.rc_context(STYLE):
         for name, draw in (("blocking", _blocking), ("timeline", _timeline), ("wait_heatmap", _wait_heatmap),
-                           ("transfer_vs_footprint", _transfer_vs_footprint), ("alignment", _alignment)):
+                           ("transfer_vs_overlap", _transfer_vs_overlap), ("alignment", _alignment)):
             try:
                 fig = draw(result)
                 if fig is not None:
@@ -384,63 +384,41 @@ def _known(values) -> np.ndarray:
     return np.array([-1 if v is None else v for v in values], dtype=np.int64)
 
 
-def _transfer_vs_footprint(result: Result) -> Figure | None:
-    kept = [c for c in result.doc["collectives"] if c["ranks"] >= 2]  # one rank transfers nothing
-    if not kept:
+def _transfer_vs_overlap(result: Result) -> Figure | None:
+    """Per kernel of the most contention, one panel: each collective's overlap with it against its
+    transfer less its class's baseline and what the other kernels added (so the fit's line,
+    coefficient x overlap, is what the points should follow)."""
+    points = [p for p in (result.evidence.contention_points if result.evidence else ()) if p["overlap_ns"]]
+    if not points:
         return None
-    x = np.array([c["sm_pressure"] for c in kept], dtype=np.float64)
-    y = _ms([c["transfer_ns"] for c in kept])
-    baseline = _known(c["baseline_transfer_ns"] for c in kept)
-    op = np.array([c["op"] for c in kept])
-    keep = np.arange(len(kept))
-    has_base = baseline >= 0
-    fig = Figure(figsize=(10, 5.2), layout="constrained")
-    ax = fig.add_subplot()
-    # Each collective's clean baseline, with a stem up to its transfer: the stem is the excess.
-    for k, i in enumerate(np.flatnonzero(has_base & (x > 0))):
-        ax.plot([x[i], x[i]], [_ms(baseline[i]), y[i]], color="#bbbbbb", linewidth=0.8, zorder=1,
-                label="excess over the clean baseline" if k == 0 else None)
-    baselines = sorted(set(baseline[has_base].tolist()))
-    if 0 < len(baselines) <= 4:
-        labelled = -np.inf
-        for b in baselines:
-            ax.axhline(_ms(b), color="#888888", linestyle="--", linewidth=0.8, zorder=0)
-            if _ms(b) - labelled < 0.05 * float(y.max()):  # nearly the same line: one label is enough
-                continue
-            labelled = _ms(b)
-            ax.annotate(f"clean baseline {_d(b)}", xy=(1, _ms(b)), xycoords=("axes fraction", "data"), xytext=(-4, 3),
-                        textcoords="offset points", ha="right", va="bottom", fontsize=8, color="#555555")
-    elif baselines:
-        ax.scatter(x[has_base], _ms(baseline[has_base]), marker="_", s=60, color="#888888", zorder=2,
-                   label="clean baseline of its kind")
-    cmap = matplotlib.colormaps["tab10"]
-    for k, name in enumerate(sorted(set(op.tolist()))):
-        colour = cmap(k % 10)
-        for sel, marker, face, note in ((has_base, "o", colour, "clean baseline known"), (~has_base, "D", "none", "no clean baseline")):
-            sel = sel & (op == name)
-            if sel.any():
-                ax.scatter(x[sel], y[sel], marker=marker, s=30, facecolors=face, edgecolors=colour, linewidths=1.1, zorder=3,
-                           label=f"{name} ({note})")
-    ax.set_xlabel("SM pressure during the transfer (overlapping compute × SM footprint / transfer time)")
-    ax.set_ylabel("transfer time (ms)")
-    ax.set_xlim(left=-0.02 * max(1.0, float(x.max())), right=max(1.0, float(x.max()) * 1.08))
-    ax.set_ylim(bottom=0, top=float(y.max()) * 1.15 if y.max() > 0 else 1)
-    ax.grid(color="#eeeeee", linewidth=0.6)
-    ax.set_axisbelow(True)
-    overlapped = x > 0
-    excess = _known(c["contention_excess_ns"] for c in kept)
-    extra = int(excess[overlapped & (excess > 0)].sum())
-    unmeasured = int((overlapped & ~has_base).sum())
-    if not overlapped.any():
-        subtitle = "no compute overlapped any transfer"
-    elif unmeasured == int(overlapped.sum()):  # nothing to measure an excess against: say so, not "0 ms"
-        subtitle = (f"{int(overlapped.sum())} of {len(keep)} overlapped compute; no collective of their kind ran alone, "
-                    "so no clean baseline measures what it cost")
-    else:
-        subtitle = (f"{int(overlapped.sum())} of {len(keep)} overlapped compute; their transfers took {_d(extra)} of GPU time "
-                    "beyond the clean baseline" + (f" ({unmeasured} have no clean baseline)" if unmeasured else ""))
-    ax.set_title(f"Did compute slow the transfers? Transfer time against SM pressure, per collective\n{subtitle}", loc="left")
-    ax.legend(loc="upper right", frameon=True, framealpha=0.9, edgecolor="#dddddd")
+    entries = {e["kernel"]: e for e in result.doc["contention"]}
+    fig = Figure(figsize=(10, 2.2 + 2.6 * ((len(points) + 1) // 2)), layout="constrained")
+    axes = fig.subplots((len(points) + 1) // 2, 2 if len(points) > 1 else 1, squeeze=False).ravel()
+    for ax, p in zip(axes, points):
+        x, y = _ms(p["overlap_ns"]), _ms(p["partial_ns"])
+        e = entries.get(p["kernel"], {})
+        ax.scatter(x, y, s=18, color="#4c72b0", alpha=0.75, zorder=3, label="collectives (partial transfer)")
+        top = max(float(x.max()), 1e-6)
+        line = np.array([0.0, top * 1.05])
+        ax.plot(line, line * p["slowdown_per_overlap"], color="#c44e52", linewidth=1.6, zorder=4,
+                label=f"fit: {p['slowdown_per_overlap']:.3f} ns per ns of overlap")
+        ax.axhline(0, color="#888888", linewidth=0.8, linestyle="--", zorder=1)
+        figure = _d(e.get("contention_ns"))
+        rng = (f", 90% {_d(e['contention_low_ns'])}-{_d(e['contention_high_ns'])}"
+               if e.get("contention_low_ns") is not None else "")
+        ax.set_title(f"{_wrap(short_name(p['kernel']), 60)}\nslowed the transfers by {figure}{rng} "
+                     f"({e.get('confidence') or 'low'} confidence)", loc="left", fontsize=9)
+        ax.set_xlabel("overlap with the kernel (ms)")
+        ax.set_ylabel("transfer - baseline - others (ms)")
+        ax.grid(color="#eeeeee", linewidth=0.6)
+        ax.set_axisbelow(True)
+        ax.legend(loc="upper left", frameon=True, framealpha=0.9, edgecolor="#dddddd", fontsize=7.5)
+    for ax in axes[len(points):]:
+        ax.set_visible(False)
+    fit = result.doc.get("contention_fit") or {}
+    fig.suptitle(f"Did compute slow the transfers? Transfer time against overlap, per kernel, with the fitted line "
+                 f"({count(fit.get('collectives', 0), 'collective')}, {count(fit.get('classes', 0), 'class', 'classes')})",
+                 x=0.01, ha="left", fontsize=10.5)
     return fig
 
 

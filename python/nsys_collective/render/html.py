@@ -34,9 +34,10 @@ CHARTS = {
                  "split into waiting (hatched) and transfer (blue), and the blamed cause in red."),
     "wait_heatmap": ("Who waited where",
                      "Each rank's wait for the last rank in each collective; circles mark the straggler (last to arrive)."),
-    "transfer_vs_footprint": ("Did compute slow the transfers",
-                              "Transfer time against the SM pressure of the compute kernels overlapping it; stems show the "
-                              "excess over the clean baseline of the same kind of collective."),
+    "transfer_vs_overlap": ("Did compute slow the transfers",
+                            "Per kernel of the most contention: each collective's overlap with it against its transfer time "
+                            "less its class's fitted baseline and the other kernels' share; the red line is the contention "
+                            "fit (coefficient x overlap), so points on it are explained and a flat line means no slowdown."),
     "alignment": ("Clock alignment",
                   "End-time spread of each collective across ranks before and after aligning the clocks (log scale), "
                   "and the offset fitted for each host's clock."),
@@ -88,7 +89,7 @@ def render(result: Result, charts: dict[str, list[Path]]) -> str:
         "verdict_listed": [line for line in lines if line in found],
         "cards": _cards(doc),
         "figures": _figures(charts),
-        "blocking": _blocking(doc), "fidelity": _fidelity(doc), "contention": _contention(doc), "slowdown": _slowdown(doc),
+        "blocking": _blocking(doc), "fidelity": _fidelity(doc), "contention": _contention(doc), "contention_check": _contention_check(doc), "slowdown": _slowdown(doc),
         "stragglers": _stragglers(doc), "steps": _steps(doc), "worst": _worst(doc), "ranks": _ranks(doc),
         "alignment": a, "spread": _spread(a), "clocks": _clocks(a), "warnings": doc["warnings"], "stopped": stopped_lines(doc),
         "alignment_issues": [ALIGNMENT_ISSUES.get(i, i) for i in (a.get("quality") or {}).get("issues", [])],
@@ -171,18 +172,31 @@ def _fidelity(doc: dict) -> str | None:
 
 def _contention(doc: dict) -> dict:
     entries = doc["contention"]
-    rows = [[_name(e["kernel"], e.get("kernel_full")), _d(e["overlap_ns"]), _d(e["contention_ns"]), f"{e['sm_footprint']:.2f}",
-             e["collectives"]] for e in entries[:MAX_CONTENTION]]
-    return _table(["kernel", "overlap", "transfer slowdown", "SM footprint", "collectives"], rows,
-                  {"overlap", "transfer slowdown", "SM footprint", "collectives"}, total=len(entries))
+    rows = [[_name(e["kernel"], e.get("kernel_full")), _d(e["overlap_ns"]), _d(e["contention_ns"]),
+             "-" if e.get("contention_low_ns") is None else f"{_d(e['contention_low_ns'])} - {_d(e['contention_high_ns'])}",
+             e.get("confidence") or "-", f"{e['sm_footprint']:.2f}", e["collectives"]] for e in entries[:MAX_CONTENTION]]
+    return _table(["kernel", "overlap", "transfer slowdown", "90% range", "confidence", "SM footprint", "collectives"], rows,
+                  {"overlap", "transfer slowdown", "90% range", "SM footprint", "collectives"}, total=len(entries))
+
+
+def _contention_check(doc: dict) -> str | None:
+    check = (doc.get("contention_fit") or {}).get("clean_check")
+    if not check:
+        return None
+    return (f"The {count(check['instances'], 'transfer')} nothing overlapped agree with the fitted baselines within "
+            f"{check['median_error']:.2%} (median, {count(check['classes'], 'class', 'classes')}).")
 
 
 def _slowdown(doc: dict) -> dict:
     slowed = doc["compute_slowdown"]
     rows = [[_name(e["kernel"], e.get("kernel_full")), _d(e["overlapped_mean_ns"]), _d(e["alone_mean_ns"]),
-             f"{e['slowdown']:+.1%}", f"{e['overlapped_runs']} / {e['alone_runs']}"] for e in slowed[:MAX_CONTENTION]]
-    return _table(["kernel", "mean beside NCCL", "mean alone", "compute slowdown", "runs beside / alone"], rows,
-                  {"mean beside NCCL", "mean alone", "compute slowdown", "runs beside / alone"}, total=len(slowed))
+             f"{e['slowdown']:+.1%}", _d(e.get("slowed_ns")),
+             f"{_d(e.get('slowed_low_ns'))} - {_d(e.get('slowed_high_ns'))}", e.get("confidence") or "-",
+             _d(e.get("step_time_saved_ns")), f"{e['overlapped_runs']} / {e['alone_runs']}"] for e in slowed[:MAX_CONTENTION]]
+    return _table(["kernel", "mean beside NCCL", "mean alone", "compute slowdown", "NCCL added", "90% range", "confidence",
+                   "step time saved", "runs beside / alone"], rows,
+                  {"mean beside NCCL", "mean alone", "compute slowdown", "NCCL added", "90% range", "step time saved",
+                   "runs beside / alone"}, total=len(slowed))
 
 
 def _stragglers(doc: dict) -> dict:

@@ -178,14 +178,53 @@ def _whatif(out: Console, doc: dict) -> list[RenderableType]:
                     f"{f['recorded_dependencies']:,} recorded and {f['inferred_dependencies']:,} inferred dependencies.{more}"]
 
 
+def _range(e: dict) -> str:
+    if e.get("contention_low_ns") is None:
+        return "-"
+    return f"{_d(e['contention_low_ns'])}-{_d(e['contention_high_ns'])}"
+
+
 def _contention(out: Console, doc: dict) -> list[RenderableType]:
     entries = doc["contention"][:WORST]
     if not entries:
         return []
-    rows = [[_d(e["overlap_ns"]), _d(e["contention_ns"]), f"{e['sm_footprint']:.2f}", str(e["collectives"])] for e in entries]
+    rows = [[_d(e["overlap_ns"]), _d(e["contention_ns"]), _range(e), e.get("confidence") or "-", str(e["collectives"])]
+            for e in entries]
     names = distinct_names([e["kernel"] for e in entries], [e.get("kernel_full") or e["kernel"] for e in entries])
-    return named_table(out, "What slowed the transfers", ["overlap", "transfer slowdown", "SM footprint", "collectives"], rows, names,
-                       "kernel", at=0)
+    shown = named_table(out, "What slowed the transfers", ["overlap", "transfer slowdown", "90% range", "confidence", "collectives"],
+                        rows, names, "kernel", at=0)
+    return shown + [_fit_note(doc)] if doc.get("contention_fit") else shown
+
+
+def _compute_slowed(out: Console, doc: dict) -> list[RenderableType]:
+    """Compute kernels NCCL slowed, where the fit is confident."""
+    entries = [e for e in doc["compute_slowdown"] if e.get("confidence") == "high"][:WORST]
+    if not entries:
+        return []
+    rows = [[_d(e["slowed_ns"]), f"{_d(e['slowed_low_ns'])}-{_d(e['slowed_high_ns'])}", f"{e['slowdown']:+.0%}",
+             _d(e.get("step_time_saved_ns"))] for e in entries]
+    names = distinct_names([e["kernel"] for e in entries], [e.get("kernel_full") or e["kernel"] for e in entries])
+    return named_table(out, "What NCCL slowed (compute kernels beside NCCL kernels, fitted)",
+                       ["NCCL added", "90% range", "compute slowdown", "step time saved"], rows, names, "kernel", at=0)
+
+
+def _fit_note(doc: dict) -> str:
+    """How the slowdowns were measured, as prose under their table."""
+    fit = doc["contention_fit"]
+    notes = [f"Fitted over {count(fit['collectives'], 'collective')} in {count(fit['classes'], 'class', 'classes')}: "
+             "transfer time = its class's baseline + each kernel's coefficient x its overlap."]
+    if any(e["contention_ns"] is None for e in doc["contention"]):
+        notes.append("'-': the kernel overlapped every transfer of its class alike (or ran through all of them), so its cost "
+                     "cannot be told from the baseline.")
+    if any(len(e.get("kernels") or ()) > 1 for e in doc["contention"]):
+        notes.append("'a + b': kernels that always overlapped together; the data cannot split them.")
+    check = fit.get("clean_check")
+    if check:
+        notes.append(f"The {count(check['instances'], 'transfer')} nothing overlapped agree with the fitted baselines "
+                     f"within {check['median_error']:.2%} (median).")
+    if not any(e.get("confidence") == "high" for e in doc["contention"]):
+        notes.append("No figure is confident: overlapping compute did not measurably slow the transfers.")
+    return " ".join(notes)
 
 
 def _stragglers(out: Console, doc: dict) -> list[RenderableType]:
@@ -316,7 +355,7 @@ def render(result: Result, console: Console | None = None) -> None:
         out.print()
     for line in doc["findings"]:
         say(line)
-    parts = (_whatif(out, doc) + _contention(out, doc) + _stragglers(out, doc) + _steps(out, doc) + _worst(out, doc)
+    parts = (_whatif(out, doc) + _contention(out, doc) + _compute_slowed(out, doc) + _stragglers(out, doc) + _steps(out, doc) + _worst(out, doc)
              if doc["collectives"] else [])
     for part in parts + _stopped(out, doc) + _alignment(out, result) + _ranks(out, doc) + _idle(out, doc):
         say(part) if isinstance(part, str) else out.print(part)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, TypeVar
+from typing import Any, Callable, TypeVar
 
 import numpy as np
 
@@ -53,6 +53,7 @@ class Context:
     tolerance_ns: int
     min_excess: int  # the least excess of one cause worth replaying
     step_pattern: str
+    contention: Any = None  # contention.Contention: the fitted baselines and what each kernel added
     _shared: dict = field(default_factory=dict)
 
     def shared(self, build: Callable[[Context], T]) -> T:

@@ -16,6 +16,7 @@ import numpy as np
 from nsys_collective.attribution.whatif import rank
 from nsys_collective.attribution.whatif.candidate import MIN_EXCESS_TOLERANCES, Candidate, Context, programs
 from nsys_collective.attribution.whatif.graph import JobGraph, build_graph
+from nsys_collective.attribution.whatif.nccl_slowed import compute_changes
 from nsys_collective.causes import CAUSES, candidate_function
 from nsys_collective.model.job import Job
 from nsys_collective.model.steps import STEP_PATTERN
@@ -47,6 +48,7 @@ class WhatIf:
     coverage: float | None  # share of the wait the ideal replay removes
     step_times: list[dict]  # per step: step, duration_ns, wait_share, idle_share
     warnings: list[str] = field(default_factory=list)
+    compute: dict[int, tuple[int, int]] = field(default_factory=dict)  # compute_slowdown entry -> (wait, step time) saved
 
 
 
@@ -105,8 +107,8 @@ def _step_times(job: Job, g: JobGraph, base: dict, job_start: int) -> list[dict]
     known = inst_step >= 0
     wait = np.bincount(inst_step[known], weights=base["wait"][known], minlength=len(ends))[have]
     busy = np.zeros(len(have))
-    for rank in g.ranks:
-        w = job.timeline[rank]
+    for r in g.ranks:
+        w = job.timeline[r]
         if not len(w):
             continue
         order = np.argsort(w.start, kind="stable")
@@ -121,9 +123,11 @@ def _step_times(job: Job, g: JobGraph, base: dict, job_start: int) -> list[dict]
             for i, d, wt, b_, t in zip(have.tolist(), durations.tolist(), wait.tolist(), busy.tolist(), gpu_time.tolist())]
 
 
-def analyze(job: Job, kind: np.ndarray, tolerance_ns: int, step_pattern: str | None = None) -> WhatIf | None:
+def analyze(job: Job, kind: np.ndarray, tolerance_ns: int, step_pattern: str | None = None,
+            contention=None) -> WhatIf | None:
     """The what-if of every candidate cause of the job (None when there is nothing to replay).
-    `kind`: each collective's kind (contention.Contention.kind): transfers compare within it."""
+    `kind`: each collective's kind (contention.Contention.kind): transfers compare within it;
+    `contention` (contention.Contention): the fitted baselines and what each kernel added."""
     g = build_graph(job, tolerance_ns, step_pattern)
     if g is None:
         return None
@@ -135,7 +139,7 @@ def analyze(job: Job, kind: np.ndarray, tolerance_ns: int, step_pattern: str | N
     # What fixing it saves is summed over the ranks, as the wait is.
     min_saved = max(MIN_EXCESS_TOLERANCES * tolerance_ns, int(0.002 * total_wait))
     ctx = Context(job=job, graph=g, program=programs(job, g.ranks), kind=kind, tolerance_ns=tolerance_ns,
-                  min_excess=min_excess, step_pattern=pattern)
+                  min_excess=min_excess, step_pattern=pattern, contention=contention)
     # Every replayed kind's candidates, in registry order (ties in excess keep it).
     pickers = [candidate_function(k) for k in CAUSES.values() if k.replayed]
     candidates = [c for pick in pickers for c in pick(ctx)]
@@ -144,9 +148,12 @@ def analyze(job: Job, kind: np.ndarray, tolerance_ns: int, step_pattern: str | N
     if len(candidates) > MAX_CANDIDATES:
         warnings.append(f"what-if: {len(candidates)} candidate causes; the {MAX_CANDIDATES} with the most excess were replayed")
         candidates = candidates[:MAX_CANDIDATES]
-    changes = [c.change for c in candidates]
+    compute = compute_changes(g, contention, min_excess)
+    changes = [c.change for c in candidates] + [ch for _, ch in compute]
     base = g.graph.replay()
     outcomes = g.graph.replay_many(changes, threads=os.cpu_count())
+    compute_out = outcomes[len(candidates):]
+    outcomes = outcomes[:len(candidates)]
     job_start = int(min(job.alignment.correct_rank(r, job.traces[r].calls.start[:1]).min()
                         for r in g.ranks if len(job.traces[r].calls.start)))
     rows = []
@@ -189,4 +196,6 @@ def analyze(job: Job, kind: np.ndarray, tolerance_ns: int, step_pattern: str | N
         ideal={"wait_saved_ns": ideal_wait, "step_time_saved_ns": _step_time_saved(base, ideal_out, job_start)},
         causes=causes, saved=saved, ideal_saved=base["wait"] - ideal_out["wait"], steps=n_steps,
         coverage=min(1.0, max(0.0, ideal_wait / base["total_wait"])) if base["total_wait"] > 0 else None,
-        step_times=_step_times(job, g, base, job_start), warnings=warnings)
+        step_times=_step_times(job, g, base, job_start), warnings=warnings,
+        compute={j: (int(base["total_wait"] - out["total_wait"]), _step_time_saved(base, out, job_start))
+                 for (j, _), out in zip(compute, compute_out)})

@@ -1,0 +1,39 @@
+"""Which link a collective's traffic crossed, and what that link can carry.
+
+A collective whose members sit on more than one host crossed the network (its capacity, the NIC's,
+is not in a capture); inside one host, NVLink on the GPUs that have it (SXM and NVL parts), else
+PCIe. Capacities are per direction, as nccl-tests' bus bandwidth counts them: busbw over capacity
+is the share of the link the transfer used.
+"""
+
+from __future__ import annotations
+
+# (substring of the GPU name, the link inside a host, its capacity in GB/s per direction); the
+# longest matching name wins, so "H100 PCIe" is not an H100 SXM.
+GPU_LINKS = (
+    ("H100 PCIe", "pcie", 64.0), ("H100 NVL", "nvlink", 300.0), ("H100", "nvlink", 450.0), ("H200", "nvlink", 450.0),
+    ("GH200", "nvlink", 450.0), ("H20", "nvlink", 450.0), ("B200", "nvlink", 900.0), ("GB200", "nvlink", 900.0),
+    ("A100-PCIE", "pcie", 32.0), ("A100 PCIe", "pcie", 32.0), ("A100", "nvlink", 300.0),
+    ("V100-PCIE", "pcie", 16.0), ("V100-SXM2", "nvlink", 150.0), ("V100-SXM3", "nvlink", 150.0),
+    ("A40", "pcie", 32.0), ("A30", "pcie", 32.0), ("A10", "pcie", 32.0), ("L40S", "pcie", 32.0), ("L40", "pcie", 32.0),
+    ("L4", "pcie", 32.0), ("T4", "pcie", 16.0), ("RTX 4090", "pcie", 32.0), ("RTX 3090", "pcie", 32.0),
+)
+
+
+def link_of(hosts: set[str | None], gpu_names: list[str | None]) -> tuple[str | None, float | None]:
+    """(link, capacity GB/s per direction) of a collective over these hosts and member GPUs; the
+    link is None inside one host of unknown GPUs, the capacity None where unknown."""
+    if None in hosts:  # a capture that names no host (a Kineto trace): where the ranks sat is unknown
+        return None, None
+    if len(hosts) > 1:
+        return "network", None
+    found = []
+    for name in gpu_names:
+        match = max((g for g in GPU_LINKS if name and g[0] in name), key=lambda g: len(g[0]), default=None)
+        found.append(match)
+    if not found or any(f is None for f in found):
+        return None, None
+    links = {f[1] for f in found}
+    if len(links) > 1:
+        return "pcie", min(f[2] for f in found if f[1] == "pcie")
+    return found[0][1], min(f[2] for f in found)
