@@ -142,13 +142,6 @@ def _host_time(ctx: Context, with_calls: bool) -> HostTime:
                      item_ns=item_ns[order].astype(np.int64))
 
 
-def _host_reference(h: HostTime) -> tuple[np.ndarray, np.ndarray]:
-    """Per occurrence, the peers' host time in it (NaN: no peer ran it) and its late excess."""
-    ref = _reference(h.total, h.program, h.step, h.family, h.occurrence)
-    ref_end = _reference(h.end, h.program, h.step, h.family, h.occurrence)
-    return ref, h.excess(ref, ref_end)
-
-
 def host_candidates(ctx: Context) -> list[Candidate]:
     """Host ranges that took longer on a rank than on the other ranks of its program (fixed: as
     long as on the peers), and work the peers do not do (`one_off_candidates`)."""

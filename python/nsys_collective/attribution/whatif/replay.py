@@ -105,8 +105,8 @@ def _step_times(job: Job, g: JobGraph, base: dict, job_start: int) -> list[dict]
     known = inst_step >= 0
     wait = np.bincount(inst_step[known], weights=base["wait"][known], minlength=len(ends))[have]
     busy = np.zeros(len(have))
-    for rank in g.ranks:
-        w = job.timeline[rank]
+    for r in g.ranks:
+        w = job.timeline[r]
         if not len(w):
             continue
         order = np.argsort(w.start, kind="stable")
