@@ -13,7 +13,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from conftest import REAL, gen
+from conftest import REAL, gen, need_real
 from nsys_collective.cli import app
 from test_whatif import JOB, KERNELS, SEED, analyzed, assert_close, mean_step
 
@@ -115,9 +115,7 @@ def test_steps_named_by_a_repeated_range_are_separate_steps(tmp_path_factory, fm
 
 
 def test_on_the_real_dlrm_traces_the_coverage_is_reported_and_the_verdict_says_what_remains():
-    folder = REAL / "kineto" / "param-dlrm-8rank"
-    if not folder.is_dir():
-        pytest.skip(f"real traces absent: {folder}")
+    folder = need_real(REAL / "kineto" / "param-dlrm-8rank")
     result = CliRunner().invoke(app, ["analyze", str(folder), "--json"])
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
