@@ -7,17 +7,13 @@ from __future__ import annotations
 import json
 import math
 
-import pytest
-
-from conftest import REAL, analyzed
+from conftest import REAL, analyzed, need_real
 
 ELEMENT = {"float": 4, "double": 8, "long int": 8, "int": 4, "c10::Half": 2, "c10::BFloat16": 2}
 
 
 def test_dlrm_sizes_are_the_input_dims_times_the_element_size():
-    folder = REAL / "kineto" / "param-dlrm-8rank"
-    if not folder.is_dir():
-        pytest.skip(f"real traces not found at {folder}")
+    folder = need_real(REAL / "kineto" / "param-dlrm-8rank")
     by_hand = set()
     for path in sorted(folder.glob("*.json")):
         for e in json.loads(path.read_text())["traceEvents"]:

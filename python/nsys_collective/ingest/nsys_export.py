@@ -13,7 +13,6 @@ own process group, with a time limit; on a timeout or an interrupt the whole gro
 from __future__ import annotations
 
 import contextlib
-import functools
 import glob
 import hashlib
 import os
@@ -167,17 +166,24 @@ def _clean_stale_exports(dest: Path) -> None:
 # NCCL 2.19+ records message sizes only in NVTX extended payloads, which an export holds only as
 # blobs; nsys versions whose `export --help` lists the option are asked for them.
 _BLOBS = re.compile(r"--include-blobs\b")
+_HELP_TIMEOUT_S = 60
 
 
-@functools.cache
-def blob_options(nsys: Path) -> tuple[str, ...]:
-    """The export options that keep NVTX payload blobs, where this nsys offers them (else none)."""
-    try:
-        proc = subprocess.run([str(nsys), "export", "--help"], stdin=subprocess.DEVNULL, capture_output=True,
-                              text=True, errors="replace", timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return ()
-    return ("--include-blobs", "true") if _BLOBS.search(proc.stdout + proc.stderr) else ()
+_BLOB_OPTIONS: dict[Path, tuple[str, ...]] = {}  # per nsys: asked once a run
+
+
+def blob_options(nsys: Path, timeout_s: float | None = None, running: _Running | None = None) -> tuple[str, ...]:
+    """The export options that keep NVTX payload blobs, where this nsys offers them (else none).
+    Its `export --help` runs as an export does: under the export's timeout (at most a minute) and
+    killed with its process group on interrupt, so a hung nsys cannot hold the run here either."""
+    if nsys not in _BLOB_OPTIONS:
+        try:
+            ran = _run_nsys([str(nsys), "export", "--help"], min(timeout_s or _HELP_TIMEOUT_S, _HELP_TIMEOUT_S),
+                            running or _Running())
+        except OSError:
+            ran = None
+        _BLOB_OPTIONS[nsys] = ("--include-blobs", "true") if ran is not None and _BLOBS.search(ran[1] + ran[2]) else ()
+    return _BLOB_OPTIONS[nsys]
 
 
 class _Running:
@@ -243,10 +249,12 @@ def _export_one(nsys: Path, report: Path, dest: Path, timeout_s: float | None = 
     # A fresh hidden name in the destination folder, so os.replace() is an atomic rename. It ends
     # in .sqlite because some nsys versions append that suffix when it is missing.
     tmp = dest.with_name(f".{dest.stem}.{secrets.token_hex(4)}.tmp.sqlite")
-    cmd = [str(nsys), "export", "--type", "sqlite", *blob_options(nsys), "--output", str(tmp), str(report)]
+    running = running or _Running()
+    cmd = [str(nsys), "export", "--type", "sqlite", *blob_options(nsys, timeout_s, running), "--output", str(tmp),
+           str(report)]
     try:
         try:
-            ran = _run_nsys(cmd, timeout_s, running or _Running())
+            ran = _run_nsys(cmd, timeout_s, running)
         except OSError as exc:
             raise NsysExportError(f"{report}: cannot run {nsys}: {exc.strerror or exc}") from None
         if ran is None:
