@@ -366,15 +366,21 @@ def write_file(path: Path, force: bool, protect: Iterable[str | os.PathLike],
         with _locked_temp(path, folder=False) as (tmp, fd):
             with open(fd, "w", encoding="utf-8", closefd=False) as f:
                 yield f
-            check_file(path, force, protect, ours)
-            if path.exists():
-                os.replace(tmp, path)
-            else:
-                _rename_new(tmp, path)
+            _move_into_place(tmp, path, force, protect, ours)
     except InputError:
         raise
     except OSError as e:
         raise _destination_error(path, e) from None
+
+
+def _move_into_place(tmp: Path, path: Path, force: bool, protect: list, ours: Callable[[Path], bool]) -> None:
+    """The written temporary onto `path`, checked again first (another process may have written it
+    meanwhile): over what is there (a link is replaced, never followed), or only where nothing is."""
+    check_file(path, force, protect, ours)
+    if path.exists() or path.is_symlink():
+        os.replace(tmp, path)
+    else:
+        _rename_new(tmp, path)
 
 
 def write_files(fills: dict[Path, Callable[[Path], object]], force: bool, protect: Iterable[str | os.PathLike] = (),
@@ -392,11 +398,7 @@ def write_files(fills: dict[Path, Callable[[Path], object]], force: bool, protec
             clean_leftovers(path.parent)
             with _locked_temp(path, folder=False) as (tmp, _fd):
                 fill(tmp)
-                check_file(path, force, protect, ours)
-                if path.exists() or path.is_symlink():
-                    os.replace(tmp, path)
-                else:
-                    _rename_new(tmp, path)
+                _move_into_place(tmp, path, force, protect, ours)
         except InputError:
             raise
         except OSError as e:
