@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import json
 import os
 import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -112,3 +114,50 @@ def assert_same_export(a, b) -> None:
         for column in ta:
             assert ta[column].dtype == np.int64, (name, column)
             np.testing.assert_array_equal(ta[column], tb[column], err_msg=f"{a.path}: {name}.{column}")
+
+
+def fake_nsys(tmp_path: Path, action: str, help_text: str = "usage: nsys export [options] <report>") -> Path:
+    """Write an `nsys` script; in `action`, $out is the --output path and $report the input.
+    `export --help` prints help_text (and is not logged as a call)."""
+    log = tmp_path / "nsys-calls.log"
+    script = tmp_path / "bin" / "nsys"
+    script.parent.mkdir(exist_ok=True)
+    script.write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        if [ "$1 $2" = "export --help" ]; then printf '%s\\n' "{help_text}"; exit 0; fi
+        echo "$*" >> "{tmp_path / 'nsys-args.log'}"
+        out=""
+        while [ $# -gt 1 ]; do
+            if [ "$1" = "--output" ]; then out="$2"; fi
+            shift
+        done
+        report="$1"
+        echo "$out $report" >> "{log}"
+        """) + textwrap.dedent(action))
+    script.chmod(0o755)
+    return script
+
+
+def nsys_calls(tmp_path: Path) -> list[str]:
+    """The exports a fake_nsys was asked for, one `OUT REPORT` line each."""
+    log = tmp_path / "nsys-calls.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+_GENERATED: dict = {}
+
+
+def analyzed_generated(tmp_path: Path, scenario: str, seed: int, **params) -> tuple[dict, dict]:
+    """`analyze --json` of a job the generator makes, and its truth; cached per arguments, so the
+    tests that check one job's naming and its amounts share one generation and one analysis."""
+    from typer.testing import CliRunner
+
+    from nsys_collective.cli import app
+
+    key = (scenario, seed, tuple(sorted(params.items())))
+    if key not in _GENERATED:
+        truth = gen.generate(tmp_path, scenario=scenario, seed=seed, **params)
+        result = CliRunner().invoke(app, ["analyze", str(tmp_path), "--json"])
+        assert result.exit_code == 0, result.stderr
+        _GENERATED[key] = (json.loads(result.stdout), truth)
+    return _GENERATED[key]

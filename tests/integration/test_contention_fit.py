@@ -13,21 +13,14 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from conftest import gen
+from conftest import analyzed_generated, gen
 from nsys_collective.cli import app
 
 SET = dict(ranks=4, hosts=2, steps=6, kernels_per_step=40, buckets=3)
-_cache = {}
 
 
 def analyze(tmp_path, scenario, seed, **extra):
-    key = (scenario, seed, tuple(sorted(extra.items())))
-    if key not in _cache:
-        truth = gen.generate(tmp_path, scenario=scenario, seed=seed, **{**SET, **extra})
-        result = CliRunner().invoke(app, ["analyze", str(tmp_path), "--json"])
-        assert result.exit_code == 0, result.stderr
-        _cache[key] = (json.loads(result.stdout), truth)
-    return _cache[key]
+    return analyzed_generated(tmp_path, scenario, seed, **{**SET, **extra})
 
 
 def split(doc, kernel):

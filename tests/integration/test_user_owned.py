@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from conftest import FIXTURES, sha256, tree_hashes
+from conftest import FIXTURES, fake_nsys, nsys_calls, sha256, tree_hashes
 from nsys_collective.cli import app
 from nsys_collective.errors import InputError, NsysExportError
 from nsys_collective.ingest.nsys_export import export_reports
@@ -47,30 +47,6 @@ def analyzed_json(*args):
     result = cli("analyze", *args, "--json")
     assert result.exit_code == 0, result.stderr
     return json.loads(result.stdout)
-
-
-def fake_nsys(tmp_path: Path, action: str) -> Path:
-    """An `nsys` script: $out is its --output, $report its input; each call is logged."""
-    script = tmp_path / "bin" / "nsys"
-    script.parent.mkdir(exist_ok=True)
-    script.write_text(textwrap.dedent(f"""\
-        #!/bin/sh
-        if [ "$1 $2" = "export --help" ]; then exit 0; fi  # the blob-option probe: answered, not logged
-        out=""
-        while [ $# -gt 1 ]; do
-            if [ "$1" = "--output" ]; then out="$2"; fi
-            shift
-        done
-        report="$1"
-        echo "$out $report" >> "{tmp_path / 'calls.log'}"
-        """) + textwrap.dedent(action))
-    script.chmod(0o755)
-    return script
-
-
-def nsys_calls(tmp_path: Path) -> int:
-    log = tmp_path / "calls.log"
-    return len(log.read_text().splitlines()) if log.exists() else 0
 
 
 # 1. The export cache ---------------------------------------------------------------------------
@@ -105,8 +81,8 @@ def test_a_report_replaced_with_an_older_mtime_is_exported_again(tmp_path):
     nsys = fake_nsys(tmp_path, f'cp "{EXPORT}" "$out"\n')
     cache = tmp_path / "cache"
     [first] = export_reports([report], nsys=nsys, cache_dir=cache)
-    assert nsys_calls(tmp_path) == 1
-    assert export_reports([report], nsys=nsys, cache_dir=cache) == [first] and nsys_calls(tmp_path) == 1
+    assert len(nsys_calls(tmp_path)) == 1
+    assert export_reports([report], nsys=nsys, cache_dir=cache) == [first] and len(nsys_calls(tmp_path)) == 1
 
     other = tmp_path / "other.nsys-rep"
     other.write_bytes(b"other report")
@@ -114,7 +90,7 @@ def test_a_report_replaced_with_an_older_mtime_is_exported_again(tmp_path):
     shutil.copy2(other, report)  # cp -p: other content, an older mtime
     [second] = export_reports([report], nsys=nsys, cache_dir=cache)
 
-    assert nsys_calls(tmp_path) == 2 and second != first
+    assert len(nsys_calls(tmp_path)) == 2 and second != first
 
 
 def test_an_incomplete_export_from_an_nsys_that_says_success_is_never_cached(tmp_path):

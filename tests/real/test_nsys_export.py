@@ -6,12 +6,11 @@ import hashlib
 import importlib.util
 import os
 import sqlite3
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from conftest import REAL, no_real_data
+from conftest import REAL, fake_nsys, no_real_data, nsys_calls as calls
 from nsys_collective.ingest import nsys_export
 from nsys_collective.errors import InputError, NsysExportError
 from nsys_collective.ingest.nsys_export import export_path_for, export_reports, find_nsys
@@ -136,33 +135,6 @@ def test_real_nsys_garbage_report(real_nsys, tmp_path, content, says):
 
 # ---------------------------------------------------------------------------------------------
 # A fake nsys: a shell script that logs each call and then does what the test says.
-
-
-def fake_nsys(tmp_path: Path, action: str, help_text: str = "usage: nsys export [options] <report>") -> Path:
-    """Write an `nsys` script; in `action`, $out is the --output path and $report the input.
-    `export --help` prints help_text (and is not logged as a call)."""
-    log = tmp_path / "nsys-calls.log"
-    script = tmp_path / "bin" / "nsys"
-    script.parent.mkdir(exist_ok=True)
-    script.write_text(textwrap.dedent(f"""\
-        #!/bin/sh
-        if [ "$1 $2" = "export --help" ]; then printf '%s\\n' "{help_text}"; exit 0; fi
-        echo "$*" >> "{tmp_path / 'nsys-args.log'}"
-        out=""
-        while [ $# -gt 1 ]; do
-            if [ "$1" = "--output" ]; then out="$2"; fi
-            shift
-        done
-        report="$1"
-        echo "$out $report" >> "{log}"
-        """) + textwrap.dedent(action))
-    script.chmod(0o755)
-    return script
-
-
-def calls(tmp_path: Path) -> list[str]:
-    log = tmp_path / "nsys-calls.log"
-    return log.read_text().splitlines() if log.exists() else []
 
 
 @pytest.fixture
