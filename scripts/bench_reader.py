@@ -53,7 +53,7 @@ def floor_seconds(paths: list[Path], repeat: int) -> float:
     the reader, summing every column the reader reads, one thread), built in release mode."""
     import subprocess
 
-    command = ["cargo", "run", "--quiet", "--release", "--locked", "--example", "floor", "--", str(repeat), *map(str, paths)]
+    command = ["cargo", "run", "--quiet", "--release", "--locked", "-p", "collectivetrace-bench", "--example", "floor", "--", str(repeat), *map(str, paths)]
     done = subprocess.run(command, cwd=ROOT, check=True, capture_output=True, text=True)
     return float(done.stdout.strip())
 

@@ -1,4 +1,4 @@
-//! `cargo bench`: the reader against SQLite's own scan of the same columns (the floor), on the
+//! `cargo bench -p collectivetrace-bench --bench reader`: the reader against SQLite's own scan of the same columns (the floor), on the
 //! generated 8-rank set of `scripts/bench_reader.py` (made on first use; or the folder in
 //! COLLECTIVETRACE_BENCH_SET).
 

@@ -1,4 +1,4 @@
-//! `cargo bench --bench replay`: the what-if graph on a synthetic 8-rank job of ~1M GPU ops (plus
+//! `cargo bench -p collectivetrace-bench --bench replay`: the what-if graph on a synthetic 8-rank job of ~1M GPU ops (plus
 //! ~1.1M host calls), simulated by `whatif::synth` (`Spec::bench()`: launches per op, compute, side
 //! and NCCL streams, stream waits by events, CUDA graphs, syncs, a collective every ~600 ops,
 //! jitter). Prints the job's size, the graph's build time and memory once, then times the build,
