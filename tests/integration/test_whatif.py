@@ -163,6 +163,6 @@ def test_the_findings_say_what_fixing_the_cause_saves(tmp_path_factory):
     verdict, sentence = doc["findings"][:2]
     # The verdict first: the rank that causes most of the wait, the kind of its lateness, the coverage.
     assert verdict.startswith(f"Rank {planted['rank']} causes ") and f"kernel {planted['kernel']}" in verdict
-    assert "fixing every cause found at once removes" in verdict
+    assert "fixing the causes found together removes" in verdict
     assert sentence.startswith(f"rank {planted['rank']}: {planted['kernel']} ran ") and " would save " in sentence
     assert "per step" in sentence

@@ -102,7 +102,7 @@ def _ranks_words(ranks: list[int]) -> str:
 def verdict(job, w, ranks: dict | None = None) -> str | None:
     """The first finding, from the numbers: the ranks that cause most of the wait and the kind of
     their lateness (their top cause), or that no rank does; then the coverage (the share of the wait
-    fixing every cause found at once removes) and, below EXPLAINED_SHARE, how much is unexplained
+    fixing the causes found together removes) and, below EXPLAINED_SHARE, how much is unexplained
     and where it sits (the rank it arrived last on, and how that rank's GPU sat idle)."""
     t, c = job.timing, job.collectives
     total = int(t.wait_cost.sum())
@@ -144,7 +144,7 @@ def verdict(job, w, ranks: dict | None = None) -> str | None:
     if coverage is None:
         return head + "."
     if coverage >= EXPLAINED_SHARE:
-        return head + f"; fixing every cause found at once removes {coverage:.0%} of it ({_ms(w.ideal['wait_saved_ns'])})."
+        return head + f"; fixing the causes found together removes {coverage:.0%} of it ({_ms(w.ideal['wait_saved_ns'])})."
     rest = np.maximum(0, t.wait_cost - np.maximum(0, w.ideal_saved))
     by_rank = np.bincount(at, weights=rest)
     k = int(np.argmax(by_rank))

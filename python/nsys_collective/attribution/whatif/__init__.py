@@ -9,7 +9,7 @@ job's dependency graph with that cause removed.
    (kernel, extra_kernel), `host` (host, host_group), `transfers` (transfer), `idle` (idle). Each
    picker takes a `candidate.Context` and returns `candidate.Candidate`s, each with the change that
    fixes it.
-3. The replays (`replay`): each candidate alone, and all of them at once (the ideal), in parallel.
+3. The replays (`replay`): each candidate alone, and the causes found fixed together (the ideal), in parallel.
 """
 
 from nsys_collective.attribution.whatif.candidate import Candidate
