@@ -112,3 +112,27 @@ def test_no_reader_subscripts_the_document_by_string(path):
     name = path.relative_to(PACKAGE).as_posix()
     assert CHECKED and string_reads(path.read_text(), FROM_JSON.get(name, set())) == [], (
         f"{path.relative_to(PACKAGE)} reads the document as JSON data; read result.document's attributes")
+
+
+def test_every_store_column_is_a_field_of_the_records_it_is_filled_from():
+    """store/runs.py fills each table's columns from the fields of that name of the document's
+    records (None where a record has none): a column no record has would be null in every row, as
+    collectives.reference_rank was from schema 2 on, unnoticed."""
+    from dataclasses import fields
+
+    from nsys_collective import result as r
+    from nsys_collective.store import schema as s
+
+    def names(*classes) -> set[str]:
+        return {f.name for c in classes for f in fields(c)}
+
+    filled_from = {
+        s.RankTableRow: names(r.RankRow) | {"run_id"},
+        s.CollectiveRow: names(r.Collective) | {"run_id", "collective"},
+        s.BlameRow: names(*r.BLAME_OF.values()) | {"run_id", "collective", "position"},
+        s.BlockingRow: names(r.BlockingKernel, r.BlockingLaunch) | {"run_id", "position"},
+        s.ContentionRow: names(r.ContentionEntry) | {"run_id", "position"},
+        s.AlignmentHostRow: names(r.HostClock, r.RanksClock) | {"run_id", "position"},
+    }
+    for table, known in filled_from.items():
+        assert {c.key for c in table.__table__.columns} <= known, table.__tablename__
