@@ -104,4 +104,4 @@ def compare_runs(a: Result | PathLike | Sequence[PathLike] | int, b: Result | Pa
     from nsys_collective.compare import Comparison, compare_documents
 
     a, b = (r if isinstance(r, Result) else load(r, db=db, nsys=nsys) for r in (a, b))
-    return Comparison(compare_documents(a.doc, b.doc, sources=(a.source, b.source)))
+    return Comparison(compare_documents(a.document, b.document, sources=(a.source, b.source)))

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import importlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Callable, Literal
+from typing import Any, Callable, Literal
 
 from nsys_collective.errors import InputError
 from nsys_collective.units import count
@@ -196,9 +197,16 @@ def candidate_function(kind: Kind) -> Callable:
     return getattr(importlib.import_module(module), name)
 
 
-def where(cause: dict, job_wide: str = "every rank") -> str:
+def _field(cause: Any, name: str) -> Any:
+    """A field of a cause: of a typed record of the result (result.WhatIfCause, a blame variant),
+    or of the JSON data the attribution builds the result from (and html.py still reads)."""
+    return cause[name] if isinstance(cause, Mapping) else getattr(cause, name)
+
+
+def where(cause: Any, job_wide: str = "every rank") -> str:
     """Where a cause acts, in words: its rank, else its host(s), else the whole job."""
-    return f"rank {cause['rank']}" if cause["rank"] is not None else (cause["host"] or job_wide)
+    rank, host = _field(cause, "rank"), _field(cause, "host")
+    return f"rank {rank}" if rank is not None else (host or job_wide)
 
 
 def rank_or_hosts(rank: int | str | None) -> str:
@@ -221,21 +229,21 @@ def in_few_words(entry: dict) -> str:
     return entry["cause"]
 
 
-def column_text(cause: dict | None) -> str | None:
+def column_text(cause: Any | None) -> str | None:
     """A what-if cause in a few words, for a column (the store's top_cause, batch's table)."""
     if not cause:
         return None
-    return f"{cause['cause']} {cause['name'] or ''} on {where(cause)}".replace("  ", " ")
+    return f"{_field(cause, 'cause')} {_field(cause, 'name') or ''} on {where(cause)}".replace("  ", " ")
 
 
-def table_label(cause: dict) -> str:
+def table_label(cause: Any) -> str:
     """What a what-if cause is, in a table cell."""
-    k = of(cause["cause"])
+    k, name = of(_field(cause, "cause")), _field(cause, "name")
     if k.family is HOST:
-        return f"host in '{cause['name'] or 'no named range'}'"
+        return f"host in '{name or 'no named range'}'"
     if k.family is RANK:
-        return k.unnamed + (f", most in {cause['name']}" if cause["name"] else "")
-    return cause["name"] or k.unnamed
+        return k.unnamed + (f", most in {name}" if name else "")
+    return name or k.unnamed
 
 
 _NVTX_COUNTERS = re.compile(r"(, (seq|op_id) = \d+)+$|(?<=#)\d+$")

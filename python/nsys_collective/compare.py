@@ -1,9 +1,10 @@
 """What changed between two runs: two `analyze --json` documents in, one comparison out.
 
-`compare_documents` is pure (documents in, a JSON-ready dict out), so the same comparison serves
-the command line, the Python API and stored runs alike. Every number that differs between the
-runs is a triple `{"a": ..., "b": ..., "delta": b - a}`; a cause or rank absent from one run
-counts 0 there (it blocked nothing), a figure unknown in one run (null) gives a null delta.
+`compare_documents` is pure (two typed documents in, `Result.document` of a fresh or a stored run;
+a JSON-ready dict out), so the same comparison serves the command line, the Python API and stored
+runs alike. Every number that differs between the runs is a triple `{"a": ..., "b": ..., "delta":
+b - a}`; a cause or rank absent from one run counts 0 there (it blocked nothing), a figure unknown
+in one run (null) gives a null delta.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from nsys_collective import causes as cause_kinds
 from nsys_collective.render.compare import render_comparison, write_compare_chart
+from nsys_collective.result import ContentionEntry, Document, Spread
 from nsys_collective.units import duration as _d
 
 COMPARISON_SCHEMA_VERSION = 2
@@ -58,48 +60,58 @@ def _change(t: dict) -> float | None:
 
 # Identity and summary ----------------------------------------------------------------------------
 
-def _identity(doc: dict, source: str | None) -> dict:
+def _identity(doc: Document, source: str | None) -> dict:
     return {
         "source": source,
-        "inputs": [i["path"] for i in doc["inputs"]],
-        "tool_version": doc.get("tool_version"),
-        "schema_version": doc.get("schema_version"),
-        "ranks": len(doc["ranks"]),
-        "hosts": len({r["host"] for r in doc["ranks"]}),
-        "collectives": len(doc["collectives"]),
+        "inputs": [i.path for i in doc.inputs],
+        "tool_version": doc.tool_version,
+        "schema_version": doc.schema_version,
+        "ranks": len(doc.ranks),
+        "hosts": len({r.host for r in doc.ranks}),
+        "collectives": len(doc.collectives),
     }
 
 
-def _summary(a: dict, b: dict) -> dict:
-    sa, sb = a["summary"], b["summary"]
-    out = {k: _triple(sa.get(k), sb.get(k))
-           for k in ("wait_ns", "transfer_ns", "nccl_time_ns", "collectives", "explained_wait_share")}
-    for k in ("top_blocking_kernel", "top_straggler_rank"):
-        out[k] = {"a": sa.get(k), "b": sb.get(k), "changed": sa.get(k) != sb.get(k)}
-    return out
+def _same(a, b) -> dict:
+    return {"a": a, "b": b, "changed": a != b}
+
+
+def _summary(a: Document, b: Document) -> dict:
+    sa, sb = a.summary, b.summary
+    return {"wait_ns": _triple(sa.wait_ns, sb.wait_ns), "transfer_ns": _triple(sa.transfer_ns, sb.transfer_ns),
+            "nccl_time_ns": _triple(sa.nccl_time_ns, sb.nccl_time_ns), "collectives": _triple(sa.collectives, sb.collectives),
+            "explained_wait_share": _triple(sa.explained_wait_share, sb.explained_wait_share),
+            "top_blocking_kernel": _same(sa.top_blocking_kernel, sb.top_blocking_kernel),
+            "top_straggler_rank": _same(sa.top_straggler_rank, sb.top_straggler_rank)}
 
 
 # Blocking causes ----------------------------------------------------------------------------------
 
-def _causes(doc: dict) -> dict[tuple, dict]:
-    """(cause, name, rank or host) -> the run's cause: its what-if causes (schema 2) with what fixing
-    each saves (`wait_saved_ns`), or, from a document of schema 1, its blocking entries with the
+def _causes(doc: Document) -> dict[tuple, dict]:
+    """(cause, name, rank or host) -> the run's cause: its what-if causes with what fixing each
+    saves (`wait_saved_ns`), or, from a document without a what-if, its blocking entries with the
     wait they inflicted. Kernels are keyed by full name (short names of template variants can
     collide), host time by its NVTX range."""
     out = {}
-    if doc.get("whatif"):
-        for e in doc["whatif"]["causes"]:
-            name = e.get("name_full") or e.get("name")
-            family = cause_kinds.of(e["cause"]).family
-            entry = {**e, "kernel": e["name"] if family is cause_kinds.KERNEL else None,
-                     "kernel_full": e.get("name_full"), "nvtx": e["name"] if family is cause_kinds.HOST else None,
-                     "blame_ns": e["excess_ns"]}
-            out[(e["cause"], name, e["rank"] if e["rank"] is not None else e["host"])] = entry
+    if doc.whatif:
+        for e in doc.whatif.causes:
+            family = cause_kinds.of(e.cause).family
+            out[(e.cause, e.name_full or e.name, e.rank if e.rank is not None else e.host)] = {
+                "kernel": e.name if family is cause_kinds.KERNEL else None, "kernel_full": e.name_full,
+                "nvtx": e.name if family is cause_kinds.HOST else None, "wait_saved_ns": e.wait_saved_ns,
+                "step_time_saved_ns": e.step_time_saved_ns, "blame_ns": e.excess_ns, "collectives": e.collectives,
+                "confidence": e.confidence}
         return out
-    for e in doc.get("blocking_kernels", []):
-        out[(e["cause"], e.get("kernel_full") or e["kernel"], e["rank"])] = {**e, "wait_saved_ns": e["inflicted_wait_ns"]}
-    for e in doc.get("blocking_launches", []):
-        out[("host", e["nvtx"], e["rank"])] = {**e, "wait_saved_ns": e["inflicted_wait_ns"]}  # schema 1: one rank's
+    for k in doc.blocking_kernels:
+        out[(k.cause, k.kernel_full or k.kernel, k.rank)] = {
+            "kernel": k.kernel, "kernel_full": k.kernel_full, "nvtx": None, "wait_saved_ns": k.inflicted_wait_ns,
+            "step_time_saved_ns": k.step_time_saved_ns, "blame_ns": k.blame_ns, "collectives": k.collectives,
+            "confidence": k.confidence}
+    for h in doc.blocking_launches:
+        out[("host", h.nvtx, h.rank)] = {
+            "kernel": None, "kernel_full": None, "nvtx": h.nvtx, "wait_saved_ns": h.inflicted_wait_ns,
+            "step_time_saved_ns": h.step_time_saved_ns, "blame_ns": h.blame_ns, "collectives": h.collectives,
+            "confidence": h.confidence}
     return out
 
 
@@ -151,17 +163,17 @@ def _by_cause(blocking: list[dict]) -> list[dict]:
 
 # Operations, stragglers, alignment, contention ----------------------------------------------------
 
-def _per_op(doc: dict) -> dict[str, dict]:
+def _per_op(doc: Document) -> dict[str, dict]:
     out: dict[str, dict] = defaultdict(lambda: {"count": 0, "wait_ns": 0, "transfer_ns": 0})
-    for c in doc["collectives"]:
-        o = out[c["op"]]
+    for c in doc.collectives:
+        o = out[c.op]
         o["count"] += 1
-        o["wait_ns"] += c["wait_cost_ns"]
-        o["transfer_ns"] += c["transfer_ns"] * c["ranks"]  # GPU-time, as summary.transfer_ns
+        o["wait_ns"] += c.wait_cost_ns
+        o["transfer_ns"] += c.transfer_ns * c.ranks  # GPU-time, as summary.transfer_ns
     return out
 
 
-def _operations(a: dict, b: dict) -> list[dict]:
+def _operations(a: Document, b: Document) -> list[dict]:
     pa, pb = _per_op(a), _per_op(b)
     zero = {"count": 0, "wait_ns": 0, "transfer_ns": 0}
     rows = [{"op": op, **{k: _triple(pa.get(op, zero)[k], pb.get(op, zero)[k]) for k in zero}}
@@ -169,16 +181,16 @@ def _operations(a: dict, b: dict) -> list[dict]:
     return sorted(rows, key=lambda r: -max(r["wait_ns"]["a"] + r["transfer_ns"]["a"], r["wait_ns"]["b"] + r["transfer_ns"]["b"]))
 
 
-def _per_rank(doc: dict) -> dict[int, dict]:
-    out: dict[int, dict] = {r["rank"]: {"host": r["host"], "last": 0, "wait_caused_ns": 0} for r in doc["ranks"]}
-    for c in doc["collectives"]:
-        s = out.setdefault(c["straggler_rank"], {"host": None, "last": 0, "wait_caused_ns": 0})
+def _per_rank(doc: Document) -> dict[int, dict]:
+    out: dict[int, dict] = {r.rank: {"host": r.host, "last": 0, "wait_caused_ns": 0} for r in doc.ranks}
+    for c in doc.collectives:
+        s = out.setdefault(c.straggler_rank, {"host": None, "last": 0, "wait_caused_ns": 0})
         s["last"] += 1
-        s["wait_caused_ns"] += c["wait_cost_ns"]
+        s["wait_caused_ns"] += c.wait_cost_ns
     return out
 
 
-def _stragglers(a: dict, b: dict) -> list[dict]:
+def _stragglers(a: Document, b: Document) -> list[dict]:
     ra, rb = _per_rank(a), _per_rank(b)
     zero = {"host": None, "last": 0, "wait_caused_ns": 0}
     rows = [{"rank": r, "host": {"a": ra.get(r, zero)["host"], "b": rb.get(r, zero)["host"]},
@@ -189,30 +201,35 @@ def _stragglers(a: dict, b: dict) -> list[dict]:
     return [r for r in rows if r["last"]["a"] or r["last"]["b"]]
 
 
-def _alignment(a: dict, b: dict) -> dict:
-    la, lb = a["alignment"], b["alignment"]
-    spread_a, spread_b = la.get("end_spread_ns_after") or {}, lb.get("end_spread_ns_after") or {}
+def _alignment(a: Document, b: Document) -> dict:
+    la, lb = a.alignment, b.alignment
+
+    def quantiles(spread: Spread | None) -> tuple:
+        return (None, None, None) if spread is None else (spread.p50, spread.p95, spread.max)
+
     return {
-        "method": {"a": la.get("method"), "b": lb.get("method")},
-        "end_spread_ns_after": {q: _triple(spread_a.get(q), spread_b.get(q)) for q in ("p50", "p95", "max")},
-        "violations_after": _triple(la.get("violations_after"), lb.get("violations_after")),
-        "instances_used": _triple(la.get("instances_used"), lb.get("instances_used")),
+        "method": {"a": la.method, "b": lb.method},
+        "end_spread_ns_after": {q: _triple(x, y) for q, x, y in zip(("p50", "p95", "max"), quantiles(la.end_spread_ns_after),
+                                                                   quantiles(lb.end_spread_ns_after))},
+        "violations_after": _triple(la.violations_after, lb.violations_after),
+        "instances_used": _triple(la.instances_used, lb.instances_used),
     }
 
 
-def _contention(a: dict, b: dict) -> list[dict]:
-    def by_kernel(doc):
-        return {e.get("kernel_full") or e["kernel"]: e for e in doc.get("contention", [])}
+def _contention(a: Document, b: Document) -> list[dict]:
+    def by_kernel(doc: Document) -> dict[str, ContentionEntry]:
+        return {e.kernel_full or e.kernel: e for e in doc.contention}
 
     ka, kb = by_kernel(a), by_kernel(b)
     rows = []
     for key in dict.fromkeys([*ka, *kb]):
         ea, eb = ka.get(key), kb.get(key)
+        e = ea or eb
         # Absent: it overlapped nothing, so it slowed nothing (0); present with null: unknown.
-        rows.append({"kernel": (ea or eb)["kernel"], "kernel_full": (ea or eb).get("kernel_full"),
-                     "contention_ns": _triple(ea["contention_ns"] if ea else 0, eb["contention_ns"] if eb else 0),
-                     "overlap_ns": _triple(ea["overlap_ns"] if ea else 0, eb["overlap_ns"] if eb else 0),
-                     "collectives": _triple(ea["collectives"] if ea else 0, eb["collectives"] if eb else 0)})
+        rows.append({"kernel": e.kernel, "kernel_full": e.kernel_full,
+                     "contention_ns": _triple(ea.contention_ns if ea else 0, eb.contention_ns if eb else 0),
+                     "overlap_ns": _triple(ea.overlap_ns if ea else 0, eb.overlap_ns if eb else 0),
+                     "collectives": _triple(ea.collectives if ea else 0, eb.collectives if eb else 0)})
     rows.sort(key=lambda r: (-abs(r["contention_ns"]["delta"] or 0), -abs(r["overlap_ns"]["delta"])))
     return rows
 
@@ -311,7 +328,7 @@ def _findings(cmp: dict) -> list[str]:
     return out
 
 
-def compare_documents(a: dict, b: dict, *, sources: tuple[str | None, str | None] = (None, None)) -> dict:
+def compare_documents(a: Document, b: Document, *, sources: tuple[str | None, str | None] = (None, None)) -> dict:
     """The comparison of run A (`a`, the baseline) with run B (`b`): the deltas are b - a.
     `sources` says where each document came from (a path, "run 12"), for people reading it."""
     blocking = _blocking(a, b)
@@ -328,8 +345,8 @@ def compare_documents(a: dict, b: dict, *, sources: tuple[str | None, str | None
         "contention": _contention(a, b),
         "warnings": [],
     }
-    if a.get("schema_version") != b.get("schema_version"):
+    if a.schema_version != b.schema_version:
         cmp["warnings"].append(f"the runs were stored with different --json schema versions "
-                               f"({a.get('schema_version')} and {b.get('schema_version')})")
+                               f"({a.schema_version} and {b.schema_version})")
     cmp["findings"] = _findings(cmp)
     return cmp

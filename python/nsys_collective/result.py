@@ -12,8 +12,11 @@ Perfetto trace.
 The result is data: this module imports the standard library, numpy and the leaves it shares with
 every stage (the cause registry, units), nothing of the analysis, the renderers or the store.
 attribution.build assembles a result from the model and the attribution; `Result.from_stored`
-from a stored document and its extras; render/ and store/ read it. The JSON Schema of the document is generated from these classes
-(`document_schema`, checked in as docs/output.schema.json).
+from a stored document and its extras (validated into the same classes, so a stored run is read by
+one path). The renderers, compare and the store read `Result.document`'s attributes, which a type
+checker follows (tests/unit/test_typed_readers.py); `doc` is for `--json` and the Python API. The
+JSON Schema of the document is generated from these classes (`document_schema`, checked in as
+docs/output.schema.json).
 """
 
 from __future__ import annotations
@@ -210,6 +213,13 @@ Blame = KernelBlame | HostBlame | TransferBlame | IdleBlame | RankBlame | Unexpl
 # Each family's blame variant; every kind of the registry is one of them (tests/unit/test_causes.py).
 BLAME_OF = {causes.KERNEL: KernelBlame, causes.HOST: HostBlame, causes.TRANSFER: TransferBlame, causes.IDLE: IdleBlame,
             causes.RANK: RankBlame, causes.UNEXPLAINED: UnexplainedBlame}
+
+
+def blamed_name(entry: Blame) -> str | None:
+    """What names a blame entry's cause: its family's first naming field (a kernel, an NVTX range, a
+    name); None for a family nothing names (idle time, the unexplained rest)."""
+    named_by = causes.of(entry.cause).family.fields
+    return getattr(entry, named_by[0][0]) if named_by else None
 
 
 @dataclass(frozen=True)
@@ -712,9 +722,8 @@ class Result:
         return self.doc["findings"]
 
     def __repr__(self) -> str:
-        s = self.summary
-        return (f"<Result {self.source}: {count(s['ranks'], 'rank')}, {count(s['collectives'], 'collective')}, "
-                f"wait {duration(s['wait_ns'])}>")
+        s = self.document.summary
+        return f"<Result {self.source}: {count(s.ranks, 'rank')}, {count(s.collectives, 'collective')}, wait {duration(s.wait_ns)}>"
 
     @classmethod
     def from_stored(cls, document_json: str, evidence_json: str | None, source: str = "") -> Result:

@@ -148,7 +148,7 @@ def _deltas(node):
 
 def test_a_run_against_itself_changes_nothing(runs):
     a, *_ = runs
-    doc = load(a).doc
+    doc = load(a).document
     cmp = compare_documents(doc, doc)
     deltas = list(_deltas(cmp))
     # unchanged where known; unknown (null, e.g. a contention figure without a clean baseline) stays null

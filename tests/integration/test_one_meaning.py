@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from types import SimpleNamespace
 
 from typer.testing import CliRunner
 
@@ -37,9 +38,9 @@ def test_compare_names_ranks_and_hosts_for_what_they_are():
 
 
 def test_the_alignment_title_reads_as_words():
-    assert alignment_title({"method": "none (one clock)", "instances_used": 0}) == \
+    assert alignment_title(SimpleNamespace(method="none (one clock)", instances_used=0)) == \
         "Clock alignment: none needed, every rank reads one clock"
-    assert alignment_title({"method": "collectives", "instances_used": 18}) == \
+    assert alignment_title(SimpleNamespace(method="collectives", instances_used=18)) == \
         "Clock alignment (fitted on 18 collectives, collectives method)"
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import dataclasses
 from types import SimpleNamespace
 
 import matplotlib
@@ -48,7 +49,7 @@ def test_blocking_table_is_sorted_as_whatif_causes(demo):
 
 
 def test_empty_tables_keep_their_header(demo, tmp_path):
-    empty = SimpleNamespace(doc={**copy.deepcopy(demo.doc), "contention": [], "steps": []})
+    empty = dataclasses.replace(demo, document=dataclasses.replace(demo.document, contention=(), steps=()))
     write_tables(empty, tmp_path)
     for name in ("contention", "steps"):
         with open(tmp_path / f"{name}.csv", newline="") as f:

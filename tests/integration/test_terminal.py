@@ -3,10 +3,9 @@ row can be told apart, no name or header is cut, and a pipe gets lines that spli
 
 from __future__ import annotations
 
-import copy
 import io
 import re
-from types import SimpleNamespace
+from dataclasses import replace
 
 import pytest
 from rich.console import Console
@@ -35,11 +34,11 @@ def demo():
 @pytest.fixture(scope="module")
 def similar(demo):
     """The demo with six similar kernels, as causes and as contention."""
-    doc = copy.deepcopy(demo.doc)
-    cause, entry = doc["whatif"]["causes"][1], doc["contention"][0]
-    doc["whatif"]["causes"] = [{**cause, "name": n, "name_full": n, "wait_saved_ns": 9_000_000 - k} for k, n in enumerate(SIMILAR)]
-    doc["contention"] = [{**entry, "kernel": n, "kernel_full": n} for n in SIMILAR]
-    return SimpleNamespace(doc=doc, evidence=demo.evidence)
+    d = demo.document
+    cause, entry = d.whatif.causes[1], d.contention[0]
+    whatif = replace(d.whatif, causes=tuple(replace(cause, name=n, name_full=n, wait_saved_ns=9_000_000 - k)
+                                            for k, n in enumerate(SIMILAR)))
+    return replace(demo, document=replace(d, whatif=whatif, contention=tuple(replace(entry, kernel=n, kernel_full=n) for n in SIMILAR)))
 
 
 def shown(result, width: int) -> str:

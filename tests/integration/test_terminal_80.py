@@ -2,7 +2,8 @@
 no header or figure cut ('confiden…'), no word broken across lines ('0' / 'ms', 'fs24-allreduce2x-9rank-3'
 / 'node'), no line over 80 columns, and kernels that share a short name told apart by the part of
 their template arguments that differs (the DLRM traces' four 'vectorized_elementwise_kernel's),
-never by their 6-line demangled names."""
+never by their 6-line demangled names; a lambda's kernel by the function it is defined in (the HTA
+traces'), each listed name on at most two lines."""
 
 from __future__ import annotations
 
@@ -77,12 +78,41 @@ def _part_of(piece: str, word: str) -> bool:
     return False
 
 
+def listed_names(text: str) -> list[list[str]]:
+    """The names listed under the tables ('kernel, by #:'), each as the lines it takes: a number
+    right-aligned in the list's first column, then the name, continued on indented lines."""
+    entries: list[list[str]] = []
+    width = None  # of the number column, once the list's first line is read
+    for line in text.splitlines():
+        if line.rstrip().endswith(", by #:"):
+            width = -1
+        elif width == -1 and (m := re.match(r" *\d+ \S", line)):
+            width = m.end() - 2
+            entries.append([line])
+        elif width and width > 0 and line[:width].strip().isdigit() and line[width:width + 1] == " ":
+            entries.append([line])
+        elif width and width > 0 and entries and not line[:width + 1].strip() and line[width + 1:].strip():
+            entries[-1].append(line)
+        else:
+            width = None
+    return entries
+
+
+def test_the_listed_names_check_counts_each_names_lines():
+    text = ("kernel, by #:\n 9 gemm\n10 vectorized_elementwise_kernel<…, at::native::(anonymous\n   namespace)::f, …>\n"
+            "\nStragglers\nrank  host\n")
+    assert listed_names(text) == [[" 9 gemm"], ["10 vectorized_elementwise_kernel<…, at::native::(anonymous", "   namespace)::f, …>"]]
+
+
 @pytest.mark.parametrize("name", SETS)
 def test_analyze_of_every_real_set_fits_80_columns(name):
     folder = str(need_real(REAL / name))
     narrow = tmux_capture("analyze", folder)
     assert "Ranks" in narrow and "What each figure means" in narrow
     assert_fits_80(narrow, piped("analyze", folder))
+    # A kernel name takes a line or two: a lambda's scope and parameter lists, which made the HTA
+    # traces' elementwise kernels four lines each, are left to --json.
+    assert all(len(entry) <= 2 for entry in listed_names(narrow)), [e for e in listed_names(narrow) if len(e) > 2]
 
 
 def test_kernels_sharing_a_short_name_are_told_apart_by_what_differs():

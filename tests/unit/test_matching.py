@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 
 from nsys_collective.model.matching import match
@@ -72,14 +74,14 @@ def test_ranks_that_stopped_earlier_are_named_per_communicator():
 
 def test_where_ranks_stopped_reads_in_the_terminal_and_the_report():
     from nsys_collective.render.terminal import stopped_lines
+    from nsys_collective.result import RankReached, StoppedCommunicator, plain
 
-    doc = {"stopped": [{"communicator": "c0:stream13", "streams": [13], "stopped_early": [2],
-                        "reached": [{"rank": 0, "operations": 5, "last_op": "AllReduce"},
-                                    {"rank": 1, "operations": 5, "last_op": "AllReduce"},
-                                    {"rank": 2, "operations": 3, "last_op": "AllReduce"}]},
-                       {"communicator": None, "streams": [77], "stopped_early": [],
-                        "reached": [{"rank": 3, "operations": 2, "last_op": "Broadcast"}]}]}
-    assert stopped_lines(doc) == [
+    stopped = (StoppedCommunicator("c0:stream13", (13,), (RankReached(0, 5, "AllReduce"), RankReached(1, 5, "AllReduce"),
+                                                          RankReached(2, 3, "AllReduce")), (2,)),
+               StoppedCommunicator(None, (77,), (RankReached(3, 2, "Broadcast"),), ()))
+    document = SimpleNamespace(stopped=stopped)
+    # The report reads the document as JSON data until it takes the typed result too: alike.
+    assert stopped_lines(document) == stopped_lines({"stopped": plain(stopped)}) == [
         "c0:stream13: 2 ranks (0, 1) reached operation 5 (AllReduce), 1 rank (2) reached operation 3 (AllReduce); "
         "rank 2 stopped earlier.",
         "stream 77: 1 rank (3) reached operation 2 (Broadcast), matching no other rank's operations."]

@@ -26,7 +26,36 @@ def test_a_name_alone_in_its_table_stays_short():
 
 def test_names_that_only_their_namespace_tells_apart_keep_it():
     assert distinct_names(["reduce_kernel"] * 2, ["void cub::reduce_kernel(int)", "void at::reduce_kernel(int)"]) == [
-        "cub::reduce_kernel(int)", "at::reduce_kernel(int)"]
+        "cub::reduce_kernel(…)", "at::reduce_kernel(…)"]
+    # Overloads: only their parameters tell them apart, so they are shown.
+    assert distinct_names(["f", "f"], ["void f(int)", "void f(float)"]) == ["f(int)", "f(float)"]
+
+
+# The HTA traces' elementwise kernels: each a lambda, named by its whole scope in the template argument.
+CLAMP = ("void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::launch_clamp_scalar("
+         "at::TensorIteratorBase&, c10::Scalar, c10::Scalar, at::native::detail::ClampLimits)::{lambda()#1}::operator()() "
+         "const::{lambda()#7}::operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2> >(int, "
+         "at::native::(anonymous namespace)::launch_clamp_scalar(at::TensorIteratorBase&, c10::Scalar, c10::Scalar, "
+         "at::native::detail::ClampLimits)::{lambda()#1}::operator()() const::{lambda()#7}::operator()() const::"
+         "{lambda(float)#1}, at::detail::Array<char*, 2>)")
+NAN = ("void at::native::vectorized_elementwise_kernel<4, at::native::nan_to_num_kernel_cuda(at::TensorIteratorBase&, "
+       "c10::optional<double>, c10::optional<double>, c10::optional<double>)::{lambda()#1}::operator()() const::"
+       "{lambda()#2}::operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2> >(int, at::native::"
+       "nan_to_num_kernel_cuda(at::TensorIteratorBase&, c10::optional<double>, c10::optional<double>, "
+       "c10::optional<double>)::{lambda()#1}::operator()() const::{lambda()#2}::operator()() const::{lambda(float)#1}, "
+       "at::detail::Array<char*, 2>)")
+
+
+def test_a_lambda_is_named_by_the_function_it_is_defined_in():
+    assert distinct_names([SHORT, SHORT], [CLAMP, NAN]) == [
+        f"{SHORT}<…, launch_clamp_scalar, …>", f"{SHORT}<…, nan_to_num_kernel_cuda, …>"]
+
+
+def test_lambdas_of_one_function_are_told_apart_by_their_scope_without_parameter_lists():
+    other = CLAMP.replace("{lambda()#7}", "{lambda()#8}")
+    assert distinct_names([SHORT, SHORT], [CLAMP, other]) == [
+        f"{SHORT}<…, launch_clamp_scalar(…)::{{lambda()#1}}::{{lambda()#7}}::{{lambda(…)#1}}, …>",
+        f"{SHORT}<…, launch_clamp_scalar(…)::{{lambda()#1}}::{{lambda()#8}}::{{lambda(…)#1}}, …>"]
 
 
 def test_names_and_prose_break_between_parts_never_inside_a_word():

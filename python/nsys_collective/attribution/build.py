@@ -40,7 +40,8 @@ def _whatif(w) -> WhatIfBlock | None:
                           recorded_dependencies=int(f["recorded_dependencies"])),
         ideal=Saving(**w.ideal), coverage=w.coverage, steps=w.steps,
         step_times=tuple(StepTime(**s) for s in w.step_times),
-        causes=tuple(WhatIfCause(**{**c, "parts": tuple(CausePart(**p) for p in c["parts"]) if c["parts"] else None})
+        causes=tuple(WhatIfCause(**{**c, "parts": tuple(CausePart(**p) for p in c["parts"]) if c["parts"] else None,
+                                    **{k: None if c[k] is None else tuple(c[k]) for k in ("ranks", "context")}})
                      for c in w.causes))
 
 

@@ -87,7 +87,7 @@ def analyze(
         if as_json:
             typer.echo(result.to_json())
         else:
-            for w in result.doc["warnings"]:
+            for w in result.document.warnings:
                 warn(w)
             render(result)
 

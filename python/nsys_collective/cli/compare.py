@@ -48,4 +48,4 @@ def compare(
 
 def _warnings(*runs) -> list[str]:
     """Each run's own warnings, saying which run they belong to."""
-    return [f"{name}: {w}" for name, run in zip("AB", runs) for w in run.doc.get("warnings", [])]
+    return [f"{name}: {w}" for name, run in zip("AB", runs) for w in run.document.warnings]

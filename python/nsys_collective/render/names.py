@@ -66,12 +66,18 @@ def _split_top(text: str, sep: str) -> list[str]:
     return parts + [text[start:]]
 
 
+def _named(part: str) -> bool:
+    """Whether a part of a qualified name names something: not a lambda, an anonymous namespace or
+    a lambda's call operator (`{lambda()#1}`, `(anonymous namespace)`, `operator()() const`)."""
+    return bool(part) and part[0] not in _OPEN and not part.startswith("operator")
+
+
 def _node(text: str) -> tuple[str, list[str]]:
-    """(head, template arguments) of a C++ name: the last named part of its qualified name (not a
-    lambda or an anonymous namespace), without `void`, namespaces or the parameter list."""
+    """(head, template arguments) of a C++ name: the last named part of its qualified name (for a
+    lambda, the function it is defined in), without `void`, namespaces or the parameter list."""
     text = re.sub(r"^\s*(void|const)\s+", "", text.strip())
     parts = [p.strip() for p in _split_top(text, "::")]
-    part = next((p for p in reversed(parts) if p and p[0] not in _OPEN), parts[-1])
+    part = next((p for p in reversed(parts) if _named(p)), parts[-1])
     cut = min([i for i in (part.find("<"), part.find("(")) if i > 0] or [len(part)])
     head = part[:cut].strip()
     if cut < len(part) and part[cut] == "<":
@@ -114,8 +120,9 @@ def _tell_apart(texts: list[str]) -> list[str]:
             if best[0] == len({tuple(r) for r in args}):
                 break
         if len({tuple(args[i][p] for p in chosen) for i in range(len(members))}) < len({texts[k] for k in members}):
-            for k in members:  # same head and arguments: their qualified names or parameters differ
-                labels[k] = re.sub(r"^\s*void\s+", "", texts[k])
+            # Same head and arguments: their scopes (a lambda's), namespaces or parameters differ.
+            for k, label in zip(members, _scoped([texts[k] for k in members])):
+                labels[k] = label
             continue
         shown = {p: _tell_apart([row[p] for row in args]) for p in chosen}
         for i, k in enumerate(members):
@@ -123,6 +130,42 @@ def _tell_apart(texts: list[str]) -> list[str]:
             cells = [c for j, c in enumerate(cells) if not (c == "…" and j and cells[j - 1] == "…")]
             labels[k] = f"{labels[k]}<{', '.join(cells)}>"
     return labels
+
+
+def _parameters_elided(text: str) -> str:
+    """text with each parameter list that holds something as `(…)` (`(anonymous namespace)` kept)."""
+    out, k = [], 0
+    while k < len(text):
+        if text[k] == "(" and k and (text[k - 1].isalnum() or text[k - 1] in "_>") and text[k + 1:k + 2] != ")":
+            depth, j = 0, k
+            while j < len(text):
+                depth += text[j] in _OPEN
+                depth -= text[j] in _CLOSE
+                j += 1
+                if depth == 0:
+                    break
+            out.append("(…)")
+            k = j
+            continue
+        out.append(text[k])
+        k += 1
+    return "".join(out)
+
+
+def _scoped(texts: list[str]) -> list[str]:
+    """Names one head and template arguments do not tell apart, in the first of these forms that
+    does, parameter lists as `(…)` and a lambda's call operators left out in both: from the last named
+    part on (`launch_clamp_scalar(…)::{lambda()#1}::{lambda()#7}::{lambda(…)#1}`), then with the
+    namespaces; else whole."""
+    whole = [re.sub(r"^\s*(void|const)\s+", "", t.strip()) for t in texts]
+    split = [[p.strip() for p in _split_top(t, "::")] for t in whole]
+    last = [max((i for i, p in enumerate(parts) if _named(p)), default=0) for parts in split]
+    from_named = ["::".join(p for p in parts[i:] if not p.startswith("operator")) for parts, i in zip(split, last)]
+    qualified = ["::".join(p for p in parts if not p.startswith("operator")) for parts in split]
+    for form in ([_parameters_elided(t) for t in from_named], [_parameters_elided(t) for t in qualified]):
+        if len(set(form)) == len(set(whole)):
+            return form
+    return whole
 
 
 def distinct_names(names: list[str], full: list[str]) -> list[str]:

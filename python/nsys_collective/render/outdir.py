@@ -23,7 +23,7 @@ def check_target(out: Path, force: bool, protect: Iterable[str | os.PathLike] = 
 
 def input_paths(result: Result) -> list[str]:
     """The files a result was analyzed from (reports and what was read of them): never replaced."""
-    return [p for i in result.doc["inputs"] for p in (i["path"], i["export"])]
+    return [p for i in result.document.inputs for p in (i.path, i.export)]
 
 
 def write_outputs(result: Result, out: Path, force: bool, protect: Iterable[str | os.PathLike] = ()) -> list[Path]:

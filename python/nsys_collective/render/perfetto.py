@@ -33,10 +33,9 @@ from pathlib import Path
 import numpy as np
 
 from nsys_collective import outputs
-from nsys_collective.causes import HOST, KERNEL, of
 from nsys_collective.errors import InputError
 from nsys_collective.render.outdir import input_paths
-from nsys_collective.result import Result
+from nsys_collective.result import Blame, HostBlame, KernelBlame, RankRow, Result, blamed_name
 from nsys_collective.version import __version__
 
 # Flows drawn per instance to the straggler: its largest kernel causes of at least the alignment
@@ -71,8 +70,8 @@ def write_trace(result: Result, path: Path, force: bool = False, protect: Iterab
     path = Path(path)
     view = _View(result)
     work = view.work
-    firsts = [int(work[r["rank"]].start[0]) for r in view.ranks if r["pid"] is not None and len(work[r["rank"]])]
-    t_ref = int(result.doc["alignment"]["t_ref_ns"])
+    firsts = [int(work[r.rank].start[0]) for r in view.ranks if r.pid is not None and len(work[r.rank])]
+    t_ref = int(result.document.alignment.t_ref_ns)
     origin = min([t_ref] + firsts)
     item_of = _observation_items(view)
 
@@ -80,7 +79,7 @@ def write_trace(result: Result, path: Path, force: bool = False, protect: Iterab
         return _micros(ns - origin)
 
     other = {"tool": "collectivetrace-nsys", "version": __version__, "clock": "aligned",
-             "t_ref_ns": t_ref, "origin_ns": origin, "reports": [i["path"] for i in result.doc["inputs"]]}
+             "t_ref_ns": t_ref, "origin_ns": origin, "reports": [i.path for i in result.document.inputs]}
     counts = {"events": 0, "flows": 0}
     with outputs.write_file(path, force, [*input_paths(result), *protect], ours=written_by_us) as f:
         f.write(_HEAD)
@@ -95,7 +94,7 @@ def write_trace(result: Result, path: Path, force: bool = False, protect: Iterab
 
         tids = {}
         for r in view.ranks:
-            events, tids[r["rank"]] = _rank_events(view, r, item_of, us)
+            events, tids[r.rank] = _rank_events(view, r, item_of, us)
             emit(events)
         flows, instants = _blame_events(view, item_of, tids, us)
         emit([_dumps(e) for e in instants + flows])
@@ -112,13 +111,13 @@ class _View:
     and naming."""
 
     def __init__(self, result: Result):
-        doc, o = result.doc, result.evidence.observations
+        document, o = result.document, result.evidence.observations
         self.work = result.timeline
-        self.ranks = doc["ranks"]
-        self.collectives = doc["collectives"]
+        self.ranks = document.ranks
+        self.collectives = document.collectives
         self.obs_instance, self.obs_rank, self.start, self.end = o.instance, o.rank, o.start, o.end
-        self.last_arrival = np.array([c["last_arrival_ns"] for c in self.collectives], dtype=np.int64)
-        self.straggler = np.array([c["straggler_rank"] for c in self.collectives], dtype=np.int64)
+        self.last_arrival = np.array([c.last_arrival_ns for c in self.collectives], dtype=np.int64)
+        self.straggler = np.array([c.straggler_rank for c in self.collectives], dtype=np.int64)
         self.wait = self.last_arrival[o.instance] - o.start if len(o.instance) else np.zeros(0, np.int64)
         self.tolerance_ns = result.evidence.tolerance_ns
 
@@ -161,17 +160,17 @@ def _dumps(event: dict) -> str:
     return json.dumps(event, separators=(",", ":"))
 
 
-def _rank_events(view: _View, r: dict, item_of, us) -> tuple[list[str], np.ndarray]:
+def _rank_events(view: _View, r: RankRow, item_of, us) -> tuple[list[str], np.ndarray]:
     """Metadata, GPU work and collective children of one rank, as JSON lines; and each work
     item's tid."""
-    rank = r["rank"]
+    rank = r.rank
     pid = rank + 1
     meta = [
         {"ph": "M", "pid": pid, "tid": 0, "ts": 0, "name": "process_name",
-         "args": {"name": f"rank {rank} · {r['host']} (pid {r['pid']}, GPU {r['device']})"}},
+         "args": {"name": f"rank {rank} · {r.host} (pid {r.pid}, GPU {r.device})"}},
         {"ph": "M", "pid": pid, "tid": 0, "ts": 0, "name": "process_sort_index", "args": {"sort_index": rank}},
     ]
-    if r["pid"] is None:  # a rank without a process holds no GPU work
+    if r.pid is None:  # a rank without a process holds no GPU work
         return [_dumps(e) for e in meta], np.zeros(0, np.int64)
     w, names = view.work[rank], view.work.names.values
     lane = _lanes(w.start, w.end, w.stream)
@@ -192,12 +191,12 @@ def _rank_events(view: _View, r: dict, item_of, us) -> tuple[list[str], np.ndarr
     for row in np.flatnonzero((view.obs_rank == rank) & (item_of >= 0)).tolist():
         j, i = int(item_of[row]), int(view.obs_instance[row])
         c = view.collectives[i]
-        start, end, last = int(w.start[j]), int(w.end[j]), c["last_arrival_ns"]
+        start, end, last = int(w.start[j]), int(w.end[j]), c.last_arrival_ns
         wait = int(view.wait[row])
-        args = {"collective": i, "op": c["op"], "comm": c["comm"], "seq": c["seq"],
-                "straggler": c["straggler_rank"], "wait_ns": wait, "transfer_ns": c["transfer_ns"]}
-        if c["straggler_rank"] == rank:
-            args["blame"] = [_blame_label(b) for b in c["blame"]]
+        args = {"collective": i, "op": c.op, "comm": c.comm, "seq": c.seq,
+                "straggler": c.straggler_rank, "wait_ns": wait, "transfer_ns": c.transfer_ns}
+        if c.straggler_rank == rank:
+            args["blame"] = [_blame_label(b) for b in c.blame]
         extra_args[j] = "," + _dumps(args)[1:-1]
         split = min(max(last, start), end)  # clipped: a slightly violated causality must not leak out
         if split > start:
@@ -221,9 +220,9 @@ def _rank_events(view: _View, r: dict, item_of, us) -> tuple[list[str], np.ndarr
     return lines, tid
 
 
-def _blame_label(b: dict) -> str:
-    what = b.get("kernel") or b.get("nvtx") or b.get("name")
-    return f"{b['cause']}{': ' + str(what) if what else ''}: {b['ns']} ns"
+def _blame_label(b: Blame) -> str:
+    what = blamed_name(b)
+    return f"{b.cause}{': ' + str(what) if what else ''}: {b.ns} ns"
 
 
 def _inside(start: int, end: int, at: int) -> int:
@@ -248,8 +247,8 @@ def _blame_events(view: _View, item_of, tids, us) -> tuple[list[dict], list[dict
         flows.append({"ph": "f", "pid": rank_b + 1, "tid": int(tids[rank_b][item_b]), "ts": us(at_b), **common})
 
     for i, collective in enumerate(view.collectives):
-        entries = collective["blame"]
-        s = collective["straggler_rank"]
+        entries = collective.blame
+        s = collective.straggler_rank
         row = row_of.get((i, s))
         if row is None or item_of[row] < 0:
             continue
@@ -257,10 +256,9 @@ def _blame_events(view: _View, item_of, tids, us) -> tuple[list[dict], list[dict
         t_start, t_end = int(ws.start[target]), int(ws.end[target])
         sources = []
         for b in entries:
-            family = of(b["cause"]).family
             # Parts under the alignment tolerance are clock noise, not a cause worth an arrow.
-            if family is KERNEL and b.get("rank") == s and b["ns"] >= tolerance and len(sources) < MAX_SOURCES:
-                name = work.names.intern(b["kernel_full"])
+            if isinstance(b, KernelBlame) and b.rank == s and b.ns >= tolerance and len(sources) < MAX_SOURCES:
+                name = work.names.intern(b.kernel_full)
                 if (s, name) not in occurrences:
                     occurrences[(s, name)] = np.flatnonzero(ws.name == name)
                 items = occurrences[(s, name)]
@@ -268,17 +266,17 @@ def _blame_events(view: _View, item_of, tids, us) -> tuple[list[dict], list[dict
                 k = int(np.searchsorted(ws.start[items], t_start)) - 1
                 if k >= 0:
                     sources.append((int(items[k]), b))
-            elif family is HOST and b.get("rank") in (s, None):
+            elif isinstance(b, HostBlame) and b.rank in (s, None):
                 instants.append({"ph": "i", "s": "t", "pid": s + 1, "tid": int(tids[s][target]), "ts": us(t_start),
-                                 "name": f"late: host in {b.get('nvtx') or 'unknown NVTX range'}", "cat": "blame",
-                                 "args": {"collective": i, "cause": b["cause"], "ns": b["ns"]}})
+                                 "name": f"late: host in {b.nvtx or 'unknown NVTX range'}", "cat": "blame",
+                                 "args": {"collective": i, "cause": b.cause, "ns": b.ns}})
         for n, (src, b) in enumerate(sources):
             a, e = int(ws.start[src]), int(ws.end[src])
-            args = {"collective": i, "cause": b["cause"], "kernel": b["kernel"], "blame_ns": b["ns"]}
+            args = {"collective": i, "cause": b.cause, "kernel": b.kernel, "blame_ns": b.ns}
             flow(s, src, _inside(a, e, e), s, target, _inside(t_start, t_end, t_start), args)
             if n:  # the waiting ranks' arrows come from the largest cause only
                 continue
-            last = collective["last_arrival_ns"]
+            last = collective.last_arrival_ns
             lo, hi = np.searchsorted(view.obs_instance, [i, i + 1])  # observations are sorted by instance
             for r in view.obs_rank[lo:hi].tolist():
                 row_r = row_of[(i, r)]

@@ -4,41 +4,46 @@ collectives, blame (one row per cause per collective), blocking, contention, ran
 from __future__ import annotations
 
 import csv
+from dataclasses import fields, is_dataclass
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from nsys_collective.result import Result
+from nsys_collective.result import Blame, Collective, Result
 
 
-def _flat(row: dict, prefix: str = "") -> dict:
-    """Nested dicts become prefixed columns; lists are left out (they have their own table)."""
+def _flat(record, prefix: str = "") -> dict:
+    """A record of the document as one row: its fields in order, nested records and mappings as
+    prefixed columns (`gpu_metrics_sm_active`); lists are left out (they have their own table)."""
     out = {}
-    for key, value in row.items():
-        if isinstance(value, dict):
+    items = ((f.name, getattr(record, f.name)) for f in fields(record)) if is_dataclass(record) else record.items()
+    for key, value in items:
+        if is_dataclass(value) or isinstance(value, dict):
             out.update(_flat(value, f"{prefix}{key}_"))
-        elif not isinstance(value, list):
+        elif not isinstance(value, (tuple, list)):
             out[f"{prefix}{key}"] = value
     return out
 
 
+def _blame_row(c: Collective, e: Blame) -> dict:
+    """One cause of one collective: the collective, then the entry's fields (each family names its
+    cause by its own fields; the others are empty in the table)."""
+    return {"collective": c.id, "op": c.op, **_flat(e)}
+
+
 def rows(result: Result) -> dict[str, list[dict]]:
     """Each table's rows, as dicts."""
-    doc = result.doc
-    blame = [{"collective": c["id"], "op": c["op"], "cause": e["cause"], "rank": e["rank"], "host": e.get("host"), "ns": e["ns"],
-              "wait_saved_ns": e["wait_saved_ns"], "step_time_saved_ns": e["step_time_saved_ns"],
-              "kernel": e.get("kernel"), "kernel_full": e.get("kernel_full"), "nvtx": e.get("nvtx"), "name": e.get("name")}
-             for c in doc["collectives"] for e in (c["blame"] or [])]
+    document = result.document
     # Every cause the what-if replayed, most wait saved first (as whatif.causes).
-    blocking = list((doc.get("whatif") or {"causes": []})["causes"])
+    blocking = document.whatif.causes if document.whatif else ()
     return {
-        "collectives": [_flat(c) for c in doc["collectives"]],
-        "blame": blame,
+        "collectives": [_flat(c) for c in document.collectives],
+        "blame": [_blame_row(c, e) for c in document.collectives for e in c.blame],
         "blocking": [_flat(e) for e in blocking],
-        "contention": [_flat(e) for e in doc["contention"]],
-        "ranks": [_flat(r) for r in doc["ranks"]],
-        "steps": [_flat(s) for s in doc["steps"]],
+        "contention": [_flat(e) for e in document.contention],
+        "ranks": [_flat(r) for r in document.ranks],
+        "steps": [_flat(s) for s in document.steps],
     }
 
 

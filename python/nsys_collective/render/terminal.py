@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 from rich import box
@@ -20,7 +21,8 @@ from rich.text import Text
 from nsys_collective.causes import table_label
 from nsys_collective.glossary import ZERO_OVERLAP
 from nsys_collective.render.names import distinct_names
-from nsys_collective.result import Result
+from nsys_collective.result import (AlignmentInfo, ContentionEntry, ContentionFit, Document, RankReached, Result,
+                                   StoppedCommunicator, WhatIfCause)
 from nsys_collective.units import count
 from nsys_collective.units import duration as _d
 from nsys_collective.render.text import break_name, longest_part, wrap
@@ -138,206 +140,214 @@ def named_table(out: Console, title: str, columns: list[str], rows: list[list[st
 
 def verdict(result: Result) -> list[str]:
     """The job, its total wait and dominant straggler, then the findings."""
-    return list(result.evidence.verdict) + result.doc["findings"]
+    return list(result.evidence.verdict) + list(result.document.findings)
 
 
-def _where(cause: dict) -> str:
+def _where(cause: WhatIfCause) -> str:
     """Where a cause acts, short: a cause on several hosts says how many (its name says which)."""
-    if cause["rank"] is not None:
-        return f"rank {cause['rank']}"
-    hosts = (cause["host"] or "").split(", ")
-    return f"{len(hosts)} hosts" if len(hosts) > 1 else (cause["host"] or "all")
+    if cause.rank is not None:
+        return f"rank {cause.rank}"
+    hosts = (cause.host or "").split(", ")
+    return f"{len(hosts)} hosts" if len(hosts) > 1 else (cause.host or "all")
 
 
-def _named(cause: dict) -> str:
+def _named(cause: WhatIfCause) -> str:
     """A cause's name in a table, with the hosts of a cause on several."""
     label = table_label(cause)
-    return f"{label} on {cause['host']}" if _where(cause).endswith(" hosts") else label
+    return f"{label} on {cause.host}" if _where(cause).endswith(" hosts") else label
 
 
-def _whatif(out: Console, doc: dict) -> list[RenderableType]:
-    w = doc.get("whatif")
-    if not w or not w["causes"]:
+def _whatif(out: Console, document: Document) -> list[RenderableType]:
+    w = document.whatif
+    if not w or not w.causes:
         return []
-    causes = w["causes"][:WORST]
+    causes = w.causes[:WORST]
     # A rank-level cause's parts sit under it, indented.
-    rows = [[("  └ " if c["parent"] is not None else "") + _where(c), c["cause"], _d(c["wait_saved_ns"]),
-             _d(c["step_time_saved_ns"]), _d(c["excess_ns"]), str(c["collectives"]), c["confidence"]] for c in causes]
-    names = distinct_names([_named(c) for c in causes], [c.get("name_full") or table_label(c) for c in causes])
+    rows = [[("  └ " if c.parent is not None else "") + _where(c), c.cause, _d(c.wait_saved_ns),
+             _d(c.step_time_saved_ns), _d(c.excess_ns), str(c.collectives), c.confidence] for c in causes]
+    names = distinct_names([_named(c) for c in causes], [c.name_full or table_label(c) for c in causes])
     shown = named_table(out, "What fixing each cause would save (replayed), most wait saved first",
                         ["where", "cause", "wait saved", "step time saved", "excess", "collectives", "confidence"],
                         rows, names, "kernel or NVTX range", at=2)
-    f, ideal = w["fidelity"], w["ideal"]
-    more = f" {count(len(w['causes']) - WORST, 'smaller cause')} in --json." if len(w["causes"]) > WORST else ""
-    saved = ideal["wait_saved_ns"]
+    f, ideal = w.fidelity, w.ideal
+    more = f" {count(len(w.causes) - WORST, 'smaller cause')} in --json." if len(w.causes) > WORST else ""
+    saved = ideal.wait_saved_ns
     wait = f"{_d(saved)} of wait saved" if saved >= 0 else f"no wait saved ({_d(-saved)} more: it moves to other ranks)"
-    coverage = "" if w["coverage"] is None else f" (coverage: {w['coverage']:.0%} of the wait)"
-    per = "step time" if w["step_times"] else "the capture's time"
-    return shown + [f"All at once: {wait}{coverage}, {_d(ideal['step_time_saved_ns'])} of {per}. "
-                    f"Replay fidelity: {f['explained_start_share']:.0%} of {count(f['ops'], 'GPU op start')} explained by "
-                    f"{f['recorded_dependencies']:,} recorded and {f['inferred_dependencies']:,} inferred dependencies.{more}"]
+    coverage = "" if w.coverage is None else f" (coverage: {w.coverage:.0%} of the wait)"
+    per = "step time" if w.step_times else "the capture's time"
+    return shown + [f"All at once: {wait}{coverage}, {_d(ideal.step_time_saved_ns)} of {per}. "
+                    f"Replay fidelity: {f.explained_start_share:.0%} of {count(f.ops, 'GPU op start')} explained by "
+                    f"{f.recorded_dependencies:,} recorded and {f.inferred_dependencies:,} inferred dependencies.{more}"]
 
 
-def _range(e: dict) -> str:
-    if e.get("contention_low_ns") is None:
+def _range(e: ContentionEntry) -> str:
+    if e.contention_low_ns is None:
         return "-"
-    return f"{_d(e['contention_low_ns'])}-{_d(e['contention_high_ns'])}"
+    return f"{_d(e.contention_low_ns)}-{_d(e.contention_high_ns)}"
 
 
-def _contention(out: Console, doc: dict) -> list[RenderableType]:
-    entries = doc["contention"][:WORST]
+def _contention(out: Console, document: Document) -> list[RenderableType]:
+    entries = document.contention[:WORST]
     if not entries:
         return []
-    rows = [[_d(e["overlap_ns"]), _d(e["contention_ns"]), _range(e), e.get("confidence") or "-", str(e["collectives"])]
-            for e in entries]
-    names = distinct_names([e["kernel"] for e in entries], [e.get("kernel_full") or e["kernel"] for e in entries])
+    rows = [[_d(e.overlap_ns), _d(e.contention_ns), _range(e), e.confidence or "-", str(e.collectives)] for e in entries]
+    names = distinct_names([e.kernel for e in entries], [e.kernel_full or e.kernel for e in entries])
     shown = named_table(out, "What slowed the transfers", ["overlap", "transfer slowdown", "90% range", "confidence", "collectives"],
                         rows, names, "kernel", at=0)
-    return shown + [_fit_note(doc)] if doc.get("contention_fit") else shown
+    return shown + [_fit_note(document.contention_fit, document.contention)] if document.contention_fit else shown
 
 
-def _compute_slowed(out: Console, doc: dict) -> list[RenderableType]:
+def _compute_slowed(out: Console, document: Document) -> list[RenderableType]:
     """Compute kernels NCCL slowed, where the fit is confident."""
-    entries = [e for e in doc["compute_slowdown"] if e.get("confidence") == "high"][:WORST]
+    entries = [e for e in document.compute_slowdown if e.confidence == "high"][:WORST]
     if not entries:
         return []
-    rows = [[_d(e["slowed_ns"]), f"{_d(e['slowed_low_ns'])}-{_d(e['slowed_high_ns'])}", f"{e['slowdown']:+.0%}",
-             _d(e.get("step_time_saved_ns"))] for e in entries]
-    names = distinct_names([e["kernel"] for e in entries], [e.get("kernel_full") or e["kernel"] for e in entries])
+    rows = [[_d(e.slowed_ns), f"{_d(e.slowed_low_ns)}-{_d(e.slowed_high_ns)}", f"{e.slowdown:+.0%}",
+             _d(e.step_time_saved_ns)] for e in entries]
+    names = distinct_names([e.kernel for e in entries], [e.kernel_full or e.kernel for e in entries])
     return named_table(out, "What NCCL slowed (compute kernels beside NCCL kernels, fitted)",
                        ["NCCL added", "90% range", "compute slowdown", "step time saved"], rows, names, "kernel", at=0)
 
 
-def _fit_note(doc: dict) -> str:
+def _fit_note(fit: ContentionFit, entries: Sequence[ContentionEntry]) -> str:
     """How the slowdowns were measured, as prose under their table."""
-    fit = doc["contention_fit"]
-    notes = [f"Fitted over {count(fit['collectives'], 'collective')} in {count(fit['classes'], 'class', 'classes')}: "
+    notes = [f"Fitted over {count(fit.collectives, 'collective')} in {count(fit.classes, 'class', 'classes')}: "
              "transfer time = its class's baseline + each kernel's coefficient x its overlap."]
-    if any(e["contention_ns"] is None for e in doc["contention"]):
+    if any(e.contention_ns is None for e in entries):
         notes.append("'-': the kernel overlapped every transfer of its class alike (or ran through all of them), so its cost "
                      "cannot be told from the baseline.")
-    if any(len(e.get("kernels") or ()) > 1 for e in doc["contention"]):
+    if any(len(e.kernels) > 1 for e in entries):
         notes.append("'a + b': kernels that always overlapped together; the data cannot split them.")
-    check = fit.get("clean_check")
+    check = fit.clean_check
     if check:
-        notes.append(f"The {count(check['instances'], 'transfer')} nothing overlapped agree with the fitted baselines "
-                     f"within {check['median_error']:.2%} (median).")
-    if not any(e.get("confidence") == "high" for e in doc["contention"]):
+        notes.append(f"The {count(check.instances, 'transfer')} nothing overlapped agree with the fitted baselines "
+                     f"within {check.median_error:.2%} (median).")
+    if not any(e.confidence == "high" for e in entries):
         notes.append("No figure is confident: overlapping compute did not measurably slow the transfers.")
     return " ".join(notes)
 
 
-def _stragglers(out: Console, doc: dict) -> list[RenderableType]:
-    collectives = doc["collectives"]
-    host_of = {r["rank"]: r["host"] for r in doc["ranks"]}
+def _stragglers(out: Console, document: Document) -> list[RenderableType]:
+    collectives = document.collectives
+    host_of = {r.rank: r.host for r in document.ranks}
     caused, skew, last = Counter(), Counter(), Counter()
     for c in collectives:
-        caused[c["straggler_rank"]] += c["wait_cost_ns"]
-        skew[c["straggler_rank"]] += c["skew_ns"]
-        last[c["straggler_rank"]] += 1
+        caused[c.straggler_rank] += c.wait_cost_ns
+        skew[c.straggler_rank] += c.skew_ns
+        last[c.straggler_rank] += 1
     rows = [[str(rank), host_of.get(rank) or "-", f"{last[rank]} of {len(collectives)}", _d(skew[rank]), _d(caused[rank])]
             for rank in sorted(caused, key=lambda r: (-caused[r], r))[:WORST]]
     return [title_line("Stragglers"), plain_table(out, ["rank", "host", "last to arrive", "skew", "wait caused"], rows)]
 
 
-def _steps(out: Console, doc: dict) -> list[RenderableType]:
-    steps = doc["steps"]
+def _steps(out: Console, document: Document) -> list[RenderableType]:
+    steps = document.steps
     if not steps:
         return []
-    rows = [[st["step"], _d(st["duration_ns"]), _share(st["wait_share"]), _share(st["idle_share"]), _d(st["wait_ns"]),
-             "-" if st["top_straggler_rank"] is None else str(st["top_straggler_rank"]), _d(st["top_blocker_wait_ns"])]
+    rows = [[st.step, _d(st.duration_ns), _share(st.wait_share), _share(st.idle_share), _d(st.wait_ns),
+             "-" if st.top_straggler_rank is None else str(st.top_straggler_rank), _d(st.top_blocker_wait_ns)]
             for st in steps]
     return named_table(out, "Per step (waiting and idle: shares of the step's GPU time over all ranks)",
                        ["step", "time", "waiting", "idle", "wait", "straggler", "its wait"], rows,
-                       [st["top_blocker"] or "-" for st in steps], "top blocker", at=6)
+                       [st.top_blocker or "-" for st in steps], "top blocker", at=6)
 
 
 def _share(x: float | None) -> str:
     return "-" if x is None else f"{x:.0%}"
 
 
-def _worst(out: Console, doc: dict) -> list[RenderableType]:
-    collectives = sorted(doc["collectives"], key=lambda c: -c["wait_cost_ns"])[:WORST]
-    rows = [[str(c["id"]), c["op"], c["comm"], str(c["ranks"]), str(c["straggler_rank"]), _d(c["skew_ns"]),
-             _d(c["wait_cost_ns"]), _d(c["transfer_ns"])] for c in collectives]
+def _worst(out: Console, document: Document) -> list[RenderableType]:
+    collectives = sorted(document.collectives, key=lambda c: -c.wait_cost_ns)[:WORST]
+    rows = [[str(c.id), c.op, c.comm, str(c.ranks), str(c.straggler_rank), _d(c.skew_ns),
+             _d(c.wait_cost_ns), _d(c.transfer_ns)] for c in collectives]
     return [title_line(f"Worst collectives by wait (top {len(collectives)})"),
             plain_table(out, ["id", "op", "comm", "ranks", "straggler", "skew", "wait", "transfer"], rows)]
 
 
 def _alignment(out: Console, result: Result) -> list[RenderableType]:
-    a = result.doc["alignment"]
-    b, f = a["end_spread_ns_before"], a["end_spread_ns_after"]
-    if b is None:
+    a = result.document.alignment
+    b, f = a.end_spread_ns_before, a.end_spread_ns_after
+    if b is None or f is None:
         return []
     clocks = result.evidence.clocks
-    rows = [[name, _d(host["offset_ns"]), f"{host['drift_ppm']:.2f}"] for name, host in zip(clocks[:MAX_RANK_ROWS], a["hosts"])]
+    rows = [[name, _d(host.offset_ns), f"{host.drift_ppm:.2f}"] for name, host in zip(clocks[:MAX_RANK_ROWS], a.hosts)]
     title = title_line(alignment_title(a))
     table = plain_table(out, ["clock", "offset", "drift ppm"], rows)
     more = f" {count(len(clocks) - MAX_RANK_ROWS, 'more clock')} in --json." if len(clocks) > MAX_RANK_ROWS else ""
-    return [title, table, f"End-time spread p50/p95/max: before {_d(b['p50'])} / {_d(b['p95'])} / {_d(b['max'])}, "
-                   f"after {_d(f['p50'])} / {_d(f['p95'])} / {_d(f['max'])}; causality violations "
-                   f"{a['violations_before']} -> {a['violations_after']}.{more}"]
+    return [title, table, f"End-time spread p50/p95/max: before {_d(b.p50)} / {_d(b.p95)} / {_d(b.max)}, "
+                   f"after {_d(f.p50)} / {_d(f.p95)} / {_d(f.max)}; causality violations "
+                   f"{a.violations_before} -> {a.violations_after}.{more}"]
 
 
-def stopped_lines(doc: dict) -> list[str]:
+def stopped_lines(document: Document | dict) -> list[str]:
     """Per communicator whose ranks did not all reach its last operation: where each rank stopped,
     and which stopped earlier (what a hang or a mismatch needs first)."""
     lines = []
-    for s in doc.get("stopped") or ():
-        reached = sorted(s["reached"], key=lambda r: (-r["operations"], r["rank"]))
+    for s in _stopped_of(document):
+        reached = sorted(s.reached, key=lambda r: (-r.operations, r.rank))
         by_point: dict[tuple[int, str], list[int]] = {}
         for r in reached:
-            by_point.setdefault((r["operations"], r["last_op"]), []).append(r["rank"])
+            by_point.setdefault((r.operations, r.last_op), []).append(r.rank)
         where = ", ".join(f"{count(len(ranks), 'rank')} ({', '.join(map(str, ranks))}) reached operation {n} ({op})"
                           for (n, op), ranks in by_point.items())
-        if s["communicator"] is None:
-            lines.append(f"stream {'/'.join(map(str, s['streams']))}: {where}, matching no other rank's operations.")
+        if s.communicator is None:
+            lines.append(f"stream {'/'.join(map(str, s.streams))}: {where}, matching no other rank's operations.")
         else:
-            lines.append(f"{s['communicator']}: {where}; {'rank' if len(s['stopped_early']) == 1 else 'ranks'} "
-                         f"{', '.join(map(str, s['stopped_early']))} stopped earlier.")
+            lines.append(f"{s.communicator}: {where}; {'rank' if len(s.stopped_early) == 1 else 'ranks'} "
+                         f"{', '.join(map(str, s.stopped_early))} stopped earlier.")
     return lines
 
 
-def _stopped(out: Console, doc: dict) -> list[RenderableType]:
-    lines = stopped_lines(doc)
+def _stopped_of(document: Document | dict) -> tuple[StoppedCommunicator, ...]:
+    """The document's stopped communicators, typed; html.py still hands the JSON document (until
+    it reads the typed result too)."""
+    if not isinstance(document, dict):
+        return document.stopped
+    return tuple(StoppedCommunicator(communicator=s["communicator"], streams=tuple(s["streams"]),
+                                     reached=tuple(RankReached(**r) for r in s["reached"]), stopped_early=tuple(s["stopped_early"]))
+                 for s in document.get("stopped") or ())
+
+
+def _stopped(out: Console, document: Document) -> list[RenderableType]:
+    lines = stopped_lines(document)
     return [title_line("Where ranks stopped (not all reached the last operation)"), *lines] if lines else []
 
 
-def alignment_title(a: dict) -> str:
+def alignment_title(a: AlignmentInfo) -> str:
     """How the clocks were aligned, in words: a fit on N collectives, or why none was needed."""
-    if a["method"] == "none (one clock)":
+    if a.method == "none (one clock)":
         return "Clock alignment: none needed, every rank reads one clock"
-    if a["method"].startswith("none"):
+    if a.method.startswith("none"):
         return "Clock alignment: none, no collective to fit the clocks on"
-    return f"Clock alignment (fitted on {count(a['instances_used'], 'collective')}, {a['method']} method)"
+    return f"Clock alignment (fitted on {count(a.instances_used, 'collective')}, {a.method} method)"
 
 
-def _ranks(out: Console, doc: dict) -> list[RenderableType]:
-    ranks = doc["ranks"][:MAX_RANK_ROWS]
-    rows = [[str(r["rank"]), r["host"] or "-", "-" if r["pid"] is None else str(r["pid"]), "-" if r["device"] is None else str(r["device"]),
-             f"{r['kernels']:,}", f"{r['nccl_kernels']:,}", _d(r["nccl_time_ns"]), _d(r["clock_offset_ns"])] for r in ranks]
+def _ranks(out: Console, document: Document) -> list[RenderableType]:
+    ranks = document.ranks[:MAX_RANK_ROWS]
+    rows = [[str(r.rank), r.host or "-", "-" if r.pid is None else str(r.pid), "-" if r.device is None else str(r.device),
+             f"{r.kernels:,}", f"{r.nccl_kernels:,}", _d(r.nccl_time_ns), _d(r.clock_offset_ns)] for r in ranks]
     shown = named_table(out, "Ranks", ["rank", "host", "pid", "device", "kernels", "NCCL kernels", "NCCL time", "clock offset"],
-                        rows, [Path(r["report"]).name for r in ranks], "report", at=2, list_below=False)
-    if len(doc["ranks"]) > MAX_RANK_ROWS:
-        shown.append(f"{count(len(doc['ranks']) - MAX_RANK_ROWS, 'more rank')} in --json.")
+                        rows, [Path(r.report).name for r in ranks], "report", at=2, list_below=False)
+    if len(document.ranks) > MAX_RANK_ROWS:
+        shown.append(f"{count(len(document.ranks) - MAX_RANK_ROWS, 'more rank')} in --json.")
     return shown
 
 
-def _idle(out: Console, doc: dict) -> list[RenderableType]:
+def _idle(out: Console, document: Document) -> list[RenderableType]:
     """Where each rank's GPU sat idle (host not launching, waiting on a sync, other), the host's
     synchronize time and calls, and, as prose under the table, why overlap is zero where it is."""
-    ranks = [r for r in doc["ranks"][:MAX_RANK_ROWS] if r.get("idle_ns") is not None]
+    ranks = [r for r in document.ranks[:MAX_RANK_ROWS] if r.idle_ns is not None]
     if not ranks:
         return []
-    rows = [[str(r["rank"]), _d(r["idle_ns"]), _d(r["idle_host_wait_ns"]), _d(r["idle_sync_wait_ns"]), _d(r["idle_other_ns"]),
-             _d(r.get("host_sync_ns")), "-" if r.get("host_sync_calls") is None else f"{r['host_sync_calls']:,}",
-             "-" if r.get("overlap_share") is None else f"{r['overlap_share']:.0%}"] for r in ranks]
+    rows = [[str(r.rank), _d(r.idle_ns), _d(r.idle_host_wait_ns), _d(r.idle_sync_wait_ns), _d(r.idle_other_ns),
+             _d(r.host_sync_ns), "-" if r.host_sync_calls is None else f"{r.host_sync_calls:,}",
+             "-" if r.overlap_share is None else f"{r.overlap_share:.0%}"] for r in ranks]
     shown = [title_line("GPU idle, host synchronization and overlap per rank"),
              plain_table(out, ["rank", "GPU idle", "host wait", "sync wait", "other", "host sync", "syncs", "overlap"], rows)]
     why: dict[str, list[str]] = {}
     for r in ranks:
-        if r.get("zero_overlap_cause"):
-            why.setdefault(r["zero_overlap_cause"], []).append(str(r["rank"]))
+        if r.zero_overlap_cause:
+            why.setdefault(r.zero_overlap_cause, []).append(str(r.rank))
     for cause, which in why.items():
         words, fix = ZERO_OVERLAP[cause]
         shown.append(f"0% overlap on {count(len(which), 'rank')} ({', '.join(which)}): {words}" + (f"; {fix}." if fix else "."))
@@ -347,16 +357,16 @@ def _idle(out: Console, doc: dict) -> list[RenderableType]:
 def render(result: Result, console: Console | None = None) -> None:
     """The verdict first, then what blocked and what slowed the collectives, then the evidence."""
     out = console or stdout_console()
-    doc = result.doc
+    document = result.document
     say = lambda line: out.print(prose(out, line), markup=False)  # noqa: E731
     for line in result.evidence.verdict:
         say(line)
-    if doc["findings"]:
+    if document.findings:
         out.print()
-    for line in doc["findings"]:
+    for line in document.findings:
         say(line)
-    parts = (_whatif(out, doc) + _contention(out, doc) + _compute_slowed(out, doc) + _stragglers(out, doc) + _steps(out, doc) + _worst(out, doc)
-             if doc["collectives"] else [])
-    for part in parts + _stopped(out, doc) + _alignment(out, result) + _ranks(out, doc) + _idle(out, doc):
+    parts = (_whatif(out, document) + _contention(out, document) + _compute_slowed(out, document) + _stragglers(out, document)
+             + _steps(out, document) + _worst(out, document) if document.collectives else [])
+    for part in parts + _stopped(out, document) + _alignment(out, result) + _ranks(out, document) + _idle(out, document):
         say(part) if isinstance(part, str) else out.print(part)
     out.print("What each figure means: collectivetrace-nsys glossary", markup=False, style="dim")

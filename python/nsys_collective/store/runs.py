@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-import json
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -27,7 +26,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModu
 from nsys_collective import causes as cause_kinds
 from nsys_collective.errors import InputError
 from nsys_collective.ingest.sqlite_kind import STORE_APPLICATION_ID, sqlite_kind
-from nsys_collective.result import SCHEMA_VERSION, Result
+from nsys_collective.result import SCHEMA_VERSION, Document, Result, Spread
 from nsys_collective.store.schema import (AlignmentHostRow, Base, BlameRow, BlockingRow, CollectiveRow, ContentionRow,
                                           RankTableRow, Run)
 from nsys_collective.version import __version__
@@ -202,38 +201,43 @@ def stored_failure(engine: Engine, job_path: str, input_hash: str) -> str | None
             Run.tool_version == __version__, Run.retryable.is_not(True)).order_by(Run.id.desc()).limit(1))
 
 
-def _pick(model, row: dict, **extra) -> dict:
-    """A value for every column of `model` from `row` (None where absent: one executemany needs
-    the same keys in every row); lists and nested dicts stay in the document."""
-    out = {c.key: row.get(c.key) for c in model.__table__.columns}
+def _pick(model, record, **extra) -> dict:
+    """A value for every column of `model` from the field of that name of a record of the document
+    (None where the record has none, as a launch has no kernel: one executemany needs the same keys
+    in every row); lists and nested records stay in the document."""
+    out = {c.key: getattr(record, c.key, None) for c in model.__table__.columns}
     out.update(extra)
     return out
 
 
-def _summary_columns(doc: dict) -> dict:
-    s, a = doc["summary"], doc["alignment"]
-    before, after = a.get("end_spread_ns_before") or {}, a.get("end_spread_ns_after") or {}
+def _spread_columns(when: str, spread: Spread | None) -> dict:
+    values = (None, None, None) if spread is None else (spread.p50, spread.p95, spread.max)
+    return {f"spread_{when}_{q}_ns": v for q, v in zip(("p50", "p95", "max"), values)}
+
+
+def _summary_columns(doc: Document) -> dict:
+    s, a = doc.summary, doc.alignment
     return {
-        **{k: s.get(k) for k in ("ranks", "collectives", "wait_ns", "transfer_ns", "nccl_time_ns",
-                                 "explained_wait_share", "avoidable_wait_ns", "top_blocking_kernel", "top_straggler_rank")},
-        "top_cause": cause_kinds.column_text(s.get("top_cause")),
-        "alignment_method": a.get("method"), "t_ref_ns": a.get("t_ref_ns"),
-        **{f"spread_before_{q}_ns": before.get(q) for q in ("p50", "p95", "max")},
-        **{f"spread_after_{q}_ns": after.get(q) for q in ("p50", "p95", "max")},
-        "violations_before": a.get("violations_before"), "violations_after": a.get("violations_after"),
+        "ranks": s.ranks, "collectives": s.collectives, "wait_ns": s.wait_ns, "transfer_ns": s.transfer_ns,
+        "nccl_time_ns": s.nccl_time_ns, "explained_wait_share": s.explained_wait_share, "avoidable_wait_ns": s.avoidable_wait_ns,
+        "top_blocking_kernel": s.top_blocking_kernel, "top_straggler_rank": s.top_straggler_rank,
+        "top_cause": cause_kinds.column_text(s.top_cause),
+        "alignment_method": a.method, "t_ref_ns": a.t_ref_ns,
+        **_spread_columns("before", a.end_spread_ns_before), **_spread_columns("after", a.end_spread_ns_after),
+        "violations_before": a.violations_before, "violations_after": a.violations_after,
     }
 
 
-def _child_rows(run_id: int, doc: dict) -> dict:
-    blocking = doc["blocking_kernels"] + doc["blocking_launches"]
+def _child_rows(run_id: int, doc: Document) -> dict:
+    blocking = doc.blocking_kernels + doc.blocking_launches
     return {
-        RankTableRow: [_pick(RankTableRow, r, run_id=run_id) for r in doc["ranks"]],
-        CollectiveRow: [_pick(CollectiveRow, c, run_id=run_id, collective=c["id"]) for c in doc["collectives"]],
-        BlameRow: [_pick(BlameRow, b, run_id=run_id, collective=c["id"], position=i)
-                   for c in doc["collectives"] for i, b in enumerate(c["blame"] or [])],
+        RankTableRow: [_pick(RankTableRow, r, run_id=run_id) for r in doc.ranks],
+        CollectiveRow: [_pick(CollectiveRow, c, run_id=run_id, collective=c.id) for c in doc.collectives],
+        BlameRow: [_pick(BlameRow, b, run_id=run_id, collective=c.id, position=i)
+                   for c in doc.collectives for i, b in enumerate(c.blame)],
         BlockingRow: [_pick(BlockingRow, e, run_id=run_id, position=i) for i, e in enumerate(blocking)],
-        ContentionRow: [_pick(ContentionRow, e, run_id=run_id, position=i) for i, e in enumerate(doc["contention"])],
-        AlignmentHostRow: [_pick(AlignmentHostRow, h, run_id=run_id, position=i) for i, h in enumerate(doc["alignment"]["hosts"])],
+        ContentionRow: [_pick(ContentionRow, e, run_id=run_id, position=i) for i, e in enumerate(doc.contention)],
+        AlignmentHostRow: [_pick(AlignmentHostRow, h, run_id=run_id, position=i) for i, h in enumerate(doc.alignment.hosts)],
     }
 
 
@@ -245,15 +249,15 @@ def write_run(engine: Engine, job: str | Path, inputs: Sequence, input_hash: str
     runs of the job go: it has a newer record now. Returns the run id; raises `AlreadyStored` when
     another writer stored the job with these inputs first."""
     failed = isinstance(result_or_error, str)
-    doc = None if failed else result_or_error.doc
+    doc = None if failed else result_or_error.document
     job_path = str(job)
     run = {
         "job": name or Path(job).name, "job_path": job_path, "inputs": len(inputs), "input_hash": input_hash,
-        "tool_version": __version__, "schema_version": SCHEMA_VERSION if failed else doc["schema_version"],
+        "tool_version": __version__, "schema_version": SCHEMA_VERSION if failed else doc.schema_version,
         "created_at": datetime.datetime.now(datetime.timezone.utc),
         "status": "failed" if failed else "ok", "error": result_or_error if failed else None,
         "retryable": retryable if failed else None,
-        "document": None if failed else json.dumps(doc),
+        "document": None if failed else result_or_error.to_json(indent=None),
         "evidence": None if failed else result_or_error.evidence.to_json(),
         **({} if failed else _summary_columns(doc)),
     }

@@ -88,6 +88,8 @@ class RankTableRow(Base):
 
 
 class CollectiveRow(Base):
+    # Stores made before this also hold a reference_rank column: null in every row since schema 2
+    # (the document lost the field), left in place.
     __tablename__ = "collectives"
     run_id: Mapped[int] = _run_id()
     collective: Mapped[int] = mapped_column(primary_key=True)  # the document's collectives[].id
@@ -104,7 +106,6 @@ class CollectiveRow(Base):
     transfer_ns: Mapped[int | None]
     transfer_shortest_ns: Mapped[int | None]
     busbw_gbps: Mapped[float | None]
-    reference_rank: Mapped[int | None]
     blame_method: Mapped[str | None]
     compute_overlap_ns: Mapped[int | None]
     sm_pressure: Mapped[float | None]
