@@ -21,7 +21,8 @@ TERMS: tuple[tuple[str, str], ...] = (
                "ranks, or in its own other steps), summed over the run."),
     ("wait saved", "The wait the job would no longer spend with the cause removed: its dependency graph "
                    "replayed without it, GPU time over all ranks and collectives. Causes overlap, so their "
-                   "savings do not add up; 'avoidable' is the causes found removed together (the ideal)."),
+                   "savings do not add up; 'avoidable' is the causes found removed together (the ideal). 'adds N': "
+                   "fixed alone, the cause's rank would wait N longer for another (negative in --json); it saves step time only."),
     ("step time saved", "How much sooner each step would end with the cause removed (replayed); the "
                         "figure a training job's throughput follows."),
     ("confidence", "high: the cause is systematic (a kernel 10%+ slower or run more often, a host range "

@@ -64,6 +64,6 @@ def test_an_ideal_that_moves_the_wait_is_not_shown_as_a_saving(tmp_path, real_di
     moved = dataclasses.replace(result, document=dataclasses.replace(
         d, whatif=dataclasses.replace(d.whatif, ideal=ideal),
         summary=dataclasses.replace(d.summary, avoidable_wait_ns=-28_000_000)))
-    assert "All at once: no wait saved (" in shown(moved)
+    assert "Fixed together: no wait saved (" in shown(moved)
     write_report(moved, {}, tmp_path / "report.html")
     assert "none found" in (tmp_path / "report.html").read_text()

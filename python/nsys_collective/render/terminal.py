@@ -157,13 +157,18 @@ def _named(cause: WhatIfCause) -> str:
     return f"{label} on {cause.host}" if _where(cause).endswith(" hosts") else label
 
 
+def _wait_saved(ns: int) -> str:
+    """A replayed saving of wait; a fix that moves wait to other ranks says so, never a negative saving."""
+    return _d(ns) if ns >= 0 else f"adds {_d(-ns)}"
+
+
 def _whatif(out: Console, document: Document) -> list[RenderableType]:
     w = document.whatif
     if not w or not w.causes:
         return []
     causes = w.causes[:WORST]
     # A rank-level cause's parts sit under it, indented.
-    rows = [[("  └ " if c.parent is not None else "") + _where(c), c.cause, _d(c.wait_saved_ns),
+    rows = [[("  └ " if c.parent is not None else "") + _where(c), c.cause, _wait_saved(c.wait_saved_ns),
              _d(c.step_time_saved_ns), _d(c.excess_ns), str(c.collectives), c.confidence] for c in causes]
     names = distinct_names([_named(c) for c in causes], [c.name_full or table_label(c) for c in causes])
     shown = named_table(out, "What fixing each cause would save (replayed), most wait saved first",
@@ -175,7 +180,9 @@ def _whatif(out: Console, document: Document) -> list[RenderableType]:
     wait = f"{_d(saved)} of wait saved" if saved >= 0 else f"no wait saved ({_d(-saved)} more: it moves to other ranks)"
     coverage = "" if w.coverage is None else f" (coverage: {w.coverage:.0%} of the wait)"
     per = "step time" if w.step_times else "the capture's time"
-    return shown + [f"All at once: {wait}{coverage}, {_d(ideal.step_time_saved_ns)} of {per}. "
+    adds = ("A cause that adds wait saves step time only: fixed alone, its rank would reach the collectives sooner "
+            "and wait for another rank. " if any(c.wait_saved_ns < 0 for c in causes) else "")
+    return shown + [f"{adds}Fixed together: {wait}{coverage}, {_d(ideal.step_time_saved_ns)} of {per}. "
                     f"Replay fidelity: {f.explained_start_share:.0%} of {count(f.ops, 'GPU op start')} explained by "
                     f"{f.recorded_dependencies:,} recorded and {f.inferred_dependencies:,} inferred dependencies.{more}"]
 
