@@ -216,6 +216,9 @@ def _fit_note(doc: dict) -> str:
     if any(e["contention_ns"] is None for e in doc["contention"]):
         notes.append("'-': the kernel overlapped every transfer of its class alike (or ran through all of them), so its cost "
                      "cannot be told from the baseline.")
+    if fit.get("not_distinguishable"):
+        notes.append("'0' with a range: the data cannot tell the kernel's effect from none (a partial F test); "
+                     "the range is what the fit with it allowed.")
     if any(len(e.get("kernels") or ()) > 1 for e in doc["contention"]):
         notes.append("'a + b': kernels that always overlapped together; the data cannot split them.")
     check = fit.get("clean_check")
