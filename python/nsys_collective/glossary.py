@@ -35,8 +35,9 @@ TERMS: tuple[tuple[str, str], ...] = (
     ("contention fit", "Per class of transfers (communicator, operation, rank count, size), transfer time = a "
                        "baseline + the sum over the overlapping kernels of a coefficient x the overlap, fitted by "
                        "bounded least squares over every collective, so the baseline is known even where no "
-                       "transfer ran alone and a kernel that overlaps without slowing gets ~0. Kernels that always "
-                       "overlap together are one group; transfers nothing overlapped cross-check the baselines."),
+                       "transfer ran alone. Each kernel must earn its coefficient: one the data cannot tell from no effect "
+                       "(a partial F test at 5% over all the kernels tested) gets 0 and the rest are refitted. Kernels "
+                       "that always overlap together are one group; transfers nothing overlapped cross-check the baselines."),
     ("90% range", "The range a fitted figure falls in for 90% of bootstrap refits (collectives resampled within "
                   "their class); confidence is high when its low end is at least half the figure."),
     ("longer by", "How much longer a cause (a kernel, a host range) ran than its reference, as a share of the "

@@ -298,7 +298,8 @@ class ContentionEntry:
     rank: int | None
     overlap_ns: int
     # The fitted extra transfer time it caused (GPU time over the member ranks): its coefficient x
-    # its overlap (attribution/overlap_fit.py); None where its overlap does not vary enough to tell.
+    # its overlap (attribution/overlap_fit.py); None where its overlap does not vary enough to tell,
+    # 0 where the fit cannot tell it from no effect.
     contention_ns: int | None
     sm_footprint: float
     collectives: int
@@ -330,6 +331,8 @@ class ContentionFit:
     trimmed: int  # collectives left out: far from what the overlapping kernels explain
     residual_share: float  # RMS residual over the mean transfer
     clean_check: CleanCheck | None
+    # kernels whose slowdown failed its partial F test (not distinguishable from none): figure 0, refitted without
+    not_distinguishable: int = 0
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ class Contention:
     points: list[dict] = field(default_factory=list)  # per shown kernel: its overlap and partial transfer per instance
     check: dict | None = None  # the fitted baselines against the clean instances, where some ran alone
     by_group: list[tuple[int, np.ndarray]] = field(default_factory=list)  # (entry, per instance excess it caused)
-    fit_summary: dict | None = None  # classes, collectives, kernels, trimmed, residual_share
+    fit_summary: dict | None = None  # classes, collectives, kernels, trimmed, residual_share, not_distinguishable
     compute_changes: list[dict] = field(default_factory=list)  # per compute_slowdown entry: rank, row, ns without NCCL's share
 
 
@@ -220,7 +220,8 @@ def attribute(job: Job) -> Contention:
                       check=clean_check, by_group=by_group,
                       fit_summary=None if fitted is None else {
                           "classes": int(len(fitted.baseline)), "collectives": int(len(rows_fit)), "kernels": int(g),
-                          "trimmed": fitted.trimmed, "residual_share": round(fitted.residual_share, 4)})
+                          "trimmed": fitted.trimmed, "residual_share": round(fitted.residual_share, 4),
+                          "not_distinguishable": int(fitted.indistinct.sum())})
 
 
 def _union_lengths(group: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

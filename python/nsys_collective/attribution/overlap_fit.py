@@ -9,6 +9,14 @@ slowing. Kernels whose overlap columns the data cannot tell apart (nearly collin
 class's mean is taken out) are fitted as one group and named together, never split by a rule. The
 uncertainty is a bootstrap over observations within each class; one trimming pass leaves out
 observations the fit misses by far (a slow link, a one-off stall), counted.
+
+Non-negative least squares over many kernels gives each one that overlaps without slowing a
+small positive share of the noise (a coefficient can only move up from 0), and together they take
+a visible part of the excess. So every kernel must earn its coefficient: backward elimination by
+partial F tests (the rise in the residual sum of squares when the kernel is left out, against the
+residual variance), at a 5% family-wise level over the kernels tested (Bonferroni). A kernel that
+fails is not distinguishable from no effect: its figure is 0, its range runs to what the fit with
+it allowed, and the rest are refitted without it.
 """
 
 from __future__ import annotations
@@ -16,7 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import lsq_linear
+from scipy.optimize import lsq_linear, nnls
+from scipy.stats import f as f_distribution
 
 COLLINEAR = 0.995  # cosine between class-centred overlap columns above which two kernels are one group
 FLAT = 0.02  # a column whose class-centred norm is under this share of its norm does not vary in its class
@@ -33,6 +42,9 @@ MAX_COEFFICIENT = 0.8
 # transfer), so what it costs cannot be told from the baseline; it is not fitted.
 SPAN = 0.95
 SPANS_NEARLY_EVERY = 0.9
+# The family-wise level of the tests that keep a kernel in the fit: the chance that any kernel which
+# does not slow the work keeps a figure.
+ALPHA = 0.05
 
 
 @dataclass
@@ -41,6 +53,7 @@ class Fit:
     coefficient: np.ndarray  # per group: extra time per ns of overlap
     groups: list[list[int]]  # per group: the kernel columns (input indices) it holds
     flat: np.ndarray  # per group: its overlap does not vary within its classes (cannot be told from the baseline)
+    indistinct: np.ndarray  # per group: not distinguishable from no effect (partial F test); figure 0
     contribution: np.ndarray  # per group: sum over observations of coefficient x overlap x weight
     low: np.ndarray  # per group: 90% interval of the contribution
     high: np.ndarray
@@ -50,10 +63,15 @@ class Fit:
     residual_share: float  # RMS residual over mean time
 
 
+def _class_means(x: np.ndarray, cls: np.ndarray, ncls: int) -> np.ndarray:
+    """(classes, columns): each column's mean over each class's observations (0 for an empty class)."""
+    counts = np.maximum(np.bincount(cls, minlength=ncls), 1).astype(np.float64)
+    sums = [np.bincount(cls, weights=x[:, j], minlength=ncls) for j in range(x.shape[1])]
+    return (np.stack(sums, axis=1) if sums else np.zeros((ncls, 0))) / counts[:, None]
+
+
 def _centred(x: np.ndarray, cls: np.ndarray, ncls: int) -> np.ndarray:
-    counts = np.bincount(cls, minlength=ncls).astype(np.float64)
-    means = np.stack([np.bincount(cls, weights=x[:, j], minlength=ncls) for j in range(x.shape[1])], axis=1)
-    return x - (means / np.maximum(counts, 1)[:, None])[cls]
+    return x - _class_means(x, cls, ncls)[cls]
 
 
 def _spanning(y: np.ndarray, x: np.ndarray, cls: np.ndarray) -> np.ndarray:
@@ -94,7 +112,21 @@ def _groups(x: np.ndarray, cls: np.ndarray, ncls: int, spans: np.ndarray) -> tup
 
 def _solve(y: np.ndarray, cls: np.ndarray, ncls: int, xg: np.ndarray) -> np.ndarray:
     """Bounded least squares of y on [class indicators, group columns] (baselines >= 0,
-    coefficients in [0, MAX_COEFFICIENT]), columns scaled to unit norm."""
+    coefficients in [0, MAX_COEFFICIENT]). The baselines are the class means once the kernels' part
+    is known, so the coefficients come first from non-negative least squares on the class-centred
+    columns (Lawson-Hanson, compiled); that is the bounded answer whenever no coefficient passes
+    the ceiling and no baseline falls below 0, and bvls on the whole problem is needed only then
+    (it took 0.6 s a solve on 2,000 collectives x 48 kernels, the centred solve 10 ms)."""
+    y_mean = _class_means(y[:, None], cls, ncls)[:, 0]
+    x_mean = _class_means(xg, cls, ncls)
+    centred = xg - x_mean[cls]
+    scale = np.linalg.norm(centred, axis=0)
+    scale[scale == 0] = 1.0
+    coefficient = (nnls(centred / scale, y - y_mean[cls], maxiter=50 * xg.shape[1])[0] / scale
+                   if xg.shape[1] else np.zeros(0))
+    baseline = y_mean - x_mean @ coefficient
+    if np.all(coefficient <= MAX_COEFFICIENT) and np.all(baseline >= 0):
+        return np.r_[baseline, coefficient]
     a = np.zeros((len(y), ncls + xg.shape[1]))
     a[np.arange(len(y)), cls] = 1.0
     a[:, ncls:] = xg
@@ -102,6 +134,54 @@ def _solve(y: np.ndarray, cls: np.ndarray, ncls: int, xg: np.ndarray) -> np.ndar
     scale[scale == 0] = 1.0
     upper = np.r_[np.full(ncls, np.inf), np.full(xg.shape[1], MAX_COEFFICIENT)] * scale
     return lsq_linear(a / scale, y, bounds=(np.zeros(a.shape[1]), upper), method="bvls").x / scale
+
+
+def _rss(y: np.ndarray, cls: np.ndarray, ncls: int, xg: np.ndarray, sol: np.ndarray) -> float:
+    r = y - sol[cls] - xg @ sol[ncls:]
+    return float(r @ r)
+
+
+def _select(y: np.ndarray, cls: np.ndarray, ncls: int, xg: np.ndarray, sol: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Backward elimination: while the kernel least worth its place fails its partial F test at
+    ALPHA / (kernels tested), leave it out and refit. The test of each kernel with a coefficient
+    inside its bounds is the F = t^2 of the least-squares fit on those kernels (the bounded
+    solution is that fit; class means taken out, as the baselines do); a kernel at 0 changes
+    nothing when left out. Returns the solution and, per group, whether it was left out."""
+    tested = xg.any(axis=0)
+    out = np.zeros(xg.shape[1], bool)
+    level = ALPHA / max(1, int(tested.sum()))
+    centred = _centred(xg, cls, ncls)
+    while True:
+        out |= tested & (sol[ncls:] <= 0)
+        active = np.flatnonzero(tested & ~out)
+        dof = len(y) - ncls - len(active)
+        if not len(active) or dof <= 0:
+            return sol, out  # nothing left to test, or no degree of freedom to test it with
+        variance = _rss(y, cls, ncls, xg * ~out, sol) / dof
+        xa = centred[:, active]
+        spread = np.diag(np.linalg.pinv(xa.T @ xa))  # the variance of each coefficient, per unit of residual variance
+        f = sol[ncls + active] ** 2 / np.maximum(variance * spread, 1e-300)
+        p = f_distribution.sf(f, 1, dof)
+        worst = int(np.argmax(p))
+        if p[worst] <= level:
+            return sol, out
+        out[active[worst]] = True
+        sol = _solve(y, cls, ncls, xg * ~out)
+
+
+def _bootstrap(y: np.ndarray, cls: np.ndarray, ncls: int, xg: np.ndarray, keep: np.ndarray, weight: np.ndarray,
+               seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The 90% interval of each group's contribution: refits on the kept observations resampled
+    within each class."""
+    rng = np.random.default_rng(seed)
+    kept = np.flatnonzero(keep)
+    members = [kept[cls[kept] == c] for c in range(ncls)]
+    draws = np.zeros((BOOTSTRAP, xg.shape[1]))
+    for b in range(BOOTSTRAP):
+        pick = np.concatenate([rng.choice(m, len(m)) for m in members if len(m)])
+        s = _solve(y[pick], cls[pick], ncls, xg[pick])[ncls:]
+        draws[b] = (xg[keep] * s * weight[keep, None]).sum(axis=0)
+    return np.percentile(draws, INTERVAL, axis=0)
 
 
 def fit(y: np.ndarray, cls: np.ndarray, x: np.ndarray, weight: np.ndarray, seed: int = 0) -> Fit | None:
@@ -140,21 +220,16 @@ def fit(y: np.ndarray, cls: np.ndarray, x: np.ndarray, weight: np.ndarray, seed:
             sol = _solve(y[keep], cls[keep], ncls, xg[keep])
         else:
             keep[:] = True
+    sol, indistinct = _select(y[keep], cls[keep], ncls, xg[keep], sol)
+    low, high = _bootstrap(y, cls, ncls, xg * ~indistinct, keep, weight, seed)
+    if indistinct.any():  # their range: up to what the fit with them allowed
+        high = np.where(indistinct, _bootstrap(y, cls, ncls, xg, keep, weight, seed)[1], high)
+        xg = xg * ~indistinct
     coef = sol[ncls:]
     by_group = xg * coef
     contribution = (by_group[keep] * weight[keep, None]).sum(axis=0)
-    # Bootstrap: resample the kept observations within each class.
-    rng = np.random.default_rng(seed)
-    kept = np.flatnonzero(keep)
-    members = [kept[cls[kept] == c] for c in range(ncls)]
-    draws = np.zeros((BOOTSTRAP, len(groups)))
-    for b in range(BOOTSTRAP):
-        pick = np.concatenate([rng.choice(m, len(m)) for m in members if len(m)])
-        s = _solve(y[pick], cls[pick], ncls, xg[pick])[ncls:]
-        draws[b] = (xg[keep] * s * weight[keep, None]).sum(axis=0)
-    low, high = np.percentile(draws, INTERVAL, axis=0)
     resid = (y - sol[cls] - xg @ coef)[keep]
-    return Fit(baseline=sol[:ncls], coefficient=coef, groups=groups, flat=flat, contribution=contribution,
-               low=low, high=high, fitted_excess=by_group.sum(axis=1), excess_by_group=by_group,
-               trimmed=int(n - keep.sum()),
+    return Fit(baseline=sol[:ncls], coefficient=coef, groups=groups, flat=flat, indistinct=indistinct & ~flat,
+               contribution=contribution, low=low, high=high, fitted_excess=by_group.sum(axis=1),
+               excess_by_group=by_group, trimmed=int(n - keep.sum()),
                residual_share=float(np.sqrt(np.mean(resid ** 2)) / max(float(np.mean(y[keep])), 1.0)))

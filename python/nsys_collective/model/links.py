@@ -1,7 +1,9 @@
 """Which link a collective's traffic crossed, and what that link can carry.
 
-A collective whose members sit on more than one host crossed the network (its capacity, the NIC's,
-is not in a capture); inside one host, NVLink on the GPUs that have it (SXM and NVL parts), else
+A collective whose members sit on more than one host crossed the network. Its capacity, the NIC
+port's speed, is not in a capture: TARGET_INFO_NIC_INFO names each NIC's model (deviceId, e.g.
+ConnectX-4, via ENUM_NET_DEVICE_ID) and link layer, never its speed, and one model ships at several
+speeds (ConnectX-4: 10 to 100 Gb/s), nor does it say which port NCCL used; so it stays None. Inside one host, NVLink on the GPUs that have it (SXM and NVL parts), else
 PCIe. Capacities are per direction, as nccl-tests' bus bandwidth counts them: busbw over capacity
 is the share of the link the transfer used.
 """

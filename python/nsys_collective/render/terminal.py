@@ -223,6 +223,9 @@ def _fit_note(fit: ContentionFit, entries: Sequence[ContentionEntry]) -> str:
     if any(e.contention_ns is None for e in entries):
         notes.append("'-': the kernel overlapped every transfer of its class alike (or ran through all of them), so its cost "
                      "cannot be told from the baseline.")
+    if fit.not_distinguishable:
+        notes.append("'0' with a range: the data cannot tell the kernel's effect from none (a partial F test); "
+                     "the range is what the fit with it allowed.")
     if any(len(e.kernels) > 1 for e in entries):
         notes.append("'a + b': kernels that always overlapped together; the data cannot split them.")
     check = fit.clean_check
