@@ -9,16 +9,12 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from nsys_collective import glossary, outputs, pipeline
+# Only what the help shows at the top; the analysis and each output's renderer load where the
+# command line chose them (tests/unit/test_imports.py holds `--help` and `--json` to it).
+from nsys_collective import glossary
 from nsys_collective.cli.console import error_edge, stderr, warn
 from nsys_collective.errors import InputError
-from nsys_collective.ingest.capture import Limits
-from nsys_collective.ingest.nsys_export import DEFAULT_TIMEOUT_S
-from nsys_collective.ingest.discover import discover
-from nsys_collective.model.job import Filters
-from nsys_collective.render.outdir import check_target
-from nsys_collective.render.perfetto import write_trace, written_by_us
-from nsys_collective.render.terminal import render
+from nsys_collective.ingest.limits import DEFAULT_TIMEOUT_S, Limits
 from nsys_collective.units import count
 
 
@@ -58,6 +54,10 @@ def analyze(
 ) -> None:
     """Analyze the NCCL collectives of a job: one export or report per rank, or one with many ranks."""
     with error_edge():
+        from nsys_collective import outputs, pipeline
+        from nsys_collective.ingest.discover import discover
+        from nsys_collective.model.job import Filters
+
         try:
             filters = Filters.parse(ranks=ranks, hosts=hosts, window=window, steps=steps, keep_all=keep_all)
         except ValueError as e:
@@ -68,8 +68,12 @@ def analyze(
         if out is not None and perfetto is not None:
             outputs.check_apart(out, perfetto, "--out", "--perfetto")
         if out is not None:
+            from nsys_collective.render.outdir import check_target
+
             check_target(out, force, reports)
         if perfetto is not None:
+            from nsys_collective.render.perfetto import write_trace, written_by_us
+
             outputs.check_file(perfetto, force, reports, ours=written_by_us)
         progress = not as_json and sys.stderr.isatty()
         inputs = pipeline.prepare(paths, nsys, cache_dir, progress, Limits(max_trace_bytes, max_gzip_ratio), export_timeout)
@@ -87,6 +91,8 @@ def analyze(
         if as_json:
             typer.echo(result.to_json())
         else:
+            from nsys_collective.render.terminal import render
+
             for w in result.doc["warnings"]:
                 warn(w)
             render(result)
