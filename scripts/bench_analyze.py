@@ -59,8 +59,8 @@ def generated(kernels: int, sync: bool) -> list[Path]:
     return sorted(directory.glob("*.sqlite"))
 
 
-def run_command(command: list[str]) -> tuple[float, float]:
-    """(seconds, peak RSS in MiB) of one fresh process, its output discarded."""
+def run_command(command: list[str]) -> tuple[float, float, float]:
+    """(seconds, CPU seconds, peak RSS in MiB) of one fresh process, its output discarded."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -68,40 +68,40 @@ def run_command(command: list[str]) -> tuple[float, float]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode:
         raise SystemExit(f"{' '.join(command)}: exit status {proc.returncode}")
-    return seconds, usage.ru_maxrss / 1024
+    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
 class Stages:
     """Each patched function's own time: a stage's time less the stages called inside it."""
 
     def __init__(self):
-        self.own: dict[str, float] = {}
-        self.stack: list[list[float]] = []  # per open stage: [started, time of stages inside]
-        self.order: list[str] = []
+        self.own: dict[str, list[float]] = {}  # label: [wall seconds, CPU seconds (all threads)]
+        self.stack: list[list[float]] = []  # per open stage: [wall, CPU at its start, wall, CPU of stages inside]
 
     def wrap(self, label: str, fn):
         @functools.wraps(fn)
         def timed(*args, **kwargs):
-            self.stack.append([time.perf_counter(), 0.0])
+            self.stack.append([time.perf_counter(), time.process_time(), 0.0, 0.0])
             try:
                 return fn(*args, **kwargs)
             finally:
-                started, inner = self.stack.pop()
-                took = time.perf_counter() - started
-                if label not in self.own:
-                    self.order.append(label)
-                self.own[label] = self.own.get(label, 0.0) + took - inner
+                wall0, cpu0, inner_wall, inner_cpu = self.stack.pop()
+                wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+                own = self.own.setdefault(label, [0.0, 0.0])
+                own[0] += wall - inner_wall
+                own[1] += cpu - inner_cpu
                 if self.stack:
-                    self.stack[-1][1] += took
+                    self.stack[-1][2] += wall
+                    self.stack[-1][3] += cpu
         return timed
 
     def patch(self, module, name: str, label: str):
         setattr(module, name, self.wrap(label, getattr(module, name)))
 
 
-def staged_run(paths: list[Path]) -> tuple[dict[str, float], float]:
-    """The pipeline of `analyze --json`, in process, with each stage timed; (own seconds by stage,
-    total seconds)."""
+def staged_run(paths: list[Path]) -> tuple[dict[str, list[float]], list[float]]:
+    """The pipeline of `analyze --json`, in process, with each stage timed; ({stage: [own wall
+    seconds, own CPU seconds]}, [total wall, total CPU])."""
     from nsys_collective import pipeline, result
     from nsys_collective.attribution import contention, whatif
     from nsys_collective.attribution.whatif import replay
@@ -125,12 +125,12 @@ def staged_run(paths: list[Path]) -> tuple[dict[str, float], float]:
     replay.candidate_function = lambda kind: s.wrap("what-if: candidates", picker(kind))
     s.patch(pipeline, "build_result", "result")
     s.patch(result.Result, "to_json", "JSON")
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     traced = pipeline.map_inputs(pipeline.prepare([str(p) for p in paths]))
     text = pipeline.reduce(traced).to_json()
-    total = time.perf_counter() - t0
+    total = [time.perf_counter() - t0, time.process_time() - c0]
     assert text
-    return {k: s.own[k] for k in s.order}, total
+    return s.own, total
 
 
 def bench_set(paths: list[Path], repeat: int) -> dict:
@@ -155,47 +155,49 @@ def bench_set(paths: list[Path], repeat: int) -> dict:
     import json
 
     stages, in_process = json.loads(done.stdout.strip().splitlines()[-1])
+    best = min(runs)
     return dict(kernels=kernels, sync_rows=sync_rows, size_mib=sum(p.stat().st_size for p in paths) / 2**20, floor=floor,
-                reader1=reader1, reader=reader, whole=min(t for t, _ in runs), peak_mib=max(m for _, m in runs),
+                reader1=reader1, reader=reader, whole=best[0], whole_cpu=best[1], peak_mib=max(m for *_, m in runs),
                 stages=stages, in_process=in_process)
 
 
 def print_set(name: str, r: dict) -> None:
     floor = r["floor"]
     print(f"\n{name}: {r['kernels']:,} kernels, {r['sync_rows']:,} sync and event rows, {r['size_mib']:,.0f} MiB")
-    rows = [("floor: SQLite sums the columns, 1 thread", floor), ("native reader, 1 thread", r["reader1"]),
-            (f"native reader, {os.cpu_count()} threads", r["reader"]),
-            ("analyze --json, whole command", r["whole"])]
-    for label, t in rows:
-        print(f"  {label:<48} {t:7.3f} s {t / floor:6.2f} x floor")
-    print(f"  in process, by stage ({r['in_process']:.3f} s in all):")
-    for label, t in r["stages"].items():
-        print(f"    {label:<46} {t:7.3f} s {t / floor:6.2f} x floor")
-    rest = r["whole"] - r["in_process"]
-    print(f"    {'start-up, imports, arguments (whole - in process)':<46} {rest:7.3f} s {rest / floor:6.2f} x floor")
+    print(f"  {'':<50} {'wall s':>8} {'x floor':>8} {'CPU s':>8}")
+    rows = [("floor: SQLite sums the columns, 1 thread", floor, None), ("native reader, 1 thread", r["reader1"], None),
+            (f"native reader, {os.cpu_count()} threads", r["reader"], None),
+            ("analyze --json, whole command", r["whole"], r["whole_cpu"])]
+    for label, t, cpu in rows:
+        print(f"  {label:<50} {t:8.3f} {t / floor:8.2f} {'' if cpu is None else f'{cpu:8.3f}'}")
+    wall, cpu = r["in_process"]
+    print(f"  in process, by stage ({wall:.3f} s, {cpu:.3f} s CPU in all):")
+    for label, (t, c) in r["stages"].items():
+        print(f"    {label:<48} {t:8.3f} {t / floor:8.2f} {c:8.3f}")
+    rest, rest_cpu = r["whole"] - wall, r["whole_cpu"] - cpu
+    print(f"    {'start-up: imports, arguments (whole - in process)':<48} {rest:8.3f} {rest / floor:8.2f} {rest_cpu:8.3f}")
     print(f"  peak memory of the command {r['peak_mib']:,.0f} MiB")
 
 
 def markdown(results: dict[str, dict]) -> None:
     names = list(results)
-    print("\n| stage | " + " | ".join(f"{n} s | x floor" for n in names) + " |")
-    print("|---|" + "---:|---:|" * len(names))
-    first = results[names[0]]
+    print("\n| stage | " + " | ".join(f"{n}: s | x floor | CPU s" for n in names) + " |")
+    print("|---|" + "---:|---:|---:|" * len(names))
 
     def row(label, values):
-        cells = [f"{t:.3f} | {t / results[n]['floor']:.2f}" for n, t in zip(names, values)]
+        cells = [f"{t:.3f} | {t / results[n]['floor']:.2f} | {'' if c is None else f'{c:.3f}'}" for n, (t, c) in zip(names, values)]
         print(f"| {label} | " + " | ".join(cells) + " |")
 
-    row("floor: SQLite sums the columns, 1 thread", [results[n]["floor"] for n in names])
-    row("native reader, 1 thread", [results[n]["reader1"] for n in names])
-    row(f"native reader, {os.cpu_count()} threads", [results[n]["reader"] for n in names])
-    row("**analyze --json, whole command**", [results[n]["whole"] for n in names])
+    row("floor: SQLite sums the columns, 1 thread", [(results[n]["floor"], None) for n in names])
+    row("native reader, 1 thread", [(results[n]["reader1"], None) for n in names])
+    row(f"native reader, {os.cpu_count()} threads", [(results[n]["reader"], None) for n in names])
+    row("**analyze --json, whole command**", [(results[n]["whole"], results[n]["whole_cpu"]) for n in names])
     labels = list(dict.fromkeys(label for n in names for label in results[n]["stages"]))
     for label in labels:
-        row(f"&nbsp;&nbsp;{label}", [results[n]["stages"].get(label, 0.0) for n in names])
-    row("&nbsp;&nbsp;start-up, imports, arguments", [results[n]["whole"] - results[n]["in_process"] for n in names])
-    print("| peak memory, MiB | " + " | ".join(f"{results[n]['peak_mib']:,.0f} | " for n in names) + "|")
-    print(f"\n({first['kernels']:,} kernels per set)")
+        row(f"&nbsp;&nbsp;{label}", [tuple(results[n]["stages"].get(label, (0.0, 0.0))) for n in names])
+    row("&nbsp;&nbsp;start-up: imports, arguments", [(results[n]["whole"] - results[n]["in_process"][0],
+                                                      results[n]["whole_cpu"] - results[n]["in_process"][1]) for n in names])
+    print("| peak memory, MiB | " + " | ".join(f"{results[n]['peak_mib']:,.0f} | | " for n in names) + "|")
 
 
 def main() -> None:
