@@ -77,8 +77,15 @@ def analyze(
             outputs.check_file(perfetto, force, reports, ours=written_by_us)
         progress = not as_json and sys.stderr.isatty()
         inputs = pipeline.prepare(paths, nsys, cache_dir, progress, Limits(max_trace_bytes, max_gzip_ratio), export_timeout)
-        with _stage(progress, f"reading {count(len(inputs.readable), 'input')}"):
-            traced = pipeline.map_inputs(inputs, threads)
+        total = len(inputs.readable)
+        with _stage(progress, f"reading {count(total, 'input')}") as status:
+            read = [0]
+
+            def on_read(n: int) -> None:
+                read[0] += n
+                status.update(f"reading {count(total, 'input')}: {read[0]} read and traced")
+
+            traced = pipeline.map_inputs(inputs, threads, on_read=on_read if status else None)
         with _stage(progress, "matching, aligning and attributing"):
             result = pipeline.reduce(traced, filters, pipeline.source_of(paths), inputs.warnings)
         # Files first: a reader of stdout that stops early (| head) must not cost the report.
@@ -103,8 +110,9 @@ def write_out(result, out: Path, force: bool, progress: bool, protect=()) -> Non
     `protect` nor the result's inputs."""
     from nsys_collective.render.outdir import write_outputs
 
-    with _stage(progress, f"writing {out}"):
-        write_outputs(result, out, force, protect)
+    with _stage(progress, f"writing {out}") as status:
+        drawn = (lambda k, n: status.update(f"writing {out}: {k} of {n} charts drawn")) if status else None
+        write_outputs(result, out, force, protect, on_chart=drawn)
     stderr.print(f"wrote {out}/report.html, tables and charts", markup=False)
 
 
