@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from nsys_collective.errors import InputError
-from nsys_collective.model.job import Filters
-from nsys_collective.result import Result
+
+if TYPE_CHECKING:  # loaded where used: the command line reads DEFAULT_DB for its help alone
+    from nsys_collective.model.job import Filters
+    from nsys_collective.result import Result
 
 DEFAULT_DB = "sqlite:///collectivetrace.db"
 FILTERS = {"ranks", "hosts", "window_s", "steps", "keep_all"}
@@ -69,6 +72,8 @@ def load(source: PathLike | Sequence[PathLike] | int, *, db: str | None = None, 
 
 def _filters(ranks=None, hosts=None, window_s=None, steps=None, keep_all=False) -> Filters:
     """model.job.Filters from load()'s keyword arguments, which also take analyze's text forms."""
+    from nsys_collective.model.job import Filters
+
     if isinstance(ranks, str):
         ranks = Filters.parse(ranks=ranks).ranks  # intervals: '0-99999999999' is two numbers
     elif ranks is not None:
@@ -102,6 +107,7 @@ def compare_runs(a: Result | PathLike | Sequence[PathLike] | int, b: Result | Pa
     """Run A (the baseline) against run B, each a Result or what `load` takes: what changed from
     A to B, a compare.Comparison (deltas are B - A)."""
     from nsys_collective.compare import Comparison, compare_documents
+    from nsys_collective.result import Result
 
     a, b = (r if isinstance(r, Result) else load(r, db=db, nsys=nsys) for r in (a, b))
     return Comparison(compare_documents(a.document, b.document, sources=(a.source, b.source)))

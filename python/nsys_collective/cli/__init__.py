@@ -1,4 +1,6 @@
-"""The `collectivetrace-nsys` command line: one module per command in this package.
+"""The `collectivetrace-nsys` command line: one module per command in this package. Each imports
+only what its options and help need; the analysis and the renderers load inside the commands, so
+`--help` and `--version` load neither numpy nor the readers (tests/unit/test_imports.py).
 
 Results go to stdout; progress, warnings and errors to stderr (see `console.error_edge` for the
 exit statuses).
@@ -10,7 +12,6 @@ import sys
 
 import typer
 
-from nsys_collective.version import __version__
 from nsys_collective.cli import analyze, batch, compare, glossary, report
 from nsys_collective.cli.console import stderr
 
@@ -25,6 +26,8 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
+        from nsys_collective.version import __version__  # importlib.metadata: only when asked
+
         typer.echo(f"collectivetrace-nsys {__version__}")
         raise typer.Exit()
 

@@ -9,16 +9,12 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from nsys_collective import glossary, outputs, pipeline
+# Only what the help shows at the top; the analysis and each output's renderer load where the
+# command line chose them (tests/unit/test_imports.py holds `--help` and `--json` to it).
+from nsys_collective import glossary
 from nsys_collective.cli.console import error_edge, stderr, warn
 from nsys_collective.errors import InputError
-from nsys_collective.ingest.capture import Limits
-from nsys_collective.ingest.nsys_export import DEFAULT_TIMEOUT_S
-from nsys_collective.ingest.discover import discover
-from nsys_collective.model.job import Filters
-from nsys_collective.render.outdir import check_target
-from nsys_collective.render.perfetto import write_trace, written_by_us
-from nsys_collective.render.terminal import render
+from nsys_collective.ingest.limits import DEFAULT_TIMEOUT_S, Limits
 from nsys_collective.units import count
 
 
@@ -58,6 +54,10 @@ def analyze(
 ) -> None:
     """Analyze the NCCL collectives of a job: one export or report per rank, or one with many ranks."""
     with error_edge():
+        from nsys_collective import outputs, pipeline
+        from nsys_collective.ingest.discover import discover
+        from nsys_collective.model.job import Filters
+
         try:
             filters = Filters.parse(ranks=ranks, hosts=hosts, window=window, steps=steps, keep_all=keep_all)
         except ValueError as e:
@@ -68,13 +68,24 @@ def analyze(
         if out is not None and perfetto is not None:
             outputs.check_apart(out, perfetto, "--out", "--perfetto")
         if out is not None:
+            from nsys_collective.render.outdir import check_target
+
             check_target(out, force, reports)
         if perfetto is not None:
+            from nsys_collective.render.perfetto import write_trace, written_by_us
+
             outputs.check_file(perfetto, force, reports, ours=written_by_us)
         progress = not as_json and sys.stderr.isatty()
         inputs = pipeline.prepare(paths, nsys, cache_dir, progress, Limits(max_trace_bytes, max_gzip_ratio), export_timeout)
-        with _stage(progress, f"reading {count(len(inputs.readable), 'input')}"):
-            traced = pipeline.map_inputs(inputs, threads)
+        total = len(inputs.readable)
+        with _stage(progress, f"reading {count(total, 'input')}") as status:
+            read = [0]
+
+            def on_read(n: int) -> None:
+                read[0] += n
+                status.update(f"reading {count(total, 'input')}: {read[0]} read and traced")
+
+            traced = pipeline.map_inputs(inputs, threads, on_read=on_read if status else None)
         with _stage(progress, "matching, aligning and attributing"):
             result = pipeline.reduce(traced, filters, pipeline.source_of(paths), inputs.warnings)
         # Files first: a reader of stdout that stops early (| head) must not cost the report.
@@ -87,6 +98,8 @@ def analyze(
         if as_json:
             typer.echo(result.to_json())
         else:
+            from nsys_collective.render.terminal import render
+
             for w in result.document.warnings:
                 warn(w)
             render(result)
@@ -97,8 +110,9 @@ def write_out(result, out: Path, force: bool, progress: bool, protect=()) -> Non
     `protect` nor the result's inputs."""
     from nsys_collective.render.outdir import write_outputs
 
-    with _stage(progress, f"writing {out}"):
-        write_outputs(result, out, force, protect)
+    with _stage(progress, f"writing {out}") as status:
+        drawn = (lambda k, n: status.update(f"writing {out}: {k} of {n} charts drawn")) if status else None
+        write_outputs(result, out, force, protect, on_chart=drawn)
     stderr.print(f"wrote {out}/report.html, tables and charts", markup=False)
 
 

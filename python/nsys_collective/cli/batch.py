@@ -9,8 +9,7 @@ from pathlib import Path
 import typer
 
 from nsys_collective.cli.console import EXIT_INTERNAL, error_edge, stderr
-from nsys_collective.ingest.capture import Limits
-from nsys_collective.ingest.nsys_export import DEFAULT_TIMEOUT_S
+from nsys_collective.ingest.limits import DEFAULT_TIMEOUT_S, Limits
 from nsys_collective.units import count, duration
 
 

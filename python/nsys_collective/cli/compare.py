@@ -9,9 +9,6 @@ import typer
 
 from nsys_collective.api import DEFAULT_DB, compare_runs, load, parse_source
 from nsys_collective.cli.console import error_edge, stderr, warn
-from nsys_collective import outputs
-from nsys_collective.render.compare import chart_written_by_us
-from nsys_collective.render.outdir import input_paths
 
 
 def compare(
@@ -26,10 +23,15 @@ def compare(
     """Compare two runs: blocking causes, waits and transfers per operation, stragglers and clock
     alignment, A against B. An integer that names no file is a run id in the store."""
     with error_edge():
+        from nsys_collective import outputs
+        from nsys_collective.render.outdir import input_paths
+
         run_a = load(parse_source(a), db=db, nsys=nsys)
         run_b = load(parse_source(b), db=db, nsys=nsys)
         protect = [*input_paths(run_a), *input_paths(run_b)]
         if chart is not None:  # refused before any work on the comparison
+            from nsys_collective.render.compare import chart_written_by_us  # matplotlib: only for a chart
+
             stem = chart.with_suffix("")
             for path in (stem.with_suffix(".png"), stem.with_suffix(".svg")):
                 outputs.check_file(path, force, protect, chart_written_by_us)

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from nsys_collective import _native
+from nsys_collective.ingest.limits import Limits  # noqa: F401 - every reader's signature; the command line's defaults
 
 Table = dict[str, np.ndarray]
 """Columns of one table, every one int64 and of equal length. Names are ids into `strings`;
@@ -96,15 +97,6 @@ class Export:
         """Strings of many ids at once (None for -1), as an object array."""
         table = np.array(self.strings + [None], dtype=object)
         return table[np.where(string_ids >= 0, string_ids, len(self.strings))]
-
-
-@dataclass(frozen=True)
-class Limits:
-    """How much one input may make a reader hold, whatever the file claims: a PyTorch profiler
-    trace's JSON size, and how many times a gzip may expand (a small bomb is refused, not read)."""
-
-    max_trace_bytes: int = _native.DEFAULT_MAX_TRACE_BYTES
-    max_gzip_ratio: int = _native.DEFAULT_MAX_GZIP_RATIO
 
 
 def read_exports(paths: Sequence[str | os.PathLike], threads: int | None = None, limits: Limits = Limits()) -> list[Export]:

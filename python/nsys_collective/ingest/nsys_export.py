@@ -29,12 +29,10 @@ from typing import Sequence
 
 from nsys_collective.errors import NsysExportError
 from nsys_collective.ingest.sqlite_kind import complete_sqlite, sqlite_kind
+from nsys_collective.ingest.limits import DEFAULT_TIMEOUT_S
 
 __all__ = ["DEFAULT_TIMEOUT_S", "NsysExportError", "default_cache_dir", "export_path_for", "export_reports", "find_nsys"]
 
-# `nsys export` of one report may take this long (--export-timeout); a real export of a GB report
-# takes minutes, a hung nsys forever.
-DEFAULT_TIMEOUT_S = 3600.0
 # After SIGTERM, how long nsys's process group has before SIGKILL.
 _KILL_GRACE_S = 2.0
 

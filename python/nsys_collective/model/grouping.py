@@ -32,8 +32,12 @@ def sorted_rows(keys: tuple[np.ndarray, ...], then: np.ndarray | None = None) ->
         order = np.lexsort(((then,) if then is not None else ()) + keys[::-1])
         new = np.r_[True, np.any([k[order][1:] != k[order][:-1] for k in keys], axis=0)] if n else np.zeros(0, bool)
         return order, new
-    order = np.argsort(then, kind="stable") if then is not None else np.arange(n)
-    order = order[np.argsort(code[order], kind="stable")]
+    with_then = packed((code, then)) if then is not None and then.dtype.kind in "iu" else None
+    if with_then is not None:  # one sort of keys and value packed together, as two stable sorts would order them
+        order = np.argsort(with_then, kind="stable")
+    else:
+        order = np.argsort(then, kind="stable") if then is not None else np.arange(n)
+        order = order[np.argsort(code[order], kind="stable")]
     sorted_code = code[order]
     return order, np.r_[True, sorted_code[1:] != sorted_code[:-1]] if n else np.zeros(0, bool)
 
@@ -75,6 +79,31 @@ def median_of_others(value: np.ndarray, *keys: np.ndarray) -> np.ndarray:
     ref = np.where(pair, other, ref)
     ref[size == 1] = np.nan
     out[order] = ref
+    return out
+
+
+def median_of_other_ranks(value: np.ndarray, code: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """Per row, the median value of the rows with the same code on the other ranks (NaN where no
+    other rank has it). One sort of all rows by (code, value); each rank's others are then that
+    order with its own rows taken out, still sorted, so each rank costs one pass, not a sort."""
+    out = np.full(len(code), np.nan)
+    if not len(code):
+        return out
+    order, new = sorted_rows((code,), then=value)
+    group = np.cumsum(new) - 1
+    v, r = value[order].astype(np.float64), rank[order]
+    ranks = np.unique(r)
+    if len(ranks) < 2:
+        return out
+    by_group = np.empty(int(group[-1]) + 1)
+    for one in ranks.tolist():
+        mine = r == one
+        g, vv = group[~mine], v[~mine]
+        first = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+        counts = np.diff(np.r_[first, len(g)])
+        by_group.fill(np.nan)
+        by_group[g[first]] = (vv[first + (counts - 1) // 2] + vv[first + counts // 2]) / 2
+        out[order[mine]] = by_group[group[mine]]
     return out
 
 

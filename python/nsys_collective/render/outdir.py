@@ -8,12 +8,19 @@ holding one, and an existing DIR is replaced only with --force and only when thi
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import multiprocessing
 import os
-from collections.abc import Iterable
+import signal
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 from nsys_collective import outputs
 from nsys_collective.result import Result
+from nsys_collective.units import count
 
 
 def check_target(out: Path, force: bool, protect: Iterable[str | os.PathLike] = ()) -> None:
@@ -26,19 +33,100 @@ def input_paths(result: Result) -> list[str]:
     return [p for i in result.document.inputs for p in (i.path, i.export)]
 
 
-def write_outputs(result: Result, out: Path, force: bool, protect: Iterable[str | os.PathLike] = ()) -> list[Path]:
-    """Writes analysis.json, the tables (CSV, Parquet), the charts (PNG, SVG) and report.html."""
-    from nsys_collective.render.charts import write_charts
+def write_outputs(result: Result, out: Path, force: bool, protect: Iterable[str | os.PathLike] = (),
+                  on_chart: Callable[[int, int], None] | None = None) -> list[Path]:
+    """Writes analysis.json, the tables (CSV, Parquet), the charts (PNG, SVG) and report.html.
+    `on_chart(drawn, total)` is called as each chart is done (a progress display)."""
     from nsys_collective.render.html import write_report
     from nsys_collective.render.tables import write_tables
 
     def fill(tmp: Path) -> None:
-        (tmp / "analysis.json").write_text(result.to_json())
-        write_tables(result, tmp)
         charts_dir = tmp / "charts"
         charts_dir.mkdir()
-        charts = write_charts(result, charts_dir)
-        write_report(result, charts, tmp / "report.html")
+        with _chart_drawing(result, charts_dir, on_chart) as charts:
+            # The tables and the document are written while the charts are drawn.
+            (tmp / "analysis.json").write_text(result.to_json())
+            write_tables(result, tmp)
+        write_report(result, charts.written, tmp / "report.html")
 
     outputs.write_folder(out, force, [*input_paths(result), *protect], fill)
     return sorted(p for p in out.rglob("*") if p.is_file() and p.name != outputs.MARKER)
+
+
+# render/charts.py's charts, in its write_charts order (its `_<name>` functions draw them).
+CHARTS = ("blocking", "timeline", "wait_heatmap", "transfer_vs_overlap", "alignment")
+# What Agg and FreeType raise for values of absurd magnitude: that chart is left out (as write_charts does).
+_UNDRAWABLE = (OverflowError, ValueError, RuntimeError)
+_shared: dict = {}  # the result, for chart processes forked from this one (nothing is pickled)
+
+
+class _Charts:
+    def __init__(self):
+        self.written: dict[str, list[Path]] = {}
+
+
+@contextlib.contextmanager
+def _chart_drawing(result: Result, out_dir: Path, on_chart) -> Iterator[_Charts]:
+    """Draws the charts into out_dir while the body runs: in processes forked from this one, one
+    chart each, on as many cores as there are (saving a PNG and an SVG is most of `--out`'s time),
+    else one after another here. On leaving, every chart is done: `.written` is {name: [png, svg]}
+    as write_charts returns it, and the charts that could not be drawn are one ChartWarning."""
+    from nsys_collective.render.charts import ChartWarning
+
+    charts, done, failed = _Charts(), {}, {}
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    fork = "fork" in multiprocessing.get_all_start_methods()
+    pool = ProcessPoolExecutor(min(cores, len(CHARTS)), mp_context=multiprocessing.get_context("fork"),
+                               initializer=_die_with_parent, initargs=(os.getpid(),)) if fork and cores > 1 else None
+    try:
+        _shared["result"] = result
+        futures = [pool.submit(_draw, name, out_dir) for name in CHARTS] if pool else []
+        yield charts
+        outcomes = (f.result() for f in as_completed(futures)) if pool else (_draw(name, out_dir) for name in CHARTS)
+        for k, (name, paths, error, caught) in enumerate(outcomes, 1):
+            done[name] = paths
+            if error:
+                failed[name] = error
+            for message, category, filename, lineno in caught:  # the drawing's own warnings, said here
+                warnings.warn_explicit(message, category, filename, lineno)
+            if on_chart:
+                on_chart(k, len(CHARTS))
+    finally:
+        _shared.clear()
+        if pool:
+            pool.shutdown(cancel_futures=True)
+    charts.written = {name: done[name] for name in CHARTS if done.get(name)}
+    if failed:
+        warnings.warn(f"{count(len(failed), 'chart')} not drawn: "
+                      + "; ".join(f"{name} ({failed[name]})" for name in CHARTS if name in failed), ChartWarning, stacklevel=3)
+
+
+def _die_with_parent(parent: int) -> None:
+    """A chart process ends with the command (Linux: the kernel kills it when the parent dies), so
+    a killed run leaves no process writing into its temporary folder."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (AttributeError, OSError):
+        pass
+    if os.getppid() != parent:  # it died before that took effect
+        os._exit(1)
+
+
+def _draw(name: str, out_dir: Path) -> tuple[str, list[Path] | None, str | None, list]:
+    """(name, [png, svg] or None when there is nothing to draw, why it could not be drawn, the
+    warnings drawing it gave) of one chart of the shared result."""
+    import matplotlib
+
+    from nsys_collective.render import charts
+
+    paths, error = None, None
+    with warnings.catch_warnings(record=True) as caught, matplotlib.rc_context(charts.STYLE):
+        warnings.simplefilter("default")
+        try:
+            fig = getattr(charts, f"_{name}")(_shared["result"])
+            paths = charts.save_figure(fig, out_dir / name) if fig is not None else None
+        except _UNDRAWABLE as e:
+            for leftover in (out_dir / f"{name}.png", out_dir / f"{name}.svg"):
+                leftover.unlink(missing_ok=True)
+            error = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return name, paths, error, [(w.message, w.category, w.filename, w.lineno) for w in caught]

@@ -119,9 +119,15 @@ def _host_time(ctx: Context, with_calls: bool) -> HostTime:
         first_gap = np.full(len(ranges.start), np.iinfo(np.int64).max, np.int64)
         np.minimum.at(first_gap, calls.gap_range[inside], calls.gap_start[inside])
         used = np.flatnonzero(total > 0)
-        names = trace.names(ranges.name[used])
-        fam = np.array([family_id.setdefault(nvtx_family(n) or "", len(family_id)) if n and not
-                        fnmatch.fnmatchcase(n, step_pattern) else -1 for n in names.tolist()], dtype=np.int64)
+        # Each distinct name classified once, in the order the rows first name it (family ids
+        # follow first appearance); steps themselves are no family (-1).
+        ids, first, at = np.unique(ranges.name[used], return_index=True, return_inverse=True)
+        fam_of = np.full(len(ids), -1, np.int64)
+        for k in np.argsort(first, kind="stable").tolist():
+            n = trace.name(int(ids[k]))
+            if n and not fnmatch.fnmatchcase(n, step_pattern):
+                fam_of[k] = family_id.setdefault(nvtx_family(n) or "", len(family_id))
+        fam = fam_of[at.ravel()] if len(used) else np.zeros(0, np.int64)
         used, fam = used[fam >= 0], fam[fam >= 0]
         step = steps_of(job, rank, ranges.start[used], step_index) if g.has_steps else np.zeros(len(used), np.int64)
         parts.append((np.full(len(used), rank), np.full(len(used), program[rank]), step, fam, total[used],

@@ -80,16 +80,7 @@ def _peers_median(ops) -> np.ndarray:
     code = grouping.packed(keys)
     if code is None:  # too wide to pack: number the keys instead
         code = np.unique(np.stack(keys), axis=1, return_inverse=True)[1].ravel()
-    out = np.full(len(code), np.nan)
-    for rank in np.unique(ops.rank).tolist():
-        mine, others = ops.rank == rank, ops.rank != rank
-        if not others.any():
-            continue
-        order, _, first, median = grouping.group_medians(ops.duration[others], code[others])
-        known = code[others][order[first]]  # ascending
-        at = np.minimum(np.searchsorted(known, code[mine]), len(known) - 1)
-        out[mine] = np.where(known[at] == code[mine], median[at], np.nan)
-    return out
+    return grouping.median_of_other_ranks(ops.duration, code, ops.rank)
 
 
 def api_candidates(ctx: Context) -> list[Candidate]:
@@ -102,21 +93,32 @@ def api_candidates(ctx: Context) -> list[Candidate]:
     for rank in g.ranks:
         c = job.traces[rank].calls
         rows = np.flatnonzero(~c.blocking)
-        names = job.traces[rank].names(c.name[rows])
-        ids, at = np.unique(names, return_inverse=True)
-        dense = np.array([api_id.setdefault(str(n), len(api_id)) for n in ids.tolist()], dtype=np.int64)
+        # Each distinct name id once; the job's API ids are given in name order, rank by rank.
+        ids, at = np.unique(c.name[rows], return_inverse=True)
+        text = [str(n) for n in job.traces[rank].names(ids).tolist()]
+        for name in sorted(set(text)):
+            api_id.setdefault(name, len(api_id))
+        dense = np.array([api_id[n] for n in text], dtype=np.int64)
         calls[rank] = (rows, dense[at.ravel()] if len(rows) else np.zeros(0, np.int64), (c.end - c.start)[rows])
     names = sorted(api_id, key=api_id.get)
+    # Every program's calls sorted once by (API, duration); a rank's peers are that order without
+    # its own calls, still sorted.
+    by_program = {}
+    for p in sorted({program[r] for r in g.ranks}):
+        members = [r for r in g.ranks if program[r] == p]
+        api_all = np.concatenate([calls[r][1] for r in members])
+        duration_all = np.concatenate([calls[r][2] for r in members])
+        owner = np.concatenate([np.full(len(calls[r][1]), r) for r in members])
+        order, _ = grouping.sorted_rows((api_all,), then=duration_all)
+        by_program[p] = (api_all[order], duration_all[order], owner[order])
     out = []
     for rank in g.ranks:
         peers = [r for r in g.ranks if r != rank and program[r] == program[rank]]
         if not peers:
             continue
         rows, api, duration = calls[rank]
-        peer_api = np.concatenate([calls[r][1] for r in peers])
-        peer_duration = np.concatenate([calls[r][2] for r in peers])
-        order = np.lexsort((peer_duration, peer_api))
-        peer_api, peer_duration = peer_api[order], peer_duration[order]
+        sorted_api, sorted_duration, owner = by_program[program[rank]]
+        peer_api, peer_duration = sorted_api[owner != rank], sorted_duration[owner != rank]
         first = np.searchsorted(peer_api, np.arange(len(names)))
         last = np.searchsorted(peer_api, np.arange(len(names)), side="right")
         has = last > first
