@@ -118,17 +118,17 @@ def _rank_colours(ranks: list[int | str]) -> dict[int | str, str]:
 # Blocking causes --------------------------------------------------------------------------------
 
 def _blocking(result: Result) -> Figure | None:
-    whatif = result.doc.get("whatif") or {"causes": []}
+    whatif = result.document.whatif
     causes: dict[tuple, dict] = {}
-    for e in whatif["causes"]:
-        full = e.get("name_full") or e.get("name") or e["cause"]
-        key = (e["cause"], full)
-        c = causes.setdefault(key, {"name": e.get("name") or e["cause"], "full": full, "host": cause_kinds.of(e["cause"]).family is cause_kinds.HOST,
-                                    "cause": e["cause"], "by_rank": {}, "high_ns": 0})
-        who = e["rank"] if e["rank"] is not None else e["host"] or "all"
-        c["by_rank"][who] = c["by_rank"].get(who, 0) + max(0, e["wait_saved_ns"])
-        if e.get("confidence") == "high":  # a bar stacks several ranks' causes: say how much of it is high
-            c["high_ns"] += max(0, e["wait_saved_ns"])
+    for e in whatif.causes if whatif else ():
+        full = e.name_full or e.name or e.cause
+        key = (e.cause, full)
+        c = causes.setdefault(key, {"name": e.name or e.cause, "full": full, "host": cause_kinds.of(e.cause).family is cause_kinds.HOST,
+                                    "cause": e.cause, "by_rank": {}, "high_ns": 0})
+        who = e.rank if e.rank is not None else e.host or "all"
+        c["by_rank"][who] = c["by_rank"].get(who, 0) + max(0, e.wait_saved_ns)
+        if e.confidence == "high":  # a bar stacks several ranks' causes: say how much of it is high
+            c["high_ns"] += max(0, e.wait_saved_ns)
     top = sorted((c for c in causes.values() if sum(c["by_rank"].values()) > 0), key=lambda c: -sum(c["by_rank"].values()))[:MAX_CAUSES]
     if not top:
         return None
@@ -336,12 +336,12 @@ def _legend(kind: str, label: str) -> str:
 # Wait per rank and collective -------------------------------------------------------------------
 
 def _wait_heatmap(result: Result) -> Figure | None:
-    collectives, o = result.doc["collectives"], result.evidence.observations
-    if not any(c["ranks"] >= 2 for c in collectives):
+    collectives, o = result.document.collectives, result.evidence.observations
+    if not any(c.ranks >= 2 for c in collectives):
         return None
     n = len(collectives)
-    last = np.array([c["last_arrival_ns"] for c in collectives], dtype=np.int64)
-    straggler = np.array([c["straggler_rank"] for c in collectives], dtype=np.int64)
+    last = np.array([c.last_arrival_ns for c in collectives], dtype=np.int64)
+    straggler = np.array([c.straggler_rank for c in collectives], dtype=np.int64)
     ranks = np.unique(o.rank)
     row = np.searchsorted(ranks, o.rank)
     grid = np.full((len(ranks), n), np.nan)
@@ -361,7 +361,7 @@ def _wait_heatmap(result: Result) -> Figure | None:
         ax.scatter(np.arange(n), np.searchsorted(ranks, straggler), marker="o", s=10, facecolors="none",
                    edgecolors="#1f3b73", linewidths=0.8, label="straggler (arrived last)")
         fig.legend(loc="outside lower left", frameon=False)
-    host_of = {r["rank"]: r["host"] for r in result.doc["ranks"]}
+    host_of = {r.rank: r.host for r in result.document.ranks}
     step = max(1, len(ranks) // 24)
     ax.set_yticks(np.arange(0, len(ranks), step), [f"rank {r}" + (f" ({host_of.get(int(r))})" if host_of.get(int(r)) else "")
                                                    for r in ranks[::step]])
@@ -370,7 +370,7 @@ def _wait_heatmap(result: Result) -> Figure | None:
     ax.xaxis.get_major_locator().set_params(integer=True)
     bar = fig.colorbar(image, ax=ax, extend=extend, pad=0.01)
     bar.set_label("wait for the last rank (ms)")
-    ax.set_title(f"Wait per rank and collective: {count(n, 'collective')}, {_d(result.doc['summary']['wait_ns'])} of GPU time in total"
+    ax.set_title(f"Wait per rank and collective: {count(n, 'collective')}, {_d(result.document.summary.wait_ns)} of GPU time in total"
                  + (" (colour scale clipped at the 99th percentile)" if extend == "max" else ""), loc="left")
     for side in ("top", "right"):
         ax.spines[side].set_visible(True)
@@ -391,23 +391,23 @@ def _transfer_vs_overlap(result: Result) -> Figure | None:
     points = [p for p in (result.evidence.contention_points if result.evidence else ()) if p["overlap_ns"]]
     if not points:
         return None
-    entries = {e["kernel"]: e for e in result.doc["contention"]}
+    entries = {e.kernel: e for e in result.document.contention}
     fig = Figure(figsize=(10, 2.2 + 2.6 * ((len(points) + 1) // 2)), layout="constrained")
     axes = fig.subplots((len(points) + 1) // 2, 2 if len(points) > 1 else 1, squeeze=False).ravel()
     for ax, p in zip(axes, points):
         x, y = _ms(p["overlap_ns"]), _ms(p["partial_ns"])
-        e = entries.get(p["kernel"], {})
+        e = entries.get(p["kernel"])
         ax.scatter(x, y, s=18, color="#4c72b0", alpha=0.75, zorder=3, label="collectives (partial transfer)")
         top = max(float(x.max()), 1e-6)
         line = np.array([0.0, top * 1.05])
         ax.plot(line, line * p["slowdown_per_overlap"], color="#c44e52", linewidth=1.6, zorder=4,
                 label=f"fit: {p['slowdown_per_overlap']:.3f} ns per ns of overlap")
         ax.axhline(0, color="#888888", linewidth=0.8, linestyle="--", zorder=1)
-        figure = _d(e.get("contention_ns"))
-        rng = (f", 90% {_d(e['contention_low_ns'])}-{_d(e['contention_high_ns'])}"
-               if e.get("contention_low_ns") is not None else "")
+        figure = _d(e.contention_ns if e else None)
+        rng = (f", 90% {_d(e.contention_low_ns)}-{_d(e.contention_high_ns)}"
+               if e and e.contention_low_ns is not None else "")
         ax.set_title(f"{_wrap(short_name(p['kernel']), 60)}\nslowed the transfers by {figure}{rng} "
-                     f"({e.get('confidence') or 'low'} confidence)", loc="left", fontsize=9)
+                     f"({(e.confidence if e else None) or 'low'} confidence)", loc="left", fontsize=9)
         ax.set_xlabel("overlap with the kernel (ms)")
         ax.set_ylabel("transfer - baseline - others (ms)")
         ax.grid(color="#eeeeee", linewidth=0.6)
@@ -415,9 +415,9 @@ def _transfer_vs_overlap(result: Result) -> Figure | None:
         ax.legend(loc="upper left", frameon=True, framealpha=0.9, edgecolor="#dddddd", fontsize=7.5)
     for ax in axes[len(points):]:
         ax.set_visible(False)
-    fit = result.doc.get("contention_fit") or {}
+    fit = result.document.contention_fit
     fig.suptitle(f"Did compute slow the transfers? Transfer time against overlap, per kernel, with the fitted line "
-                 f"({count(fit.get('collectives', 0), 'collective')}, {count(fit.get('classes', 0), 'class', 'classes')})",
+                 f"({count(fit.collectives if fit else 0, 'collective')}, {count(fit.classes if fit else 0, 'class', 'classes')})",
                  x=0.01, ha="left", fontsize=10.5)
     return fig
 
@@ -433,9 +433,9 @@ def _spread_per_instance(inst: np.ndarray, end: np.ndarray, n: int) -> np.ndarra
 
 
 def _alignment(result: Result) -> Figure | None:
-    a, o = result.doc["alignment"], result.evidence.observations
-    n = len(result.doc["collectives"])
-    multi = np.flatnonzero([c["ranks"] >= 2 for c in result.doc["collectives"]])
+    a, o = result.document.alignment, result.evidence.observations
+    n = len(result.document.collectives)
+    multi = np.flatnonzero([c.ranks >= 2 for c in result.document.collectives])
     if not len(multi):
         return None
     before = _spread_per_instance(o.instance, o.utc_end, n)[multi] / 1e3
@@ -447,9 +447,9 @@ def _alignment(result: Result) -> Figure | None:
     left.scatter(multi, np.maximum(before, floor), s=size, marker="o", facecolors="none", edgecolors="#c0504d",
                  linewidths=0.9, label="before (raw UTC clocks)")
     left.scatter(multi, np.maximum(after, floor), s=size, marker="o", color="#1f5fa8", label="after alignment")
-    for spread, colour in ((a.get("end_spread_ns_before"), "#c0504d"), (a.get("end_spread_ns_after"), "#1f5fa8")):
-        if spread and spread["p50"] > 0:
-            left.axhline(spread["p50"] / 1e3, color=colour, linestyle="--", linewidth=0.8)
+    for spread, colour in ((a.end_spread_ns_before, "#c0504d"), (a.end_spread_ns_after, "#1f5fa8")):
+        if spread and spread.p50 > 0:
+            left.axhline(spread.p50 / 1e3, color=colour, linestyle="--", linewidth=0.8)
     left.set_yscale("log")
     # Plain numbers: the style turns mathtext off (names are data), and the default labels are mathtext.
     left.yaxis.set_major_formatter(matplotlib.ticker.LogFormatter())
@@ -459,17 +459,17 @@ def _alignment(result: Result) -> Figure | None:
     left.grid(axis="y", which="major", color="#eeeeee", linewidth=0.6)
     left.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True, min_n_ticks=1))
     left.set_xlim(multi[0] - 0.6, multi[-1] + 0.6)  # collective ids are integers, even with one collective
-    b, f = a.get("end_spread_ns_before"), a.get("end_spread_ns_after")
-    medians = f"\nmedian {_d(b['p50'])} → {_d(f['p50'])} (dashed)" if b and f else ""
+    b, f = a.end_spread_ns_before, a.end_spread_ns_after
+    medians = f"\nmedian {_d(b.p50)} → {_d(f.p50)} (dashed)" if b and f else ""
     left.set_title(f"Ends of one collective should coincide: spread per collective{medians}", loc="left", fontsize=9.5)
 
-    hosts = a.get("hosts", [])
-    names = [h["host"] or "?" for h in hosts]
-    offsets = np.array([h["offset_ns"] for h in hosts], float) / 1e3
+    hosts = a.hosts
+    names = [h.host or "?" for h in hosts]
+    offsets = np.array([h.offset_ns for h in hosts], float) / 1e3
     y = np.arange(len(hosts))
     right.barh(y, offsets, color="#7f8fa6", height=0.42)
     right.axvline(0, color="#555555", linewidth=0.7)
-    notes = ["reference" if k == 0 else signed_duration(h["offset_ns"]) + (f"\n{h['drift_ppm']:+.2f} ppm" if h.get("drift_ppm") else "")
+    notes = ["reference" if k == 0 else signed_duration(h.offset_ns) + (f"\n{h.drift_ppm:+.2f} ppm" if h.drift_ppm else "")
              for k, h in enumerate(hosts)]
     right.set_yticks(y, [f"{short_name(n, 24)}\n{note}" for n, note in zip(names, notes)])
     right.set_ylim(max(len(hosts), 3) - 0.5, -0.5)  # a few hosts do not make fat bars
@@ -477,6 +477,6 @@ def _alignment(result: Result) -> Figure | None:
     right.set_title("Fitted offset per host clock", loc="left", fontsize=9.5)
     lim = max(1.0, float(np.abs(offsets).max()) * 1.1)
     right.set_xlim(-lim if (offsets < 0).any() else -0.05 * lim, lim if (offsets > 0).any() else 0.05 * lim)
-    fig.suptitle(f"Clock alignment ({a.get('method')}): causality violations {a.get('violations_before') or 0:,} before → "
-                 f"{a.get('violations_after') or 0:,} after", x=0.01, ha="left", fontsize=11, fontweight="bold")
+    fig.suptitle(f"Clock alignment ({a.method}): causality violations {a.violations_before or 0:,} before → "
+                 f"{a.violations_after or 0:,} after", x=0.01, ha="left", fontsize=11, fontweight="bold")
     return fig

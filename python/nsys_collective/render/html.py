@@ -17,7 +17,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from nsys_collective.render.names import short_name
 from nsys_collective.render.terminal import stopped_lines, verdict
-from nsys_collective.result import Result
+from nsys_collective.result import AlignmentInfo, Blame, Document, Result, plain
 from nsys_collective import causes as cause_kinds, glossary
 from nsys_collective.units import count
 from nsys_collective.units import duration as _d
@@ -75,14 +75,14 @@ def write_report(result: Result, charts: dict[str, list[Path]], path: Path) -> N
 
 
 def render(result: Result, charts: dict[str, list[Path]]) -> str:
-    doc = result.doc
-    s = doc["summary"]
-    hosts = len({r["host"] for r in doc["ranks"]})
-    title = f"{count(s['ranks'], 'rank')} on {count(hosts, 'host')}, {count(s['collectives'], 'collective')}"
-    lines, found = verdict(result), set(doc["findings"])
-    a = doc["alignment"]
+    doc = result.document
+    s = doc.summary
+    hosts = len({r.host for r in doc.ranks})
+    title = f"{count(s.ranks, 'rank')} on {count(hosts, 'host')}, {count(s.collectives, 'collective')}"
+    lines, found = verdict(result), set(doc.findings)
+    a = doc.alignment
     context = {
-        "title": title, "tool_version": doc["tool_version"], "inputs": doc["inputs"],
+        "title": title, "tool_version": doc.tool_version, "inputs": doc.inputs,
         "css": (Path(__file__).parent / "templates" / "report.css").read_text(),
         # The first line is the job summary, already in the title.
         "verdict_plain": [line for line in lines[1:] if line not in found],
@@ -91,33 +91,34 @@ def render(result: Result, charts: dict[str, list[Path]]) -> str:
         "figures": _figures(charts),
         "blocking": _blocking(doc), "fidelity": _fidelity(doc), "contention": _contention(doc), "contention_check": _contention_check(doc), "slowdown": _slowdown(doc),
         "stragglers": _stragglers(doc), "steps": _steps(doc), "worst": _worst(doc), "ranks": _ranks(doc),
-        "alignment": a, "spread": _spread(a), "clocks": _clocks(a), "warnings": doc["warnings"], "stopped": stopped_lines(doc),
-        "alignment_issues": [ALIGNMENT_ISSUES.get(i, i) for i in (a.get("quality") or {}).get("issues", [])],
+        # terminal.stopped_lines still reads the plain document (issue 18 moves it onto the typed one).
+        "alignment": a, "spread": _spread(a), "clocks": _clocks(a), "warnings": doc.warnings, "stopped": stopped_lines(result.doc),
+        "alignment_issues": [ALIGNMENT_ISSUES.get(i, i) for i in (a.quality.issues if a.quality else ())],
         "glossary": glossary.TERMS,
     }
     return _environment().get_template("report.html.j2").render(context)
 
 
-def _cards(doc: dict) -> list[dict]:
-    s = doc["summary"]
-    straggler = s.get("top_straggler_rank")
-    caused = sum(c["wait_cost_ns"] for c in doc["collectives"] if c["straggler_rank"] == straggler) if straggler is not None else 0
-    top = s.get("top_cause")
-    where = cause_kinds.where(top) if top else ""
+def _cards(doc: Document) -> list[dict]:
+    s = doc.summary
+    straggler = s.top_straggler_rank
+    caused = sum(c.wait_cost_ns for c in doc.collectives if c.straggler_rank == straggler) if straggler is not None else 0
+    top = s.top_cause
+    where = cause_kinds.where(plain(top)) if top else ""
     return [
-        {"label": "Total wait", "value": _d(s['wait_ns']), "note": "GPU time spent waiting for the last rank"},
-        {"label": "Avoidable", "value": _d(s.get("avoidable_wait_ns")),
-         "note": f"coverage: {_pct(s.get('explained_wait_share'))} of the wait, every cause found fixed at once, replayed"}
-        if (s.get("avoidable_wait_ns") or 0) > 0 else
+        {"label": "Total wait", "value": _d(s.wait_ns), "note": "GPU time spent waiting for the last rank"},
+        {"label": "Avoidable", "value": _d(s.avoidable_wait_ns),
+         "note": f"coverage: {_pct(s.explained_wait_share)} of the wait, every cause found fixed at once, replayed"}
+        if (s.avoidable_wait_ns or 0) > 0 else
         {"label": "Avoidable", "value": "none found",
          "note": "fixing every cause found at once would not shorten the wait: it moves it to other ranks"
-                 if s.get("avoidable_wait_ns") is not None else "no replay: nothing to attribute"},
-        {"label": "GPU transfer", "value": _d(s['transfer_ns']), "note": "each collective's transfer summed over its ranks"},
+                 if s.avoidable_wait_ns is not None else "no replay: nothing to attribute"},
+        {"label": "GPU transfer", "value": _d(s.transfer_ns), "note": "each collective's transfer summed over its ranks"},
         {"label": "Top straggler", "value": "-" if straggler is None else f"rank {straggler}",
          "note": f"caused {_d(caused)} of wait" if straggler is not None else "no rank stands out"},
-        {"label": "Top cause", "value": _name(cause_kinds.table_label(top), top.get("name_full"), 60), "small": True,
-         "note": f"{cause_kinds.of(top['cause']).label} on {where}: fixing it saves {_d(top['wait_saved_ns'])} of wait, "
-                 f"{_d(top['step_time_saved_ns'])} of step time ({top['confidence']} confidence)"} if top else
+        {"label": "Top cause", "value": _name(cause_kinds.table_label(plain(top)), top.name_full, 60), "small": True,
+         "note": f"{cause_kinds.of(top.cause).label} on {where}: fixing it saves {_d(top.wait_saved_ns)} of wait, "
+                 f"{_d(top.step_time_saved_ns)} of step time ({top.confidence} confidence)"} if top else
         {"label": "Top cause", "value": "none", "note": "nothing the replay tried saves wait", "small": True},
     ]
 
@@ -132,118 +133,119 @@ def _figures(charts: dict[str, list[Path]]) -> list[dict]:
     return figures
 
 
-def _blocking(doc: dict) -> dict:
-    total = doc["summary"]["wait_ns"]
-    causes = (doc.get("whatif") or {"causes": []})["causes"]
+def _blocking(doc: Document) -> dict:
+    total = doc.summary.wait_ns
+    causes = doc.whatif.causes if doc.whatif else ()
     rows = []
     for e in causes[:MAX_CAUSES]:
-        runs = f"{e['runs']} vs {e['reference_runs']}" if e.get("runs") is not None else "-"
-        longer = "-" if e.get("slowdown") is None else f"{e['slowdown']:+.1%}"
+        runs = f"{e.runs} vs {e.reference_runs}" if e.runs is not None else "-"
+        longer = "-" if e.slowdown is None else f"{e.slowdown:+.1%}"
         # A rank-level cause's parts sit under it, marked.
-        where = ("└ " if e.get("parent") is not None else "") + cause_kinds.where(e, job_wide="all")
-        rows.append([where, e["cause"], _name(cause_kinds.table_label(e), e.get("name_full")), _d(e["excess_ns"]), _d(e["wait_saved_ns"]),
-                     _pct(e["wait_saved_ns"] / total if total and e["wait_saved_ns"] > 0 else None), _d(e["step_time_saved_ns"]),
-                     e["collectives"], longer, runs, {"confidence": e["confidence"]}])
+        entry = plain(e)  # the cause registry's words read the plain entry
+        where = ("└ " if e.parent is not None else "") + cause_kinds.where(entry, job_wide="all")
+        rows.append([where, e.cause, _name(cause_kinds.table_label(entry), e.name_full), _d(e.excess_ns), _d(e.wait_saved_ns),
+                     _pct(e.wait_saved_ns / total if total and e.wait_saved_ns > 0 else None), _d(e.step_time_saved_ns),
+                     e.collectives, longer, runs, {"confidence": e.confidence}])
     headers = ["where", "cause", "kernel or NVTX range", "excess", "wait saved", "share of wait", "step time saved",
                "collectives", "longer by", "runs vs reference", "confidence"]
     return _table(headers, rows, {"excess", "wait saved", "share of wait", "step time saved", "collectives", "longer by",
                                   "runs vs reference"}, total=len(causes))
 
 
-def _steps(doc: dict) -> dict:
-    rows = [[st["step"], _d(st["duration_ns"]), _pct(st["wait_share"]), _pct(st["idle_share"]), _d(st["wait_ns"]),
-             "-" if st["top_straggler_rank"] is None else f"rank {st['top_straggler_rank']}", st["top_blocker"] or "-",
-             _d(st["top_blocker_wait_ns"])] for st in doc["steps"]]
+def _steps(doc: Document) -> dict:
+    rows = [[st.step, _d(st.duration_ns), _pct(st.wait_share), _pct(st.idle_share), _d(st.wait_ns),
+             "-" if st.top_straggler_rank is None else f"rank {st.top_straggler_rank}", st.top_blocker or "-",
+             _d(st.top_blocker_wait_ns)] for st in doc.steps]
     return _table(["step", "duration", "waiting", "idle", "wait", "straggler", "top blocker", "its wait"], rows,
                   {"duration", "waiting", "idle", "wait", "its wait"})
 
 
-def _fidelity(doc: dict) -> str | None:
-    w = doc.get("whatif")
+def _fidelity(doc: Document) -> str | None:
+    w = doc.whatif
     if not w:
         return None
-    f, ideal = w["fidelity"], w["ideal"]
-    coverage = f" ({w['coverage']:.0%} of the wait: the coverage)" if w.get("coverage") is not None else ""
-    return (f"Every cause fixed at once would save {_d(ideal['wait_saved_ns'])} of wait{coverage} and "
-            f"{_d(ideal['step_time_saved_ns'])} of step time. Replay fidelity: {f['explained_start_share']:.0%} of {count(f['ops'], 'GPU operation start')} "
-            f"explained by {f['recorded_dependencies']:,} recorded and {f['inferred_dependencies']:,} inferred dependencies "
-            f"(start error p50 {_d(f['start_error_ns']['p50'])}, p99 {_d(f['start_error_ns']['p99'])}).")
+    f, ideal = w.fidelity, w.ideal
+    coverage = f" ({w.coverage:.0%} of the wait: the coverage)" if w.coverage is not None else ""
+    return (f"Every cause fixed at once would save {_d(ideal.wait_saved_ns)} of wait{coverage} and "
+            f"{_d(ideal.step_time_saved_ns)} of step time. Replay fidelity: {f.explained_start_share:.0%} of {count(f.ops, 'GPU operation start')} "
+            f"explained by {f.recorded_dependencies:,} recorded and {f.inferred_dependencies:,} inferred dependencies "
+            f"(start error p50 {_d(f.start_error_ns.p50)}, p99 {_d(f.start_error_ns.p99)}).")
 
 
-def _contention(doc: dict) -> dict:
-    entries = doc["contention"]
-    rows = [[_name(e["kernel"], e.get("kernel_full")), _d(e["overlap_ns"]), _d(e["contention_ns"]),
-             "-" if e.get("contention_low_ns") is None else f"{_d(e['contention_low_ns'])} - {_d(e['contention_high_ns'])}",
-             e.get("confidence") or "-", f"{e['sm_footprint']:.2f}", e["collectives"]] for e in entries[:MAX_CONTENTION]]
+def _contention(doc: Document) -> dict:
+    entries = doc.contention
+    rows = [[_name(e.kernel, e.kernel_full), _d(e.overlap_ns), _d(e.contention_ns),
+             "-" if e.contention_low_ns is None else f"{_d(e.contention_low_ns)} - {_d(e.contention_high_ns)}",
+             e.confidence or "-", f"{e.sm_footprint:.2f}", e.collectives] for e in entries[:MAX_CONTENTION]]
     return _table(["kernel", "overlap", "transfer slowdown", "90% range", "confidence", "SM footprint", "collectives"], rows,
                   {"overlap", "transfer slowdown", "90% range", "SM footprint", "collectives"}, total=len(entries))
 
 
-def _contention_check(doc: dict) -> str | None:
-    check = (doc.get("contention_fit") or {}).get("clean_check")
+def _contention_check(doc: Document) -> str | None:
+    check = doc.contention_fit.clean_check if doc.contention_fit else None
     if not check:
         return None
-    return (f"The {count(check['instances'], 'transfer')} nothing overlapped agree with the fitted baselines within "
-            f"{check['median_error']:.2%} (median, {count(check['classes'], 'class', 'classes')}).")
+    return (f"The {count(check.instances, 'transfer')} nothing overlapped agree with the fitted baselines within "
+            f"{check.median_error:.2%} (median, {count(check.classes, 'class', 'classes')}).")
 
 
-def _slowdown(doc: dict) -> dict:
-    slowed = doc["compute_slowdown"]
-    rows = [[_name(e["kernel"], e.get("kernel_full")), _d(e["overlapped_mean_ns"]), _d(e["alone_mean_ns"]),
-             f"{e['slowdown']:+.1%}", _d(e.get("slowed_ns")),
-             f"{_d(e.get('slowed_low_ns'))} - {_d(e.get('slowed_high_ns'))}", e.get("confidence") or "-",
-             _d(e.get("step_time_saved_ns")), f"{e['overlapped_runs']} / {e['alone_runs']}"] for e in slowed[:MAX_CONTENTION]]
+def _slowdown(doc: Document) -> dict:
+    slowed = doc.compute_slowdown
+    rows = [[_name(e.kernel, e.kernel_full), _d(e.overlapped_mean_ns), _d(e.alone_mean_ns),
+             f"{e.slowdown:+.1%}", _d(e.slowed_ns),
+             f"{_d(e.slowed_low_ns)} - {_d(e.slowed_high_ns)}", e.confidence or "-",
+             _d(e.step_time_saved_ns), f"{e.overlapped_runs} / {e.alone_runs}"] for e in slowed[:MAX_CONTENTION]]
     return _table(["kernel", "mean beside NCCL", "mean alone", "compute slowdown", "NCCL added", "90% range", "confidence",
                    "step time saved", "runs beside / alone"], rows,
                   {"mean beside NCCL", "mean alone", "compute slowdown", "NCCL added", "90% range", "step time saved",
                    "runs beside / alone"}, total=len(slowed))
 
 
-def _stragglers(doc: dict) -> dict:
-    host = {r["rank"]: r["host"] for r in doc["ranks"]}
-    collectives = doc["collectives"]
-    total, n = doc["summary"]["wait_ns"], len(collectives)
+def _stragglers(doc: Document) -> dict:
+    host = {r.rank: r.host for r in doc.ranks}
+    collectives = doc.collectives
+    total, n = doc.summary.wait_ns, len(collectives)
     caused, skew, counts = Counter(), Counter(), Counter()
     for c in collectives:
-        caused[c["straggler_rank"]] += c["wait_cost_ns"]
-        skew[c["straggler_rank"]] += c["skew_ns"]
-        counts[c["straggler_rank"]] += 1
+        caused[c.straggler_rank] += c.wait_cost_ns
+        skew[c.straggler_rank] += c.skew_ns
+        counts[c.straggler_rank] += 1
     rows = [[rank, host.get(rank), f"{counts[rank]} of {n}", _d(skew[rank]), _d(caused[rank]),
              _pct(caused[rank] / total if total else None)] for rank in sorted(counts, key=lambda r: (-caused[r], r))]
     return _table(["rank", "host", "last to arrive", "skew", "wait caused", "share of wait"], rows,
                   {"rank", "last to arrive", "skew", "wait caused", "share of wait"})
 
 
-def _blame_cell(blame: list[dict], limit: int = 3) -> dict:
+def _blame_cell(blame: tuple[Blame, ...], limit: int = 3) -> dict:
     parts = []
     for b in blame[:limit]:
-        ms = _d(b["ns"])
-        kind = cause_kinds.of(b["cause"])
+        ms = _d(b.ns)
+        kind = cause_kinds.of(b.cause)
         if kind.family is cause_kinds.KERNEL:
-            parts.append({**_name(b["kernel"], b.get("kernel_full")), "before": "",
+            parts.append({**_name(b.kernel, b.kernel_full), "before": "",
                           "after": f" ({kind.qualifier})" if kind.qualifier else "", "ms": ms})
         elif kind.family is cause_kinds.HOST:
-            parts.append({**_name(b.get("nvtx") or "(no NVTX range)", None, 80), "before": "host in ", "after": "", "ms": ms})
+            parts.append({**_name(b.nvtx or "(no NVTX range)", None, 80), "before": "host in ", "after": "", "ms": ms})
         else:
-            parts.append({"text": b.get("name") or b["cause"], "ms": ms})
+            parts.append({"text": getattr(b, "name", None) or b.cause, "ms": ms})
     return {"blame": parts, "more": max(0, len(blame) - limit)}
 
 
-def _worst(doc: dict) -> dict:
-    collectives = sorted(doc["collectives"], key=lambda c: -c["wait_cost_ns"])[:WORST]
-    rows = [[c["id"], c["op"], c["comm"], c["seq"], c["ranks"], c["straggler_rank"], _d(c["skew_ns"]), _d(c["wait_cost_ns"]),
-             _d(c["transfer_ns"]), "-" if c.get("busbw_gbps") is None else f"{c['busbw_gbps']:.1f}", c.get("blame_method"),
-             _blame_cell(c.get("blame", []))] for c in collectives]
+def _worst(doc: Document) -> dict:
+    collectives = sorted(doc.collectives, key=lambda c: -c.wait_cost_ns)[:WORST]
+    rows = [[c.id, c.op, c.comm, c.seq, c.ranks, c.straggler_rank, _d(c.skew_ns), _d(c.wait_cost_ns),
+             _d(c.transfer_ns), "-" if c.busbw_gbps is None else f"{c.busbw_gbps:.1f}", c.blame_method,
+             _blame_cell(c.blame)] for c in collectives]
     headers = ["id", "op", "comm", "seq", "ranks", "straggler", "skew", "wait", "transfer", "busbw GB/s", "method", "blame"]
     return _table(headers, rows, {"id", "seq", "ranks", "straggler", "skew", "wait", "transfer", "busbw GB/s"})
 
 
-def _ranks(doc: dict) -> dict:
-    rows = [[r["rank"], r["host"], _name(Path(r["report"]).name, r["report"], 48), r["pid"], r["device"], f"{r['kernels']:,}",
-             f"{r['nccl_kernels']:,}", _d(r["nccl_time_ns"]), _pct(r.get("overlap_share")), _d(r.get("clock_offset_ns")),
-             "-" if r.get("clock_drift_ppm") is None else f"{r['clock_drift_ppm']:.2f}", r.get("rank_source"),
-             _d(r.get("idle_ns")), _d(r.get("idle_host_wait_ns")), _d(r.get("idle_sync_wait_ns")), _d(r.get("idle_other_ns")),
-             _d(r.get("host_sync_ns")), _zero_overlap(r.get("zero_overlap_cause"))] for r in doc["ranks"]]
+def _ranks(doc: Document) -> dict:
+    rows = [[r.rank, r.host, _name(Path(r.report).name, r.report, 48), r.pid, r.device, f"{r.kernels:,}",
+             f"{r.nccl_kernels:,}", _d(r.nccl_time_ns), _pct(r.overlap_share), _d(r.clock_offset_ns),
+             "-" if r.clock_drift_ppm is None else f"{r.clock_drift_ppm:.2f}", r.rank_source,
+             _d(r.idle_ns), _d(r.idle_host_wait_ns), _d(r.idle_sync_wait_ns), _d(r.idle_other_ns),
+             _d(r.host_sync_ns), _zero_overlap(r.zero_overlap_cause)] for r in doc.ranks]
     headers = ["rank", "host", "report", "pid", "device", "kernels", "NCCL kernels", "NCCL time", "compute overlap",
                "clock offset", "drift ppm", "rank from", "GPU idle", "idle: host wait", "idle: sync wait", "idle: other",
                "host sync", "why no overlap"]
@@ -268,16 +270,16 @@ ALIGNMENT_ISSUES = {
                                  "the assumption that a collective ends together on every rank does not hold here."}
 
 
-def _spread(a: dict) -> dict:
-    before, after = a.get("end_spread_ns_before"), a.get("end_spread_ns_after")
+def _spread(a: AlignmentInfo) -> dict:
+    before, after = a.end_spread_ns_before, a.end_spread_ns_after
     rows = []
     if before and after:
-        rows = [["before (raw clocks)", _d(before["p50"]), _d(before["p95"]), _d(before["max"]), a.get("violations_before")],
-                ["after alignment", _d(after["p50"]), _d(after["p95"]), _d(after["max"]), a.get("violations_after")]]
+        rows = [["before (raw clocks)", _d(before.p50), _d(before.p95), _d(before.max), a.violations_before],
+                ["after alignment", _d(after.p50), _d(after.p95), _d(after.max), a.violations_after]]
     return _table(["end-time spread", "p50", "p95", "max", "causality violations"], rows, {"p50", "p95", "max", "causality violations"})
 
 
-def _clocks(a: dict) -> dict:
-    rows = [[h["host"], _d(h["offset_ns"]), f"{h['drift_ppm']:.3f}", ", ".join(map(str, h["ranks"])) if h.get("ranks") else "all on the host"]
-            for h in a.get("hosts", [])]
+def _clocks(a: AlignmentInfo) -> dict:
+    rows = [[h.host, _d(h.offset_ns), f"{h.drift_ppm:.3f}", ", ".join(map(str, h.ranks)) if getattr(h, "ranks", None) else "all on the host"]
+            for h in a.hosts]
     return _table(["host", "clock offset", "drift ppm", "ranks"], rows, {"clock offset", "drift ppm"})
