@@ -36,7 +36,7 @@ def test_the_top_card_is_the_top_whatif_cause_not_the_top_kernel(demo):
     assert card["value"]["name"] == "host in 'DataLoader.__next__'"
     assert card["note"].startswith("host on rank 0: ")
     assert duration(top["wait_saved_ns"]) in card["note"] and duration(top["step_time_saved_ns"]) in card["note"]
-    report = html.render(demo, {})
+    report = html.render(demo, {}).replace("<wbr>", "")  # names may break between their parts
     assert "Top blocking kernel" not in report and "host in &#39;DataLoader.__next__&#39;" in report
 
 
@@ -100,6 +100,6 @@ def test_a_bar_of_high_and_low_parts_says_how_much_is_high(demo):
              replace(kernel, rank=2, wait_saved_ns=2_000_000, confidence="low")]
     with matplotlib.rc_context(charts.STYLE):
         texts = [t.get_text() for t in charts._blocking(_one_cause(demo, parts)).axes[0].texts]
-        assert texts == ["14.0 ms · high: 12.0 ms of 14.0 ms"]
+        assert texts == ["14.0 ms\nhigh: 12.0 ms of 14.0 ms"]
         texts = [t.get_text() for t in charts._blocking(_one_cause(demo, parts[:1])).axes[0].texts]
-        assert texts == ["12.0 ms · high confidence"]
+        assert texts == ["12.0 ms\nhigh confidence"]
