@@ -1,18 +1,22 @@
 """A real headless Chromium for tests, driven over the DevTools protocol on a pipe (stdlib only):
-load a page, collect its console errors, exceptions and failed loads, take a screenshot."""
+load a page, collect its console errors, exceptions and failed loads, measure it with JavaScript
+at several widths, take screenshots."""
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 BROWSERS = ("chromium-headless-shell", "chromium", "chromium-browser", "google-chrome")
+NO_BROWSER = "no headless Chromium on PATH (scripts/test.sh installs Debian's chromium-headless-shell as root)"
 
 
 def find_browser() -> str | None:
@@ -57,12 +61,55 @@ class _Pipe:
             self.events.append(self._read())
 
 
-def load(page: Path, width: int = 1280, height: int = 2400, timeout: float = 60) -> tuple[list[str], bytes]:
-    """Errors the page caused (console errors, uncaught exceptions, failed resource loads) and a
-    PNG screenshot of it."""
+class Page:
+    """One loaded page in its own browser: resize it, evaluate JavaScript in it, shoot it."""
+
+    def __init__(self, cdp: _Pipe, session: str, height: int):
+        self.cdp, self.session, self.height = cdp, session, height
+
+    def set_width(self, width: int) -> None:
+        """Lay the page out for a viewport this wide (as a window that wide would)."""
+        self.cdp.send("Emulation.setDeviceMetricsOverride",
+                      {"width": width, "height": self.height, "deviceScaleFactor": 1, "mobile": False}, session=self.session)
+        self.evaluate("document.body.offsetHeight")  # wait for the new layout
+
+    def evaluate(self, expression: str):
+        """The value of a JavaScript expression (JSON-serializable) in the page."""
+        reply = self.cdp.send("Runtime.evaluate", {"expression": expression, "returnByValue": True}, session=self.session)
+        if "exceptionDetails" in reply:
+            raise RuntimeError(f"{expression}: {reply['exceptionDetails'].get('text')}")
+        return reply["result"].get("value")
+
+    def screenshot(self, full_page: bool = False) -> bytes:
+        """A PNG of the viewport, or of the whole page."""
+        params: dict = {"format": "png"}
+        if full_page:
+            size = self.cdp.send("Page.getLayoutMetrics", session=self.session)["cssContentSize"]
+            params.update(captureBeyondViewport=True,
+                          clip={"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1})
+        return base64.b64decode(self.cdp.send("Page.captureScreenshot", params, session=self.session)["data"])
+
+    @property
+    def errors(self) -> list[str]:
+        """Console errors, uncaught exceptions and failed resource loads so far."""
+        errors = []
+        for e in self.cdp.events:
+            p = e.get("params", {})
+            if e.get("method") == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
+                errors.append("console: " + " ".join(str(a.get("value", a.get("description"))) for a in p.get("args", [])))
+            elif e.get("method") == "Runtime.exceptionThrown":
+                errors.append("exception: " + p.get("exceptionDetails", {}).get("text", ""))
+            elif e.get("method") == "Log.entryAdded" and p.get("entry", {}).get("level") == "error":
+                errors.append("log: " + p["entry"].get("text", "") + " " + p["entry"].get("url", ""))
+        return errors
+
+
+@contextlib.contextmanager
+def open_page(page: Path, width: int = 1280, height: int = 2400, timeout: float = 60) -> Iterator[Page]:
+    """A page loaded in a fresh headless Chromium, closed on leaving."""
     browser = find_browser()
     if browser is None:
-        raise FileNotFoundError("no headless Chromium on PATH")
+        raise FileNotFoundError(NO_BROWSER)
     to_browser_r, to_browser_w = os.pipe()
     from_browser_r, from_browser_w = os.pipe()
     profile = tempfile.mkdtemp(prefix="chromium-profile-")
@@ -76,7 +123,7 @@ def load(page: Path, width: int = 1280, height: int = 2400, timeout: float = 60)
 
     proc = subprocess.Popen(
         [browser, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe", f"--user-data-dir={profile}",
-         f"--window-size={width},{height}", "about:blank"],
+         f"--window-size={width},{height}", "--hide-scrollbars", "about:blank"],
         close_fds=False, preexec_fn=child_fds, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     os.close(to_browser_r)
     os.close(from_browser_w)
@@ -86,23 +133,21 @@ def load(page: Path, width: int = 1280, height: int = 2400, timeout: float = 60)
         session = cdp.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         for domain in ("Page", "Runtime", "Log"):
             cdp.send(f"{domain}.enable", session=session)
-        cdp.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, session=session)
+        shown = Page(cdp, session, height)
+        shown.set_width(width)
         cdp.send("Page.navigate", {"url": page.resolve().as_uri()}, session=session)
         cdp.wait_for("Page.loadEventFired", timeout)
-        png = base64.b64decode(cdp.send("Page.captureScreenshot", {"format": "png"}, session=session)["data"])
-        errors = []
-        for e in cdp.events:
-            p = e.get("params", {})
-            if e.get("method") == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
-                errors.append("console: " + " ".join(str(a.get("value", a.get("description"))) for a in p.get("args", [])))
-            elif e.get("method") == "Runtime.exceptionThrown":
-                errors.append("exception: " + p.get("exceptionDetails", {}).get("text", ""))
-            elif e.get("method") == "Log.entryAdded" and p.get("entry", {}).get("level") == "error":
-                errors.append("log: " + p["entry"].get("text", "") + " " + p["entry"].get("url", ""))
-        return errors, png
+        yield shown
     finally:
         proc.kill()
         proc.wait()
         os.close(to_browser_w)
         os.close(from_browser_r)
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def load(page: Path, width: int = 1280, height: int = 2400, timeout: float = 60) -> tuple[list[str], bytes]:
+    """Errors the page caused (console errors, uncaught exceptions, failed resource loads) and a
+    PNG screenshot of its first screen."""
+    with open_page(page, width, height, timeout) as shown:
+        return shown.errors, shown.screenshot()

@@ -4,10 +4,9 @@
 
 from __future__ import annotations
 
-import copy
 import csv
 import dataclasses
-from types import SimpleNamespace
+from dataclasses import replace
 
 import matplotlib
 import pyarrow.parquet as pq
@@ -32,11 +31,11 @@ def test_the_top_card_is_the_top_whatif_cause_not_the_top_kernel(demo):
     top = s["top_cause"]
     # The demo's trap: its top blocking kernel (a GEMM) saves far less than its top cause (a host stall).
     assert top["cause"] == "host" and s["top_blocking_kernel"].startswith("sm90_xmma_gemm")
-    [card] = [c for c in html._cards(demo.doc) if c["label"] == "Top cause"]
+    [card] = [c for c in html._cards(demo.document) if c["label"] == "Top cause"]
     assert card["value"]["name"] == "host in 'DataLoader.__next__'"
     assert card["note"].startswith("host on rank 0: ")
     assert duration(top["wait_saved_ns"]) in card["note"] and duration(top["step_time_saved_ns"]) in card["note"]
-    report = html.render(demo, {})
+    report = html.render(demo, {}).replace("<wbr>", "")  # names may break between their parts
     assert "Top blocking kernel" not in report and "host in &#39;DataLoader.__next__&#39;" in report
 
 
@@ -76,13 +75,12 @@ def _drawn(fig):
 
 
 def _one_cause(demo, causes):
-    doc = copy.deepcopy(demo.doc)
-    doc["whatif"]["causes"] = causes
-    return SimpleNamespace(doc=doc, evidence=demo.evidence)
+    document = demo.document
+    return replace(demo, document=replace(document, whatif=replace(document.whatif, causes=tuple(causes))))
 
 
 def test_a_single_cause_chart_keeps_its_y_label_clear_of_the_title(demo):
-    result = _one_cause(demo, demo.doc["whatif"]["causes"][:1])
+    result = _one_cause(demo, demo.document.whatif.causes[:1])
     with matplotlib.rc_context(charts.STYLE):
         fig = charts._blocking(result)
         renderer = _drawn(fig)
@@ -96,11 +94,11 @@ def test_a_single_cause_chart_keeps_its_y_label_clear_of_the_title(demo):
 
 
 def test_a_bar_of_high_and_low_parts_says_how_much_is_high(demo):
-    kernel = demo.doc["whatif"]["causes"][1]
-    parts = [{**kernel, "rank": 3, "wait_saved_ns": 12_000_000, "confidence": "high"},
-             {**kernel, "rank": 2, "wait_saved_ns": 2_000_000, "confidence": "low"}]
+    kernel = demo.document.whatif.causes[1]
+    parts = [replace(kernel, rank=3, wait_saved_ns=12_000_000, confidence="high"),
+             replace(kernel, rank=2, wait_saved_ns=2_000_000, confidence="low")]
     with matplotlib.rc_context(charts.STYLE):
         texts = [t.get_text() for t in charts._blocking(_one_cause(demo, parts)).axes[0].texts]
-        assert texts == ["14.0 ms · high: 12.0 ms of 14.0 ms"]
+        assert texts == ["14.0 ms\nhigh: 12.0 ms of 14.0 ms"]
         texts = [t.get_text() for t in charts._blocking(_one_cause(demo, parts[:1])).axes[0].texts]
-        assert texts == ["12.0 ms · high confidence"]
+        assert texts == ["12.0 ms\nhigh confidence"]

@@ -9,7 +9,6 @@ same figure. With a step selection (model.steps), only calls that began in an an
 
 from __future__ import annotations
 
-import numpy as np
 
 from nsys_collective.model import cuda_api
 from nsys_collective.model.steps import StepSelection

@@ -8,11 +8,17 @@ Each chart answers one question a performance engineer asks:
 - `alignment`: how far apart the clocks were, and how well the alignment brought them together.
 
 Figures are built with `matplotlib.figure.Figure` and the Agg canvas, never pyplot, so nothing
-global changes and any thread or server can call this. A chart with nothing to draw is skipped.
+global changes and any thread or server can call this. A chart with nothing to draw is skipped
+(the report says why in a sentence).
+
+Every chart is FIG_WIDTH_IN wide with text sized for it (REPORT_STYLE): the report scales charts
+to the page's width, and at a phone's width (about 400 px) their smallest text stays near 9 px.
+Panels are stacked, never side by side, for the same reason.
 """
 
 from __future__ import annotations
 
+import textwrap
 import warnings
 from pathlib import Path
 
@@ -24,6 +30,7 @@ from matplotlib.patches import Patch
 
 from nsys_collective import causes as cause_kinds
 from nsys_collective.render.names import short_name, unique_labels as _unique_labels
+from nsys_collective.render.text import break_name
 from nsys_collective.result import Result
 from nsys_collective.units import count
 from nsys_collective.units import duration as _d
@@ -45,6 +52,11 @@ STYLE = {
     "hatch.linewidth": 0.8,
     "text.parse_math": False,  # kernel and NVTX names are data: a '$' is a dollar sign, not TeX
 }
+# The report's charts: narrow, with text large for their width (see the module's docstring).
+FIG_WIDTH_IN = 5.8
+AXES_SHARE = 0.78  # of the width, an axes' title has beside the tick labels
+REPORT_STYLE = {**STYLE, "font.size": 11, "axes.titlesize": 11, "axes.labelsize": 10.5, "xtick.labelsize": 10,
+                "ytick.labelsize": 10, "legend.fontsize": 10, "figure.titlesize": 12.5}
 # Timeline colours: compute is quiet, the collective and its cause are loud.
 C_COMPUTE = "#9aa7b4"
 C_COPY = "#d8c27a"
@@ -61,7 +73,7 @@ def write_charts(result: Result, out_dir: Path) -> dict[str, list[Path]]:
     out_dir.mkdir(parents=True, exist_ok=True)
     written = {}
     failed = {}
-    with matplotlib.rc_context(STYLE):
+    with matplotlib.rc_context(REPORT_STYLE):
         for name, draw in (("blocking", _blocking), ("timeline", _timeline), ("wait_heatmap", _wait_heatmap),
                            ("transfer_vs_overlap", _transfer_vs_overlap), ("alignment", _alignment)):
             try:
@@ -93,6 +105,18 @@ def save_figure(fig: Figure, stem: Path) -> list[Path]:
     return [png, svg]
 
 
+def _lines(text: str, points: float, share: float = 0.96) -> str:
+    """Text wrapped between words to the chart's width (or a share of it: an axes' title starts
+    right of the tick labels) at this font size."""
+    chars = max(12, int(FIG_WIDTH_IN * 72 * share / (points * 0.6)))
+    return "\n".join(textwrap.fill(line, chars, break_long_words=False, break_on_hyphens=False)
+                     for line in text.split("\n"))
+
+
+def _title_points(key: str = "figure.titlesize") -> float:
+    return float(matplotlib.rcParams[key]) if not isinstance(matplotlib.rcParams[key], str) else 12.0
+
+
 def _wrap(label: str, line: int = 34) -> str:
     """Break a long label once, preferably at an underscore or space."""
     if len(label) <= line:
@@ -118,17 +142,17 @@ def _rank_colours(ranks: list[int | str]) -> dict[int | str, str]:
 # Blocking causes --------------------------------------------------------------------------------
 
 def _blocking(result: Result) -> Figure | None:
-    whatif = result.doc.get("whatif") or {"causes": []}
+    whatif = result.document.whatif
     causes: dict[tuple, dict] = {}
-    for e in whatif["causes"]:
-        full = e.get("name_full") or e.get("name") or e["cause"]
-        key = (e["cause"], full)
-        c = causes.setdefault(key, {"name": e.get("name") or e["cause"], "full": full, "host": cause_kinds.of(e["cause"]).family is cause_kinds.HOST,
-                                    "cause": e["cause"], "by_rank": {}, "high_ns": 0})
-        who = e["rank"] if e["rank"] is not None else e["host"] or "all"
-        c["by_rank"][who] = c["by_rank"].get(who, 0) + max(0, e["wait_saved_ns"])
-        if e.get("confidence") == "high":  # a bar stacks several ranks' causes: say how much of it is high
-            c["high_ns"] += max(0, e["wait_saved_ns"])
+    for e in whatif.causes if whatif else ():
+        full = e.name_full or e.name or e.cause
+        key = (e.cause, full)
+        c = causes.setdefault(key, {"name": e.name or e.cause, "full": full, "host": cause_kinds.of(e.cause).family is cause_kinds.HOST,
+                                    "cause": e.cause, "by_rank": {}, "high_ns": 0})
+        who = e.rank if e.rank is not None else e.host or "all"
+        c["by_rank"][who] = c["by_rank"].get(who, 0) + max(0, e.wait_saved_ns)
+        if e.confidence == "high":  # a bar stacks several ranks' causes: say how much of it is high
+            c["high_ns"] += max(0, e.wait_saved_ns)
     top = sorted((c for c in causes.values() if sum(c["by_rank"].values()) > 0), key=lambda c: -sum(c["by_rank"].values()))[:MAX_CAUSES]
     if not top:
         return None
@@ -144,7 +168,9 @@ def _blocking(result: Result) -> Figure | None:
     colours = _rank_colours(shown)
 
     # Room for a y label and a title even with one bar.
-    fig = Figure(figsize=(10, max(2.6, 1.4 + 0.48 * len(top))), layout="constrained")
+    labels = [break_name(lab, 28) for lab in labels]
+    rows = [lab.count("\n") + 1 for lab in labels]
+    fig = Figure(figsize=(FIG_WIDTH_IN, max(3.0, 2.2 + 0.3 * sum(rows) + 0.22 * len(top))), layout="constrained")
     ax = fig.add_subplot()
     y = np.arange(len(top))
     left = np.zeros(len(top))
@@ -161,22 +187,22 @@ def _blocking(result: Result) -> Figure | None:
         left += _ms(values)
     for k, c in enumerate(top):
         total = sum(c["by_rank"].values())
-        ax.text(left[k] + left.max() * 0.01, k, f"{_d(total)} · {_confidence(c['high_ns'], total)}",
-                va="center", fontsize=8.5, color="#222222" if c["high_ns"] else "#777777")
-    ax.set_yticks(y, [_wrap(lab, 46) for lab in labels], fontsize=8.5)
+        ax.text(left[k] + left.max() * 0.015, k, f"{_d(total)}\n{_confidence(c['high_ns'], total)}",
+                va="center", fontsize="small", linespacing=1.1, color="#222222" if c["high_ns"] else "#777777")
+    ax.set_yticks(y, labels, fontsize="small")
     for tick, c in zip(ax.get_yticklabels(), top):
         tick.set_color("#8a3b00" if c["host"] else "#222222")
     ax.invert_yaxis()
-    ax.set_xlim(0, left.max() * 1.32)
+    ax.set_xlim(0, left.max() * 1.6)  # room for the figure beside the longest bar
     ax.set_xlabel("wait its fix saves, replayed (ms of GPU time)")
     ax.set_ylabel("cause")
     which = "the one cause found, by the wait fixing it would save" if len(top) == 1 else \
         f"top {len(top)} causes by the wait fixing each would save"
-    fig.suptitle(f"What made the collectives wait: {which}, by rank",
-                 x=0.01, ha="left", fontsize=11, fontweight="bold")
+    fig.suptitle(_lines(f"What made the collectives wait: {which}, by rank", _title_points()),
+                 x=0.01, ha="left", fontweight="bold")
     ax.grid(axis="x", color="#e5e5e5", linewidth=0.6)
     ax.set_axisbelow(True)
-    ax.legend(title="where", loc="lower right", frameon=False, ncols=1 if len(shown) <= 6 else 2)
+    fig.legend(title="where", loc="outside lower center", frameon=False, ncols=min(4, len(shown) + 1))
     return fig
 
 
@@ -191,7 +217,7 @@ def _confidence(high_ns: float, total_ns: float) -> str:
 
 # Timelines of the worst collectives -------------------------------------------------------------
 
-TIMELINE_WIDTH_IN = 11
+TIMELINE_WIDTH_IN = FIG_WIDTH_IN
 ROW_IN = 0.42
 
 
@@ -199,7 +225,7 @@ def _timeline(result: Result) -> Figure | None:
     panels = result.evidence.panels
     if not panels:
         return None
-    heights = [len(p["rows"]) + 2.2 for p in panels]
+    heights = [len(p["rows"]) + 3.2 for p in panels]  # the rows and the panel's title
     row_in = ROW_IN if max(len(p["rows"]) for p in panels) <= 8 else ROW_IN * 0.8  # many ranks: thinner rows
     fig = Figure(figsize=(TIMELINE_WIDTH_IN, 1.0 + row_in * sum(heights)), layout="constrained")
     axes = fig.subplots(len(panels), 1, gridspec_kw={"height_ratios": heights}, squeeze=False)[:, 0]
@@ -210,9 +236,10 @@ def _timeline(result: Result) -> Figure | None:
                Patch(color=C_TRANSFER, label="this collective: transfer")]
     if any(blamed):
         handles.append(Patch(color=C_BLAMED, label="blamed kernel (on the straggler)"))
-    fig.legend(handles=handles, loc="outside lower center", ncols=3, frameon=False)
-    fig.suptitle(f"Worst {count(len(panels), 'collective')} by wait cost, on the aligned clock "
-                 "(per rank: compute and copies above, NCCL below)", x=0.01, ha="left", fontsize=11, fontweight="bold")
+    fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False, fontsize="small")
+    fig.suptitle(_lines(f"Worst {count(len(panels), 'collective')} by wait cost, on the aligned clock "
+                        "(per rank: compute and copies above, NCCL below)", _title_points()),
+                 x=0.01, ha="left", fontweight="bold")
     return fig
 
 
@@ -274,7 +301,7 @@ def _draw_timeline_panel(ax, p: dict) -> bool:
 
     n = len(ranks)
     ax.set_ylim(n - 0.5 + 0.2, -1.6)  # a band above the rows for the arrival labels
-    ax.set_yticks(np.arange(n), [f"rank {r}" + ("  ◀ straggler" if r == p["straggler"] else "") for r in ranks])
+    ax.set_yticks(np.arange(n), [f"rank {r}" + (" ◀" if r == p["straggler"] else "") for r in ranks])
     for tick, r in zip(ax.get_yticklabels(), ranks):
         if r == p["straggler"]:
             tick.set_color(C_BLAMED)
@@ -284,12 +311,12 @@ def _draw_timeline_panel(ax, p: dict) -> bool:
     ax.axvline(0, color="#555555", linewidth=0.7, linestyle=":")
     ax.axvline(x_last, color=C_BLAMED, linewidth=0.8, linestyle="--")
     # Arrival labels in the band above the rows, on two heights so that close ones do not collide.
-    close = (x_last - 0) < 0.18 * (x_hi - x_lo)
-    ax.text(0, -1.05, "first arrival ", color="#555555", fontsize=8, va="center", ha="right")
-    ax.text(x_last, -0.62 if close else -1.05, " last arrival", color=C_BLAMED, fontsize=8, va="center", ha="left")
+    close = (x_last - 0) < 0.3 * (x_hi - x_lo)
+    ax.text(0, -1.05, "first arrival ", color="#555555", fontsize="small", va="center", ha="right")
+    ax.text(x_last, -0.55 if close else -1.05, " last arrival", color=C_BLAMED, fontsize="small", va="center", ha="left")
     if note is not None:
         _note(ax, *note, x_hi - x_lo)
-    ax.set_xlabel("time after the first rank arrived (ms, aligned clock)")
+    ax.set_xlabel("ms after the first rank arrived (aligned clock)")
     ax.spines["left"].set_visible(False)
     ax.tick_params(axis="y", length=0)
 
@@ -299,19 +326,22 @@ def _draw_timeline_panel(ax, p: dict) -> bool:
     cause = _cause_line(p["blame"], p["wait"])
     if p["ago"] is not None:
         cause += f"; its last run ended {_d(p['ago'])} before the first arrival"
-    ax.set_title(title + "\n" + cause, loc="left", fontsize=9.5)
+    ax.set_title(_lines(title + "\n" + cause, 10, AXES_SHARE), loc="left", fontsize=10)
     return blamed
 
 
 def _note(ax, x0: float, x1: float, row: int, texts: list[str], ha: str, x_range: float) -> None:
     """Label the blocking cause in the straggler's NCCL lane, empty between x0 and its arrival x1:
     the longest text that fits there, else the shortest on a white box."""
-    px_per_ms = (TIMELINE_WIDTH_IN - 1.4) * DPI / x_range
-    char_px = 8 * DPI / 72 * 0.62  # bold 8 pt
-    text = next((t for t in texts if len(t) * char_px <= (x1 - x0) * px_per_ms), None)
+    px_per_ms = (TIMELINE_WIDTH_IN - 1.2) * DPI / x_range
+    points = matplotlib.font_manager.FontProperties(size="small").get_size_in_points()
+    char_px = points * DPI / 72 * 0.62  # bold
+    text = next((t for t in texts if len(t) * char_px <= (x1 - x0) * px_per_ms * 0.95), None)
     style = {} if text else {"bbox": {"facecolor": "white", "edgecolor": "none", "pad": 1, "alpha": 0.85}}
-    ax.text(x0 if ha == "left" else x1, row + 0.24, text or texts[-1], color=C_BLAMED, fontsize=8, fontweight="bold",
-            va="center", ha=ha, clip_on=True, **style)
+    # Clear of the arrival line it ends at (the dashed last-arrival line, the straggler's arrival).
+    pad = 0.012 * x_range
+    ax.text(x0 + pad if ha == "left" else x1 - pad, row + 0.24, text or texts[-1], color=C_BLAMED, fontsize="small",
+            fontweight="bold", va="center", ha=ha, clip_on=True, **style)
 
 
 def _cause_line(blame: dict | None, wait: int) -> str:
@@ -336,12 +366,12 @@ def _legend(kind: str, label: str) -> str:
 # Wait per rank and collective -------------------------------------------------------------------
 
 def _wait_heatmap(result: Result) -> Figure | None:
-    collectives, o = result.doc["collectives"], result.evidence.observations
-    if not any(c["ranks"] >= 2 for c in collectives):
+    collectives, o = result.document.collectives, result.evidence.observations
+    if not any(c.ranks >= 2 for c in collectives):
         return None
     n = len(collectives)
-    last = np.array([c["last_arrival_ns"] for c in collectives], dtype=np.int64)
-    straggler = np.array([c["straggler_rank"] for c in collectives], dtype=np.int64)
+    last = np.array([c.last_arrival_ns for c in collectives], dtype=np.int64)
+    straggler = np.array([c.straggler_rank for c in collectives], dtype=np.int64)
     ranks = np.unique(o.rank)
     row = np.searchsorted(ranks, o.rank)
     grid = np.full((len(ranks), n), np.nan)
@@ -352,7 +382,7 @@ def _wait_heatmap(result: Result) -> Figure | None:
     p99 = float(np.percentile(finite, 99)) if finite.size else 0.0
     vmax, extend = (p99, "max") if p99 > 0 and top > 1.5 * p99 else (max(top, 1e-6), "neither")
 
-    fig = Figure(figsize=(10, min(7.5, 2.0 + 0.32 * len(ranks))), layout="constrained")
+    fig = Figure(figsize=(FIG_WIDTH_IN, min(9.0, 2.8 + 0.32 * len(ranks))), layout="constrained")
     ax = fig.add_subplot()
     cmap = matplotlib.colormaps["YlOrRd"].with_extremes(bad="#eeeeee")
     image = ax.imshow(np.ma.masked_invalid(grid), aspect="auto", cmap=cmap, vmin=0, vmax=vmax, interpolation="nearest",
@@ -361,17 +391,18 @@ def _wait_heatmap(result: Result) -> Figure | None:
         ax.scatter(np.arange(n), np.searchsorted(ranks, straggler), marker="o", s=10, facecolors="none",
                    edgecolors="#1f3b73", linewidths=0.8, label="straggler (arrived last)")
         fig.legend(loc="outside lower left", frameon=False)
-    host_of = {r["rank"]: r["host"] for r in result.doc["ranks"]}
+    host_of = {r.rank: r.host for r in result.document.ranks}
     step = max(1, len(ranks) // 24)
-    ax.set_yticks(np.arange(0, len(ranks), step), [f"rank {r}" + (f" ({host_of.get(int(r))})" if host_of.get(int(r)) else "")
-                                                   for r in ranks[::step]])
+    hosts = any(host_of.values())
+    ax.set_yticks(np.arange(0, len(ranks), step), [f"rank {r}" + (f"\n{host_of.get(int(r))}" if host_of.get(int(r)) else "")
+                                                   for r in ranks[::step]], fontsize="small")
     ax.set_xlabel("collective id (issue order)")
-    ax.set_ylabel("rank (host)")
+    ax.set_ylabel("rank (host)" if hosts else "rank")
     ax.xaxis.get_major_locator().set_params(integer=True)
     bar = fig.colorbar(image, ax=ax, extend=extend, pad=0.01)
     bar.set_label("wait for the last rank (ms)")
-    ax.set_title(f"Wait per rank and collective: {count(n, 'collective')}, {_d(result.doc['summary']['wait_ns'])} of GPU time in total"
-                 + (" (colour scale clipped at the 99th percentile)" if extend == "max" else ""), loc="left")
+    ax.set_title(_lines(f"Wait per rank and collective: {count(n, 'collective')}, {_d(result.document.summary.wait_ns)} of GPU time in total"
+                        + (" (colour scale clipped at the 99th percentile)" if extend == "max" else ""), 11, AXES_SHARE), loc="left")
     for side in ("top", "right"):
         ax.spines[side].set_visible(True)
     return fig
@@ -387,38 +418,37 @@ def _known(values) -> np.ndarray:
 def _transfer_vs_overlap(result: Result) -> Figure | None:
     """Per kernel of the most contention, one panel: each collective's overlap with it against its
     transfer less its class's baseline and what the other kernels added (so the fit's line,
-    coefficient x overlap, is what the points should follow)."""
-    points = [p for p in (result.evidence.contention_points if result.evidence else ()) if p["overlap_ns"]]
+    coefficient x overlap, is what the points should follow). Only kernels the fit finds slowed
+    the transfers (a positive figure): a flat line at zero shows nothing (the report says so)."""
+    entries = {e.kernel: e for e in result.document.contention}
+    points = [p for p in (result.evidence.contention_points if result.evidence else ())
+              if p["overlap_ns"] and (entries[p["kernel"]].contention_ns or 0) > 0 if p["kernel"] in entries]
     if not points:
         return None
-    entries = {e["kernel"]: e for e in result.doc["contention"]}
-    fig = Figure(figsize=(10, 2.2 + 2.6 * ((len(points) + 1) // 2)), layout="constrained")
-    axes = fig.subplots((len(points) + 1) // 2, 2 if len(points) > 1 else 1, squeeze=False).ravel()
+    fig = Figure(figsize=(FIG_WIDTH_IN, 1.6 + 3.3 * len(points)), layout="constrained")
+    axes = fig.subplots(len(points), 1, squeeze=False)[:, 0]
     for ax, p in zip(axes, points):
         x, y = _ms(p["overlap_ns"]), _ms(p["partial_ns"])
-        e = entries.get(p["kernel"], {})
-        ax.scatter(x, y, s=18, color="#4c72b0", alpha=0.75, zorder=3, label="collectives (partial transfer)")
+        e = entries[p["kernel"]]
+        ax.axhline(0, color="#888888", linewidth=0.8, linestyle="--", zorder=1, label="baseline (nothing added)")
+        ax.scatter(x, y, s=22, color="#4c72b0", alpha=0.75, zorder=3, label="collectives (transfer less baseline and others)")
         top = max(float(x.max()), 1e-6)
         line = np.array([0.0, top * 1.05])
-        ax.plot(line, line * p["slowdown_per_overlap"], color="#c44e52", linewidth=1.6, zorder=4,
-                label=f"fit: {p['slowdown_per_overlap']:.3f} ns per ns of overlap")
-        ax.axhline(0, color="#888888", linewidth=0.8, linestyle="--", zorder=1)
-        figure = _d(e.get("contention_ns"))
-        rng = (f", 90% {_d(e['contention_low_ns'])}-{_d(e['contention_high_ns'])}"
-               if e.get("contention_low_ns") is not None else "")
-        ax.set_title(f"{_wrap(short_name(p['kernel']), 60)}\nslowed the transfers by {figure}{rng} "
-                     f"({e.get('confidence') or 'low'} confidence)", loc="left", fontsize=9)
+        ax.plot(line, line * p["slowdown_per_overlap"], color="#c44e52", linewidth=1.6, zorder=4, label="contention fit")
+        rng = f", 90% {_d(e.contention_low_ns)}-{_d(e.contention_high_ns)}" if e.contention_low_ns is not None else ""
+        ax.set_title(_lines(f"{short_name(p['kernel'])}: slowed the transfers by {_d(e.contention_ns)}{rng} "
+                            f"({e.confidence or 'low'} confidence; {p['slowdown_per_overlap']:.3f} ns per ns of overlap)", 10, AXES_SHARE),
+                     loc="left", fontsize=10)
         ax.set_xlabel("overlap with the kernel (ms)")
-        ax.set_ylabel("transfer - baseline - others (ms)")
+        ax.set_ylabel("extra transfer (ms)")
         ax.grid(color="#eeeeee", linewidth=0.6)
         ax.set_axisbelow(True)
-        ax.legend(loc="upper left", frameon=True, framealpha=0.9, edgecolor="#dddddd", fontsize=7.5)
-    for ax in axes[len(points):]:
-        ax.set_visible(False)
-    fit = result.doc.get("contention_fit") or {}
-    fig.suptitle(f"Did compute slow the transfers? Transfer time against overlap, per kernel, with the fitted line "
-                 f"({count(fit.get('collectives', 0), 'collective')}, {count(fit.get('classes', 0), 'class', 'classes')})",
-                 x=0.01, ha="left", fontsize=10.5)
+    # One legend for every panel, below them: never on a line or a point.
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=1, frameon=False, fontsize="small")
+    fit = result.document.contention_fit
+    fig.suptitle(_lines(f"Did compute slow the transfers? Transfer time against overlap, per kernel, with the fitted line "
+                        f"({count(fit.collectives if fit else 0, 'collective')}, {count(fit.classes if fit else 0, 'class', 'classes')})",
+                        _title_points()), x=0.01, ha="left", fontweight="bold")
     return fig
 
 
@@ -432,51 +462,90 @@ def _spread_per_instance(inst: np.ndarray, end: np.ndarray, n: int) -> np.ndarra
     return (hi - lo).astype(np.float64)
 
 
+class _PlainLog(matplotlib.ticker.LogFormatter):
+    """Log-axis labels as plain numbers (0.3, 20, 300), never mathtext or 3e-01."""
+
+    def _num_to_string(self, x, vmin, vmax):
+        return f"{x:g}"
+
+
+def clock_label(clock) -> str:
+    """A clock of alignment.hosts in words: its host, else the ranks that read it (profiler traces
+    record no host: one clock per rank)."""
+    ranks = getattr(clock, "ranks", None)
+    if clock.host:
+        return clock.host
+    return f"{'rank' if len(ranks) == 1 else 'ranks'} {', '.join(map(str, ranks))}" if ranks else "one clock"
+
+
+def method_words(a) -> str:
+    """How the clocks were aligned, in a few words."""
+    if a.method == "none (one clock)":
+        return "none needed, every rank reads one clock"
+    if a.method.startswith("none"):
+        return "none, no collective to fit the clocks on"
+    per_rank = bool(a.hosts) and not any(h.host for h in a.hosts)
+    return f"fitted on {count(a.instances_used, 'collective')}" + (", one clock per rank" if per_rank else "")
+
+
 def _alignment(result: Result) -> Figure | None:
-    a, o = result.doc["alignment"], result.evidence.observations
-    n = len(result.doc["collectives"])
-    multi = np.flatnonzero([c["ranks"] >= 2 for c in result.doc["collectives"]])
+    """The spread of each collective's ends before and after alignment, and below it the offset of
+    each clock (where there is more than one)."""
+    a, o = result.document.alignment, result.evidence.observations
+    n = len(result.document.collectives)
+    multi = np.flatnonzero([c.ranks >= 2 for c in result.document.collectives])
     if not len(multi):
         return None
     before = _spread_per_instance(o.instance, o.utc_end, n)[multi] / 1e3
     after = _spread_per_instance(o.instance, o.end, n)[multi] / 1e3
     floor = 0.01  # µs: a log axis has no zero
-    fig = Figure(figsize=(10, 4.6), layout="constrained")
-    left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 1.15]})
-    size = 14 if len(multi) <= 300 else 5
-    left.scatter(multi, np.maximum(before, floor), s=size, marker="o", facecolors="none", edgecolors="#c0504d",
-                 linewidths=0.9, label="before (raw UTC clocks)")
-    left.scatter(multi, np.maximum(after, floor), s=size, marker="o", color="#1f5fa8", label="after alignment")
-    for spread, colour in ((a.get("end_spread_ns_before"), "#c0504d"), (a.get("end_spread_ns_after"), "#1f5fa8")):
-        if spread and spread["p50"] > 0:
-            left.axhline(spread["p50"] / 1e3, color=colour, linestyle="--", linewidth=0.8)
-    left.set_yscale("log")
-    # Plain numbers: the style turns mathtext off (names are data), and the default labels are mathtext.
-    left.yaxis.set_major_formatter(matplotlib.ticker.LogFormatter())
-    left.set_xlabel("collective id (issue order)")
-    left.set_ylabel("end-time spread across ranks (µs, log)")
-    left.legend(loc="best", frameon=False)
-    left.grid(axis="y", which="major", color="#eeeeee", linewidth=0.6)
-    left.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True, min_n_ticks=1))
-    left.set_xlim(multi[0] - 0.6, multi[-1] + 0.6)  # collective ids are integers, even with one collective
-    b, f = a.get("end_spread_ns_before"), a.get("end_spread_ns_after")
-    medians = f"\nmedian {_d(b['p50'])} → {_d(f['p50'])} (dashed)" if b and f else ""
-    left.set_title(f"Ends of one collective should coincide: spread per collective{medians}", loc="left", fontsize=9.5)
+    clocks = a.hosts if len(a.hosts) > 1 else ()
+    label_lines = [1 + (k > 0 and bool(h.drift_ppm)) for k, h in enumerate(clocks)]
+    offsets_in = 1.2 + 0.34 * sum(label_lines) + 0.12 * len(clocks) if clocks else 0
+    fig = Figure(figsize=(FIG_WIDTH_IN, 4.4 + offsets_in), layout="constrained")
+    if clocks:
+        top, bottom = fig.subplots(2, 1, gridspec_kw={"height_ratios": [3.4, offsets_in]})
+    else:
+        top, bottom = fig.add_subplot(), None
+    size = 18 if len(multi) <= 300 else 6
+    top.scatter(multi, np.maximum(before, floor), s=size, marker="o", facecolors="none", edgecolors="#c0504d",
+                linewidths=0.9, label="before (raw UTC clocks)")
+    top.scatter(multi, np.maximum(after, floor), s=size, marker="o", color="#1f5fa8", label="after alignment")
+    for spread, colour in ((a.end_spread_ns_before, "#c0504d"), (a.end_spread_ns_after, "#1f5fa8")):
+        if spread and spread.p50 > 0:
+            top.axhline(spread.p50 / 1e3, color=colour, linestyle="--", linewidth=0.8)
+    top.set_yscale("log")
+    # Plain numbers on major and minor ticks: the style turns mathtext off (names are data), and
+    # the log scale's default labels are mathtext ($\mathdefault{3\times10^{2}}$).
+    top.yaxis.set_major_formatter(_PlainLog())
+    top.yaxis.set_minor_formatter(_PlainLog(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+    top.set_xlabel("collective id (issue order)")
+    top.set_ylabel("end-time spread (µs, log)")
+    # Below the axes: the legend never sits on a point or a median line.
+    top.legend(loc="upper left", bbox_to_anchor=(0, -0.2), ncols=2, frameon=False, fontsize="small", borderaxespad=0)
+    top.grid(axis="y", which="major", color="#eeeeee", linewidth=0.6)
+    top.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True, min_n_ticks=1))
+    top.set_xlim(multi[0] - 0.6, multi[-1] + 0.6)  # collective ids are integers, even with one collective
+    b, f = a.end_spread_ns_before, a.end_spread_ns_after
+    medians = f"; median {_d(b.p50)} → {_d(f.p50)} (dashed)" if b and f else ""
+    top.set_title(_lines(f"Ends of one collective should coincide: their spread per collective{medians}", 10, AXES_SHARE),
+                  loc="left", fontsize=10)
 
-    hosts = a.get("hosts", [])
-    names = [h["host"] or "?" for h in hosts]
-    offsets = np.array([h["offset_ns"] for h in hosts], float) / 1e3
-    y = np.arange(len(hosts))
-    right.barh(y, offsets, color="#7f8fa6", height=0.42)
-    right.axvline(0, color="#555555", linewidth=0.7)
-    notes = ["reference" if k == 0 else signed_duration(h["offset_ns"]) + (f"\n{h['drift_ppm']:+.2f} ppm" if h.get("drift_ppm") else "")
-             for k, h in enumerate(hosts)]
-    right.set_yticks(y, [f"{short_name(n, 24)}\n{note}" for n, note in zip(names, notes)])
-    right.set_ylim(max(len(hosts), 3) - 0.5, -0.5)  # a few hosts do not make fat bars
-    right.set_xlabel("clock offset (µs)")
-    right.set_title("Fitted offset per host clock", loc="left", fontsize=9.5)
-    lim = max(1.0, float(np.abs(offsets).max()) * 1.1)
-    right.set_xlim(-lim if (offsets < 0).any() else -0.05 * lim, lim if (offsets > 0).any() else 0.05 * lim)
-    fig.suptitle(f"Clock alignment ({a.get('method')}): causality violations {a.get('violations_before') or 0:,} before → "
-                 f"{a.get('violations_after') or 0:,} after", x=0.01, ha="left", fontsize=11, fontweight="bold")
+    if clocks:
+        offsets = np.array([h.offset_ns for h in clocks], float) / 1e3
+        y = np.arange(len(clocks))
+        bottom.barh(y, offsets, color="#7f8fa6", height=0.5)
+        bottom.axvline(0, color="#555555", linewidth=0.7)
+        notes = ["reference" if k == 0 else signed_duration(h.offset_ns) + (f", {h.drift_ppm:+.2f} ppm" if h.drift_ppm else "")
+                 for k, h in enumerate(clocks)]
+        bottom.set_yticks(y, [f"{short_name(clock_label(h), 24)}: {note}" for h, note in zip(clocks, notes)], fontsize="small")
+        bottom.set_ylim(len(clocks) - 0.5, -0.5)
+        bottom.set_xlabel("clock offset (µs)")
+        per_rank = not any(h.host for h in clocks)
+        bottom.set_title(_lines("Fitted offset per clock: one per rank (no host recorded)" if per_rank else
+                                "Fitted offset per host clock", 10, AXES_SHARE), loc="left", fontsize=10)
+        lim = max(1.0, float(np.abs(offsets).max()) * 1.1)
+        bottom.set_xlim(-lim if (offsets < 0).any() else -0.05 * lim, lim if (offsets > 0).any() else 0.05 * lim)
+    fig.suptitle(_lines(f"Clock alignment ({method_words(a)}): causality violations {a.violations_before or 0:,} before → "
+                        f"{a.violations_after or 0:,} after", _title_points()), x=0.01, ha="left", fontweight="bold")
     return fig

@@ -21,8 +21,7 @@ from rich.text import Text
 from nsys_collective.causes import table_label
 from nsys_collective.glossary import ZERO_OVERLAP
 from nsys_collective.render.names import distinct_names
-from nsys_collective.result import (AlignmentInfo, ContentionEntry, ContentionFit, Document, RankReached, Result,
-                                   StoppedCommunicator, WhatIfCause)
+from nsys_collective.result import AlignmentInfo, ContentionEntry, ContentionFit, Document, Result, WhatIfCause
 from nsys_collective.units import count
 from nsys_collective.units import duration as _d
 from nsys_collective.render.text import break_name, longest_part, wrap
@@ -289,11 +288,11 @@ def _alignment(out: Console, result: Result) -> list[RenderableType]:
                    f"{a.violations_before} -> {a.violations_after}.{more}"]
 
 
-def stopped_lines(document: Document | dict) -> list[str]:
+def stopped_lines(document: Document) -> list[str]:
     """Per communicator whose ranks did not all reach its last operation: where each rank stopped,
     and which stopped earlier (what a hang or a mismatch needs first)."""
     lines = []
-    for s in _stopped_of(document):
+    for s in document.stopped:
         reached = sorted(s.reached, key=lambda r: (-r.operations, r.rank))
         by_point: dict[tuple[int, str], list[int]] = {}
         for r in reached:
@@ -306,16 +305,6 @@ def stopped_lines(document: Document | dict) -> list[str]:
             lines.append(f"{s.communicator}: {where}; {'rank' if len(s.stopped_early) == 1 else 'ranks'} "
                          f"{', '.join(map(str, s.stopped_early))} stopped earlier.")
     return lines
-
-
-def _stopped_of(document: Document | dict) -> tuple[StoppedCommunicator, ...]:
-    """The document's stopped communicators, typed; html.py still hands the JSON document (until
-    it reads the typed result too)."""
-    if not isinstance(document, dict):
-        return document.stopped
-    return tuple(StoppedCommunicator(communicator=s["communicator"], streams=tuple(s["streams"]),
-                                     reached=tuple(RankReached(**r) for r in s["reached"]), stopped_early=tuple(s["stopped_early"]))
-                 for s in document.get("stopped") or ())
 
 
 def _stopped(out: Console, document: Document) -> list[RenderableType]:
