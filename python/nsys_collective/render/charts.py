@@ -67,29 +67,41 @@ C_BLAMED = "#d62728"
 
 
 def write_charts(result: Result, out_dir: Path) -> dict[str, list[Path]]:
-    """Write every chart that has something to show as out_dir/<name>.png and .svg;
-    return {name: [png, svg]}."""
+    """Write every chart that has something to show as out_dir/<name>.png and .svg, one after
+    another; return {name: [png, svg]}. (`--out` draws them in parallel: render/outdir.py.)"""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    written = {}
-    failed = {}
-    with matplotlib.rc_context(REPORT_STYLE):
-        for name, draw in (("blocking", _blocking), ("timeline", _timeline), ("wait_heatmap", _wait_heatmap),
-                           ("transfer_vs_overlap", _transfer_vs_overlap), ("alignment", _alignment)):
-            try:
-                fig = draw(result)
-                if fig is not None:
-                    written[name] = save_figure(fig, out_dir / name)
-            except (OverflowError, ValueError, RuntimeError) as e:
-                # Values of absurd magnitude can exceed what Agg and FreeType rasterize: the report
-                # goes on without that chart.
-                failed[name] = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                for leftover in (out_dir / f"{name}.png", out_dir / f"{name}.svg"):
-                    leftover.unlink(missing_ok=True)
+    written, failed = {}, {}
+    for name in CHART_NAMES:
+        paths, why = draw_chart(name, result, out_dir)
+        if paths:
+            written[name] = paths
+        if why:
+            failed[name] = why
     if failed:
-        warnings.warn(f"{count(len(failed), 'chart')} not drawn: "
-                      + "; ".join(f"{name} ({why})" for name, why in failed.items()), ChartWarning, stacklevel=2)
+        warnings.warn(not_drawn(failed), ChartWarning, stacklevel=2)
     return written
+
+
+def draw_chart(name: str, result: Result, out_dir: Path) -> tuple[list[Path] | None, str | None]:
+    """One chart (a name of CHART_NAMES) saved as out_dir/<name>.png and .svg: ([png, svg], None);
+    (None, None) when it has nothing to show; (None, why) when it could not be drawn."""
+    with matplotlib.rc_context(REPORT_STYLE):
+        try:
+            fig = _DRAW[name](result)
+            return (save_figure(fig, out_dir / name) if fig is not None else None), None
+        except (OverflowError, ValueError, RuntimeError) as e:
+            # Values of absurd magnitude can exceed what Agg and FreeType rasterize: the report
+            # goes on without that chart.
+            for leftover in (out_dir / f"{name}.png", out_dir / f"{name}.svg"):
+                leftover.unlink(missing_ok=True)
+            return None, str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
+def not_drawn(failed: dict[str, str]) -> str:
+    """The one warning for the charts that could not be drawn, in chart order."""
+    return (f"{count(len(failed), 'chart')} not drawn: "
+            + "; ".join(f"{name} ({failed[name]})" for name in CHART_NAMES if name in failed))
 
 
 class ChartWarning(UserWarning):
@@ -549,3 +561,9 @@ def _alignment(result: Result) -> Figure | None:
     fig.suptitle(_lines(f"Clock alignment ({method_words(a)}): causality violations {a.violations_before or 0:,} before → "
                         f"{a.violations_after or 0:,} after", _title_points()), x=0.01, ha="left", fontweight="bold")
     return fig
+
+
+# The charts, in the report's order: name -> the function that draws it (None: nothing to show).
+_DRAW = {"blocking": _blocking, "timeline": _timeline, "wait_heatmap": _wait_heatmap,
+         "transfer_vs_overlap": _transfer_vs_overlap, "alignment": _alignment}
+CHART_NAMES = tuple(_DRAW)

@@ -20,7 +20,6 @@ from pathlib import Path
 
 from nsys_collective import outputs
 from nsys_collective.result import Result
-from nsys_collective.units import count
 
 
 def check_target(out: Path, force: bool, protect: Iterable[str | os.PathLike] = ()) -> None:
@@ -53,10 +52,6 @@ def write_outputs(result: Result, out: Path, force: bool, protect: Iterable[str 
     return sorted(p for p in out.rglob("*") if p.is_file() and p.name != outputs.MARKER)
 
 
-# render/charts.py's charts, in its write_charts order (its `_<name>` functions draw them).
-CHARTS = ("blocking", "timeline", "wait_heatmap", "transfer_vs_overlap", "alignment")
-# What Agg and FreeType raise for values of absurd magnitude: that chart is left out (as write_charts does).
-_UNDRAWABLE = (OverflowError, ValueError, RuntimeError)
 _shared: dict = {}  # the result, for chart processes forked from this one (nothing is pickled)
 
 
@@ -71,18 +66,18 @@ def _chart_drawing(result: Result, out_dir: Path, on_chart) -> Iterator[_Charts]
     chart each, on as many cores as there are (saving a PNG and an SVG is most of `--out`'s time),
     else one after another here. On leaving, every chart is done: `.written` is {name: [png, svg]}
     as write_charts returns it, and the charts that could not be drawn are one ChartWarning."""
-    from nsys_collective.render.charts import ChartWarning
+    from nsys_collective.render.charts import CHART_NAMES, ChartWarning, not_drawn
 
     charts, done, failed = _Charts(), {}, {}
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     fork = "fork" in multiprocessing.get_all_start_methods()
-    pool = ProcessPoolExecutor(min(cores, len(CHARTS)), mp_context=multiprocessing.get_context("fork"),
+    pool = ProcessPoolExecutor(min(cores, len(CHART_NAMES)), mp_context=multiprocessing.get_context("fork"),
                                initializer=_die_with_parent, initargs=(os.getpid(),)) if fork and cores > 1 else None
     try:
         _shared["result"] = result
-        futures = [pool.submit(_draw, name, out_dir) for name in CHARTS] if pool else []
+        futures = [pool.submit(_draw, name, out_dir) for name in CHART_NAMES] if pool else []
         yield charts
-        outcomes = (f.result() for f in as_completed(futures)) if pool else (_draw(name, out_dir) for name in CHARTS)
+        outcomes = (f.result() for f in as_completed(futures)) if pool else (_draw(name, out_dir) for name in CHART_NAMES)
         for k, (name, paths, error, caught) in enumerate(outcomes, 1):
             done[name] = paths
             if error:
@@ -90,15 +85,14 @@ def _chart_drawing(result: Result, out_dir: Path, on_chart) -> Iterator[_Charts]
             for message, category, filename, lineno in caught:  # the drawing's own warnings, said here
                 warnings.warn_explicit(message, category, filename, lineno)
             if on_chart:
-                on_chart(k, len(CHARTS))
+                on_chart(k, len(CHART_NAMES))
     finally:
         _shared.clear()
         if pool:
             pool.shutdown(cancel_futures=True)
-    charts.written = {name: done[name] for name in CHARTS if done.get(name)}
+    charts.written = {name: done[name] for name in CHART_NAMES if done.get(name)}
     if failed:
-        warnings.warn(f"{count(len(failed), 'chart')} not drawn: "
-                      + "; ".join(f"{name} ({failed[name]})" for name in CHARTS if name in failed), ChartWarning, stacklevel=3)
+        warnings.warn(not_drawn(failed), ChartWarning, stacklevel=3)
 
 
 def _die_with_parent(parent: int) -> None:
@@ -115,18 +109,9 @@ def _die_with_parent(parent: int) -> None:
 def _draw(name: str, out_dir: Path) -> tuple[str, list[Path] | None, str | None, list]:
     """(name, [png, svg] or None when there is nothing to draw, why it could not be drawn, the
     warnings drawing it gave) of one chart of the shared result."""
-    import matplotlib
+    from nsys_collective.render.charts import draw_chart
 
-    from nsys_collective.render import charts
-
-    paths, error = None, None
-    with warnings.catch_warnings(record=True) as caught, matplotlib.rc_context(charts.STYLE):
+    with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("default")
-        try:
-            fig = getattr(charts, f"_{name}")(_shared["result"])
-            paths = charts.save_figure(fig, out_dir / name) if fig is not None else None
-        except _UNDRAWABLE as e:
-            for leftover in (out_dir / f"{name}.png", out_dir / f"{name}.svg"):
-                leftover.unlink(missing_ok=True)
-            error = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        paths, error = draw_chart(name, _shared["result"], out_dir)
     return name, paths, error, [(w.message, w.category, w.filename, w.lineno) for w in caught]
