@@ -12,7 +12,7 @@ from pathlib import Path
 import matplotlib.image
 import numpy as np
 import pytest
-from conftest import FIXTURES, REAL, analyzed, need_real
+from conftest import FIXTURES, REAL, analyzed, gen, need_real
 
 from nsys_collective.render.charts import write_charts
 from nsys_collective.render.html import write_report
@@ -90,7 +90,20 @@ def demo(tmp_path_factory):
 
 def test_demo_charts_are_written_and_not_blank(demo):
     doc, charts, _ = demo
-    assert set(charts) == ALL_CHARTS
+    # Nothing slowed the demo's transfers (the fit finds every kernel indistinguishable from no
+    # effect), so its report says so in a sentence instead of the transfers-against-compute chart.
+    assert not any(e["contention_ns"] for e in doc["contention"])
+    assert set(charts) == ALL_CHARTS - {"transfer_vs_overlap"}
+    _check_charts(charts)
+
+
+def test_the_transfers_against_compute_chart_where_a_kernel_slowed_them(tmp_path):
+    """A generated job where one kernel slows the transfers it overlaps: the chart is drawn, not blank."""
+    gen.generate(tmp_path / "job", scenario="kernel_contention", seed=1, ranks=4, hosts=2, steps=6,
+                 kernels_per_step=40, buckets=3)
+    doc, charts, report = _build(sorted((tmp_path / "job").glob("*.sqlite")), tmp_path / "out")
+    assert any((e["contention_ns"] or 0) > 0 for e in doc["contention"])
+    assert {"transfer_vs_overlap", "timeline", "wait_heatmap"} <= set(charts)
     _check_charts(charts)
 
 
