@@ -60,7 +60,7 @@ def test_every_output_renders_from_the_typed_result(name, tmp_path, monkeypatch)
         text = _shown(result, width)
         assert max(map(len, text.splitlines())) <= width
         for cause in (document.whatif.causes[:terminal.WORST] if document.whatif and document.collectives else ()):
-            assert terminal._wait_saved(cause.wait_saved_ns) in text, (width, cause)
+            assert terminal.wait_saved_text(cause.wait_saved_ns) in text, (width, cause)
 
     # Tables: one row per record of the document, the declared columns first.
     tables = arrow_tables(result)

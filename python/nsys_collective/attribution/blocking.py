@@ -2,7 +2,7 @@
 replays (attribution.whatif).
 
 Each cause the replays found is charged, in every collective, the wait its fix saved there; what
-the ideal replay (every cause fixed at once) still leaves is `unexplained`. The same causes,
+the ideal replay (the causes found fixed together) still leaves is `unexplained`. The same causes,
 summed, are the blocking kernels (a kernel longer than its reference, or extra kernels) and the
 blocking launches (host time inside an NVTX range or CPU operator, on one rank or a whole host).
 Where the straggler's rank runs a program no other rank runs and no cause explains its lateness,

@@ -21,8 +21,8 @@ from markupsafe import Markup
 
 from nsys_collective.render.charts import clock_label, method_words
 from nsys_collective.render.names import distinct_names, short_name
-from nsys_collective.render.terminal import stopped_lines, verdict
-from nsys_collective.result import AlignmentInfo, Blame, Document, Result, plain
+from nsys_collective.render.terminal import stopped_lines, verdict, wait_saved_text
+from nsys_collective.result import AlignmentInfo, Blame, Document, Result
 from nsys_collective import causes as cause_kinds, glossary
 from nsys_collective.units import count
 from nsys_collective.units import duration as _d
@@ -149,19 +149,19 @@ def _cards(doc: Document) -> list[dict]:
     straggler = s.top_straggler_rank
     caused = sum(c.wait_cost_ns for c in doc.collectives if c.straggler_rank == straggler) if straggler is not None else 0
     top = s.top_cause
-    where = cause_kinds.where(plain(top)) if top else ""
+    where = cause_kinds.where(top) if top else ""
     return [
         {"label": "Total wait", "value": _d(s.wait_ns), "note": "GPU time spent waiting for the last rank"},
         {"label": "Avoidable", "value": _d(s.avoidable_wait_ns),
-         "note": f"coverage: {_pct(s.explained_wait_share)} of the wait, every cause found fixed at once, replayed"}
+         "note": f"coverage: {_pct(s.explained_wait_share)} of the wait, the causes found fixed together, replayed"}
         if (s.avoidable_wait_ns or 0) > 0 else
         {"label": "Avoidable", "value": "none found",
-         "note": "fixing every cause found at once would not shorten the wait: it moves it to other ranks"
+         "note": "fixing the causes found together would not shorten the wait: it moves it to other ranks"
                  if s.avoidable_wait_ns is not None else "no replay: nothing to attribute"},
         {"label": "GPU transfer", "value": _d(s.transfer_ns), "note": "each collective's transfer summed over its ranks"},
         {"label": "Top straggler", "value": "-" if straggler is None else f"rank {straggler}",
          "note": f"caused {_d(caused)} of wait" if straggler is not None else "no rank stands out"},
-        {"label": "Top cause", "value": _name(cause_kinds.table_label(plain(top)), top.name_full, 60), "small": True,
+        {"label": "Top cause", "value": _name(cause_kinds.table_label(top), top.name_full, 60), "small": True,
          "note": f"{cause_kinds.of(top.cause).label} on {where}: fixing it saves {_d(top.wait_saved_ns)} of wait, "
                  f"{_d(top.step_time_saved_ns)} of step time ({top.confidence} confidence)"} if top else
         {"label": "Top cause", "value": "none", "note": "nothing the replay tried saves wait", "small": True},
@@ -196,15 +196,14 @@ def _blocking(doc: Document) -> dict:
     total = doc.summary.wait_ns
     causes = doc.whatif.causes if doc.whatif else ()
     rows = []
-    # The cause registry's words read the plain entries.
-    entries = [plain(e) for e in causes[:MAX_CAUSES]]
+    entries = causes[:MAX_CAUSES]
     names = _names([(cause_kinds.table_label(entry), e.name_full) for e, entry in zip(causes, entries)])
     for e, entry, name in zip(causes, entries, names):
         runs = "-" if e.runs is None else f"{e.runs} vs {e.reference_runs}" if e.reference_runs is not None else f"{e.runs}"
         longer = "-" if e.slowdown is None else f"{e.slowdown:+.1%}"
         # A rank-level cause's parts sit under it, marked.
         where = ("└ " if e.parent is not None else "") + cause_kinds.where(entry, job_wide="all")
-        rows.append([{"nowrap": where}, e.cause, name, _d(e.excess_ns), _d(e.wait_saved_ns),
+        rows.append([{"nowrap": where}, e.cause, name, _d(e.excess_ns), wait_saved_text(e.wait_saved_ns),
                      _pct(e.wait_saved_ns / total if total and e.wait_saved_ns > 0 else None), _d(e.step_time_saved_ns),
                      e.collectives, longer, runs, {"confidence": e.confidence}])
     headers = ["where", "cause", "kernel or NVTX range", "excess", "wait saved", "share of wait", "step time saved",
@@ -228,7 +227,7 @@ def _fidelity(doc: Document) -> str | None:
         return None
     f, ideal = w.fidelity, w.ideal
     coverage = f" ({w.coverage:.0%} of the wait: the coverage)" if w.coverage is not None else ""
-    return (f"Every cause fixed at once would save {_d(ideal.wait_saved_ns)} of wait{coverage} and "
+    return (f"The causes found, fixed together, would save {_d(ideal.wait_saved_ns)} of wait{coverage} and "
             f"{_d(ideal.step_time_saved_ns)} of step time. Replay fidelity: {f.explained_start_share:.0%} of {count(f.ops, 'GPU operation start')} "
             f"explained by {f.recorded_dependencies:,} recorded and {f.inferred_dependencies:,} inferred dependencies "
             f"(start error p50 {_d(f.start_error_ns.p50)}, p99 {_d(f.start_error_ns.p99)}).")

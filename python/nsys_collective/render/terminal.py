@@ -156,7 +156,7 @@ def _named(cause: WhatIfCause) -> str:
     return f"{label} on {cause.host}" if _where(cause).endswith(" hosts") else label
 
 
-def _wait_saved(ns: int) -> str:
+def wait_saved_text(ns: int) -> str:
     """A replayed saving of wait; a fix that moves wait to other ranks says so, never a negative saving."""
     return _d(ns) if ns >= 0 else f"adds {_d(-ns)}"
 
@@ -167,7 +167,7 @@ def _whatif(out: Console, document: Document) -> list[RenderableType]:
         return []
     causes = w.causes[:WORST]
     # A rank-level cause's parts sit under it, indented.
-    rows = [[("  └ " if c.parent is not None else "") + _where(c), c.cause, _wait_saved(c.wait_saved_ns),
+    rows = [[("  └ " if c.parent is not None else "") + _where(c), c.cause, wait_saved_text(c.wait_saved_ns),
              _d(c.step_time_saved_ns), _d(c.excess_ns), str(c.collectives), c.confidence] for c in causes]
     names = distinct_names([_named(c) for c in causes], [c.name_full or table_label(c) for c in causes])
     shown = named_table(out, "What fixing each cause would save (replayed), most wait saved first",
