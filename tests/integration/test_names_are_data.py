@@ -104,7 +104,7 @@ def test_a_chart_that_cannot_be_drawn_is_left_out_with_a_warning(tmp_path, monke
     def overflow(result):
         raise RuntimeError("In draw_glyphs_to_bitmap: Could not convert glyph to bitmap (raster overflow)")
 
-    monkeypatch.setattr(charts, "_alignment", overflow)
+    monkeypatch.setitem(charts._DRAW, "alignment", overflow)
     out = tmp_path / "out"
     result = CliRunner().invoke(app, ["analyze", str(DEMO), "--out", str(out)])
     assert result.exit_code == 0, result.stderr
