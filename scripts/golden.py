@@ -40,6 +40,22 @@ CASES = {
 }
 
 
+# The analyze options the cases use -> Filters.parse's keywords.
+OPTIONS = {"--ranks": "ranks", "--hosts": "hosts", "--window": "window", "--steps": "steps"}
+
+
+def split_args(args: list[str]) -> tuple[list[str], dict[str, str]]:
+    """A case's analyze arguments as (input paths, Filters.parse keywords), for callers that
+    analyze in process instead of running the command."""
+    paths, options, it = [], {}, iter(args)
+    for a in it:
+        if a in OPTIONS:
+            options[OPTIONS[a]] = next(it)
+        else:
+            paths.append(a)
+    return paths, options
+
+
 def available() -> dict[str, list[str]]:
     real = (ROOT / REAL).is_dir()
     return {name: args for name, args in CASES.items() if real or not any(a.startswith(REAL) for a in args)}

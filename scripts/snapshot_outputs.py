@@ -37,17 +37,11 @@ from nsys_collective.render.tables import write_tables  # noqa: E402
 from nsys_collective.store import open_store  # noqa: E402
 from nsys_collective.store.runs import load_result, write_run  # noqa: E402
 
-OPTIONS = {"--ranks": "ranks", "--hosts": "hosts", "--window": "window", "--steps": "steps"}
 TABLES = ("runs", "ranks", "collectives", "blame", "blocking", "contention", "alignment_hosts")
 
 
 def _result(args: list[str]):
-    paths, options, it = [], {}, iter(args)
-    for a in it:
-        if a in OPTIONS:
-            options[OPTIONS[a]] = next(it)
-        else:
-            paths.append(a)
+    paths, options = golden.split_args(args)
     return analyze(paths, Filters.parse(**options))
 
 

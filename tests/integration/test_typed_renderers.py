@@ -25,17 +25,10 @@ from nsys_collective.units import duration
 sys.path.insert(0, str(ROOT / "scripts"))
 import golden  # noqa: E402
 
-OPTIONS = {"--ranks": "ranks", "--hosts": "hosts", "--window": "window", "--steps": "steps"}
-
 
 def _analyzed(args: list[str]):
     """The result `analyze ARGS` renders, from the repository root (as the golden documents name their inputs)."""
-    paths, options, it = [], {}, iter(args)
-    for a in it:
-        if a in OPTIONS:
-            options[OPTIONS[a]] = next(it)
-        else:
-            paths.append(a)
+    paths, options = golden.split_args(args)
     return analyzed(paths, Filters.parse(**options))[1]
 
 
