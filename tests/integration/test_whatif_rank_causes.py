@@ -70,6 +70,21 @@ def test_a_one_off_stall_in_a_range_only_one_rank_runs_is_found(tmp_path_factory
     check_first(doc, truth)
 
 
+def test_a_one_off_stall_parts_data_parallel_groups_that_ran_in_lockstep(tmp_path_factory):
+    """tp+ddp on 2 hosts: both data-parallel groups use stream 13 on every rank and, held together
+    by the tensor-parallel pairs, end together, until rank 1's stall holds up its group only. Taken
+    for one 4-rank communicator, that instance had rank 0 end before rank 1 started, and the clock
+    fit moved node1's clock 6.3 ms to make it causal (-1.49 ms against the true -7.81 ms), so the
+    waits were 160 ms against the true 24 ms and the transfers took the blame."""
+    doc, truth = analyzed(tmp_path_factory, "tp+ddp", "oneoff_stall")
+    comms = {(c["comm"], c["ranks"]) for c in doc["collectives"]}
+    assert sorted(n for _, n in comms) == [2, 2, 2, 2], comms
+    node1 = next(h for h in doc["alignment"]["hosts"] if h["host"] == "node1")
+    assert abs(node1["offset_ns"] + truth["hosts"]["node1"]["offset_ns"]) < 50_000, node1
+    assert doc["alignment"]["violations_after"] == 0
+    check_first(doc, truth)
+
+
 @pytest.mark.parametrize("fmt", ["nsys", "kineto"])
 def test_nested_ranges_over_one_stall_are_one_cause_named_by_the_innermost(tmp_path_factory, fmt):
     doc, truth = analyzed(tmp_path_factory, "ddp", "nested_stall", fmt=fmt)
