@@ -248,7 +248,7 @@ class Collective:
     gpu_metrics: dict[str, float | None]
     step: str | None
     # Where `bytes` came from; None where nothing recorded it (a warning says so).
-    bytes_source: Literal["record_param_comms", "input_dims", "nccl_net_nvtx"] | None = None
+    bytes_source: Literal["record_param_comms", "input_dims", "nvtx_payload", "nccl_net_nvtx"] | None = None
     # The link its traffic crossed (model/links.py: network across hosts, else NVLink or PCIe by
     # the GPU model), that link's capacity per direction and the share of it busbw used.
     link: Literal["network", "nvlink", "pcie"] | None = None
