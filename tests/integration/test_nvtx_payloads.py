@@ -1,6 +1,6 @@
 """NCCL's NVTX payloads (issue 20, item 4): the message size of each collective from the blobs an
 export made with --include-blobs holds, decoded by the export's own schema tables (crates/core/src/
-payload.rs). Jobs are generated with their payloads
+payload.rs); and the network's share with --nic-gbps. Jobs are generated with their payloads
 (fixturegen --nvtx-payloads), whose planted sizes the truth holds."""
 
 from __future__ import annotations
@@ -96,3 +96,37 @@ def test_short_blobs_are_dropped_with_a_counted_warning(jobs, tmp_path):
     doc = analyze(tmp_path)
     assert {c["bytes"] for c in doc["collectives"]} == {None}
     assert any(UNDECODED in w for w in doc["warnings"])
+
+
+def test_the_network_share_with_the_nic_speed(jobs):
+    folder, truth = jobs["ddp"]
+    without, doc = analyze(folder), analyze(folder, "--nic-gbps", "200")
+    for plain, found, want in zip(without["collectives"], doc["collectives"], truth["collectives"]):
+        assert plain["link"] == found["link"] == "network"
+        assert plain["link_share"] is None and "link_capacity_source" not in plain
+        assert (found["link_capacity_gbps"], found["link_capacity_source"]) == (25.0, "--nic-gbps")  # 200 Gb/s = 25 GB/s
+        assert found["link_share"] == round(found["busbw_gbps"] / 25.0, 4)
+        planted = want["bytes"] / want["transfer_ns"] * bus_factor(want["op"], len(want["ranks"]))
+        assert found["link_share"] == pytest.approx(planted / 25.0, rel=0.02)
+    # only the link fields change
+    for c in doc["collectives"]:
+        del c["link_capacity_gbps"], c["link_share"], c["link_capacity_source"]
+    for c in without["collectives"]:
+        del c["link_capacity_gbps"], c["link_share"]
+    assert doc == without
+
+
+def test_a_nic_speed_does_not_change_a_link_inside_a_host(tmp_path):
+    gen.generate(tmp_path, nvtx_payloads=True, **{**SMALL, "hosts": 1})
+    without, doc = analyze(tmp_path), analyze(tmp_path, "--nic-gbps", "400")
+    assert doc == without
+    assert {(c["link"], c["link_capacity_gbps"]) for c in doc["collectives"]} == {("nvlink", 450.0)}
+
+
+@pytest.mark.parametrize("value", ["0", "-100", "inf", "nan", "1e9"])
+def test_an_impossible_nic_speed_is_refused(jobs, value):
+    folder, _ = jobs["ddp"]
+    result = CliRunner().invoke(app, ["analyze", str(folder), "--nic-gbps", value])
+    assert result.exit_code == 2
+    [line] = result.stderr.strip().splitlines()
+    assert "--nic-gbps" in line and "Gb/s" in line

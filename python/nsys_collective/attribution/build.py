@@ -11,7 +11,7 @@ import numpy as np
 from nsys_collective import causes
 from nsys_collective.attribution.evidence import evidence_panels
 from nsys_collective.attribution.findings import verdict_lines
-from nsys_collective.model.links import link_of
+from nsys_collective.model.links import NIC_OPTION, link_of
 from nsys_collective.model.timing import bus_bandwidth_gbps
 from nsys_collective.result import (BLAME_OF, SCHEMA_VERSION, AlignmentInfo, AlignmentQuality, Blame, BlockingKernel,
                                     BlockingLaunch, CausePart, CleanCheck, Collective, ComputeSlowdown, ContentionEntry,
@@ -62,9 +62,9 @@ def _alignment_quality(q) -> AlignmentQuality:
                             tolerance_ns=q.tolerance_ns, issues=q.issues)
 
 
-def build_result(job, attribution, inputs, tool_version: str, source: str = "") -> Result:
+def build_result(job, attribution, inputs, tool_version: str, source: str = "", nic_gbps: float | None = None) -> Result:
     """The result of a job (model.job.Job), its attribution (attribution.Attribution) and its
-    inputs (model.trace.InputFacts, in input order)."""
+    inputs (model.trace.InputFacts, in input order); `nic_gbps`: the NIC speed the user gave."""
     a, t, c = job.alignment, job.timing, job.collectives
     b, ct = attribution.blocking, attribution.contention
     ranks = []
@@ -77,7 +77,7 @@ def build_result(job, attribution, inputs, tool_version: str, source: str = "") 
             kernels=r.kernels, nccl_kernels=r.nccl_kernels, nccl_time_ns=r.nccl_time_ns,
             compute_overlap_ns=r.compute_overlap_ns, overlap_share=r.overlap_share, first_ns=r.first_ns, last_ns=r.last_ns,
             **attribution.ranks.get(r.rank, {})))
-    links = {name: link_of({job.by_number[r].host for r in members}, [job.traces[r].gpu_name for r in members])
+    links = {name: link_of({job.by_number[r].host for r in members}, [job.traces[r].gpu_name for r in members], nic_gbps)
              for name, members in c.communicators.items()}
     collectives = []
     for i in range(len(c)):
@@ -97,6 +97,7 @@ def build_result(job, attribution, inputs, tool_version: str, source: str = "") 
             gpu_metrics={f: None if np.isnan(v[i]) else round(float(v[i]), 2) for f, v in ct.metrics.items()},
             step=job.step[i] if job.step is not None else None, bytes_source=c.bytes_source[i],
             link=link, link_capacity_gbps=capacity,
+            link_capacity_source=NIC_OPTION if link == "network" and capacity is not None else None,
             link_share=round(busbw / capacity, 4) if busbw is not None and capacity else None))
     inflicted = Counter()
     for straggler, cost in zip(t.straggler.tolist(), t.wait_cost.tolist()):
