@@ -108,6 +108,12 @@ def test_the_network_share_with_the_nic_speed(jobs):
         assert found["link_share"] == round(found["busbw_gbps"] / 25.0, 4)
         planted = want["bytes"] / want["transfer_ns"] * bus_factor(want["op"], len(want["ranks"]))
         assert found["link_share"] == pytest.approx(planted / 25.0, rel=0.02)
+    # this generator's network runs at ~39 GB/s busbw: over 200 Gb/s, which a warning says
+    assert max(c["link_share"] for c in doc["collectives"]) > 1
+    [over] = [w for w in doc["warnings"] if "--nic-gbps" in w]
+    assert over.startswith(f"{len(doc['collectives'])} of the collectives across hosts ran faster than --nic-gbps 200")
+    assert not any("--nic-gbps" in w for w in analyze(folder, "--nic-gbps", "400")["warnings"])  # share 0.78
+    doc["warnings"].remove(over)
     # only the link fields change
     for c in doc["collectives"]:
         del c["link_capacity_gbps"], c["link_share"], c["link_capacity_source"]

@@ -62,6 +62,18 @@ def _alignment_quality(q) -> AlignmentQuality:
                             tolerance_ns=q.tolerance_ns, issues=q.issues)
 
 
+def _over_the_nic(collectives: list[Collective], nic_gbps: float | None) -> list[str]:
+    """A network collective faster than the NIC speed the user gave: the speed is too low, or
+    NCCL spread the transfer over several NICs per GPU (their sum is the capacity then)."""
+    over = [c for c in collectives if c.link_capacity_source and c.link_share is not None and c.link_share > 1]
+    if not over:
+        return []
+    top = max(over, key=lambda c: c.link_share)
+    return [f"{len(over)} of the collectives across hosts ran faster than --nic-gbps {nic_gbps:g} allows (up to "
+            f"{top.link_share:.2f}x, busbw {top.busbw_gbps:.1f} GB/s): give the NIC speed each GPU has in all, "
+            "the sum where NCCL uses several NICs per GPU"]
+
+
 def build_result(job, attribution, inputs, tool_version: str, source: str = "", nic_gbps: float | None = None) -> Result:
     """The result of a job (model.job.Job), its attribution (attribution.Attribution) and its
     inputs (model.trace.InputFacts, in input order); `nic_gbps`: the NIC speed the user gave."""
@@ -140,7 +152,7 @@ def build_result(job, attribution, inputs, tool_version: str, source: str = "", 
             avoidable_wait_ns=whatif.ideal.wait_saved_ns if whatif else None),
         steps=tuple(StepRow(**s) for s in attribution.steps),
         findings=tuple(attribution.findings),
-        warnings=tuple(job.warnings + attribution.warnings),
+        warnings=tuple(job.warnings + attribution.warnings + _over_the_nic(collectives, nic_gbps)),
         step_selection=_step_selection(job),
         stopped=tuple(StoppedCommunicator(s.communicator, s.streams, tuple(RankReached(*r) for r in s.reached), s.early)
                       for s in job.collectives.stopped),
