@@ -57,6 +57,7 @@ def args_text(a):
     t += [f"--capture-stop {a['capture_stop']}"] if a.get("capture_stop") is not None else []
     t += [f"--step-range {a['step_range']}"] if a.get("step_range") else []
     t += [f"--kineto-sizes {a['kineto_sizes']}"] if a.get("kineto_sizes") else []
+    t += ["--nvtx-payloads"] if a.get("nvtx_payloads") else []
     return " ".join(t)
 
 
@@ -77,7 +78,7 @@ def generate(out_dir, ranks=8, hosts=2, steps=10, kernels_per_step=64, buckets=4
              normalized_time=False, shuffle_rows=False, drift_ppm=0.0, nsys_version="2024.5",
              contention_ranks="one", force=False, format="nsys", kineto_base_boundary=False,  # noqa: A002
              style="ddp", microbatches=4, stall="dataloader", sync_records=True, report_clock_ns=0,
-             capture_stop=None, step_range=STEP_RANGE, kineto_sizes="nelems"):
+             capture_stop=None, step_range=STEP_RANGE, kineto_sizes="nelems", nvtx_payloads=False):
     """Write rep_<rank>.sqlite (format "nsys") or rank_<rank>.json.gz (format "kineto") for every
     rank and truth.json into out_dir; return the truth.
 
@@ -94,7 +95,11 @@ def generate(out_dir, ranks=8, hosts=2, steps=10, kernels_per_step=64, buckets=4
 
     kineto_sizes: how record_param_comms records a message's size in a Kineto trace: "nelems"
     (PyTorch 2.5's In/Out msg nelems and dtype) or "input_dims" (only the input's shape, "Input
-    Dims", the element type left to the NCCL kernel's name, as Megatron's traces have it)."""
+    Dims", the element type left to the NCCL kernel's name, as Megatron's traces have it).
+
+    nvtx_payloads: nsys exports as `nsys export --include-blobs=true` makes them: NCCL's API ranges
+    carry their NVTX payload blobs (message size, communicator), with the schema tables
+    (fixturegen/payloads.py)."""
     if format not in FORMATS:
         raise ValueError(f"unknown format {format!r}; one of {', '.join(FORMATS)}")
     if format == "kineto" and (normalized_time or nsys_version != "2024.5"):
@@ -113,6 +118,8 @@ def generate(out_dir, ranks=8, hosts=2, steps=10, kernels_per_step=64, buckets=4
         raise ValueError("need ranks >= 2 and 1 <= hosts <= ranks")
     if kineto_sizes not in ("nelems", "input_dims") or (kineto_sizes != "nelems" and format != "kineto"):
         raise ValueError("kineto_sizes is 'nelems' or 'input_dims', and applies to --format kineto only")
+    if nvtx_payloads and format != "nsys":
+        raise ValueError("nvtx_payloads applies to --format nsys only")
     if report_clock_ns < 0:
         raise ValueError("report_clock_ns must be >= 0")
     if capture_stop is not None and not (0 < capture_stop < 1 and steps >= 2):
@@ -145,6 +152,8 @@ def generate(out_dir, ranks=8, hosts=2, steps=10, kernels_per_step=64, buckets=4
         args["step_range"] = step_range
     if kineto_sizes != "nelems":
         args["kineto_sizes"] = kineto_sizes
+    if nvtx_payloads:  # only when used, as above
+        args["nvtx_payloads"] = True
     lay = job.lay
 
     # clocks, identities
@@ -199,7 +208,8 @@ def generate(out_dir, ranks=8, hosts=2, steps=10, kernels_per_step=64, buckets=4
             rank_truth.append({**ident, "tid": pid, "device": info["device"], "file": name,
                                "utc_epoch_ns": info["utc_epoch_ns"], "base_time_ns": info["base_time_ns"], **counts})
             continue
-        counts = write_nsys(out / f"rep_{r}.sqlite", rec, info, args, generated_by, shuffle)
+        counts = write_nsys(out / f"rep_{r}.sqlite", rec, info, args, generated_by, shuffle,
+                            [len(c.ranks) for c in lay.comms])
         rank_truth.append({**ident, "device": info["device"], "global_pid": gpid, "global_tid": info["global_tid"],
                            "file": f"rep_{r}.sqlite", "utc_epoch_ns": info["utc_epoch_ns"], **counts})
 
@@ -282,6 +292,8 @@ def main(argv=None):
                          "as range_push('train_step') gives)")
     ap.add_argument("--kineto-sizes", choices=("nelems", "input_dims"), default="nelems",
                     help="Kineto: message sizes as In/Out msg nelems and dtype, or only as the input's Input Dims")
+    ap.add_argument("--nvtx-payloads", action="store_true",
+                    help="nsys: NCCL's API ranges carry their NVTX payload blobs (as nsys export --include-blobs=true)")
     ap.add_argument("--force", action="store_true", help="write into a non-empty OUT_DIR")
     a = ap.parse_args(argv)
     try:
@@ -291,7 +303,8 @@ def main(argv=None):
                          contention_ranks=a.contention_ranks, force=a.force, format=a.format,
                          kineto_base_boundary=a.kineto_base_boundary, style=a.style, microbatches=a.microbatches,
                          stall=a.stall, sync_records=not a.no_sync_records, report_clock_ns=a.report_clock_ns,
-                         capture_stop=a.capture_stop, step_range=a.step_range, kineto_sizes=a.kineto_sizes)
+                         capture_stop=a.capture_stop, step_range=a.step_range, kineto_sizes=a.kineto_sizes,
+                         nvtx_payloads=a.nvtx_payloads)
     except (ValueError, FileExistsError) as e:
         print(f"generate_fixture: {e}", file=sys.stderr)
         return 2

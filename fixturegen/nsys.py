@@ -34,6 +34,7 @@ import sqlite3
 import numpy as np
 
 from . import catalog as cat
+from . import payloads as pl
 from .ddl import DDL_2024_5, DDL_2024_5_SYNC, DDL_2026_2_CHANGED, DDL_2026_2_SYNC, ENUM_CUPTI_SYNC_TYPE_ROWS, EXPORT_VERSIONS
 from .program import (
     A_DEVICE_SYNC,
@@ -113,6 +114,11 @@ def _insert(db, table, cols, rows):
     db.executemany(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})", rows)
 
 
+def _comm_hash(comm):
+    """A communicator's NCCL commHash (any 64-bit value NCCL derives from its unique id)."""
+    return (0x9E3779B97F4A7C15 * (comm + 1)) & (2**64 - 1)
+
+
 def ddl_for(version, sync_records):
     ddl = dict(DDL_2024_5)
     if version == "2026.2":
@@ -125,8 +131,9 @@ def ddl_for(version, sync_records):
     return ddl
 
 
-def write_rank(path, rec, info, args, generated_by, shuffle_rng):
-    """Write one rank's export. Returns its row counts."""
+def write_rank(path, rec, info, args, generated_by, shuffle_rng, comm_sizes=None):
+    """Write one rank's export. Returns its row counts. With ``args["nvtx_payloads"]`` (and the
+    members of each communicator, `comm_sizes`), NCCL's API ranges carry their payload blobs."""
     prog = rec.prog
     ver = args["nsys_version"]
     norm = args["normalized_time"]
@@ -159,7 +166,8 @@ def write_rank(path, rec, info, args, generated_by, shuffle_rng):
     db.execute("PRAGMA temp_store=MEMORY")
     db.execute("BEGIN")
     ddl = ddl_for(ver, sync_records)
-    for sql in ddl.values():
+    blobs = bool(args.get("nvtx_payloads"))
+    for sql in list(ddl.values()) + (list(pl.DDL.values()) if blobs else []):
         db.execute(sql)
 
     act, gk = rec.act, prog.gkind
@@ -284,10 +292,11 @@ def write_rank(path, rec, info, args, generated_by, shuffle_rng):
         _insert(db, "ENUM_CUPTI_SYNC_TYPE", ["id", "name", "label"], ENUM_CUPTI_SYNC_TYPE_ROWS)
 
     # --- NVTX: NCCL's domain and init ranges before the job, then every NVTX range
-    ev = [(info["init_ns"] - 30_000, None, 75, NCCL_DOMAIN, None, NCCL_DOMAIN_ID)]
+    ev = [(info["init_ns"] - 30_000, None, 75, NCCL_DOMAIN, None, NCCL_DOMAIN_ID, None)]
     t = info["init_ns"]
-    for dur in info["init_durations"]:
-        ev.append((t, t + dur, 59, None, "ncclCommInitRank", NCCL_DOMAIN_ID))
+    for c, dur in enumerate(info["init_durations"]):
+        init = pl.blob(NCCL_DOMAIN_ID, "ncclCommInitRank", _comm_hash(c), nranks=comm_sizes[c]) if blobs else None
+        ev.append((t, t + dur, 59, None, "ncclCommInitRank", NCCL_DOMAIN_ID, init))
         t += dur + 5_000_000
     nv = np.flatnonzero(rec.rg_nvtx)
     meta = prog.range_meta
@@ -296,7 +305,14 @@ def write_rank(path, rec, info, args, generated_by, shuffle_rng):
         m = meta[int(rec.rg["meta"][i])]
         name = rec.range_name(i)
         reg = m.nvtx == NV_REGISTERED
-        ev.append((int(rs[i]), int(re_[i]), 59, None if reg else name, name if reg else None, m.domain))
+        payload = None
+        if blobs and name in pl.SCHEMA_OF and m.domain == NCCL_DOMAIN_ID:
+            row = int(rec.rg["first"][i])  # the API range holds its one launch
+            comm, nbytes = int(prog.comm[row]), int(prog.bytes[row])
+            part = prog.op_name[row] in ("AllGather", "ReduceScatter")  # NCCL records one rank's part
+            payload = pl.blob(NCCL_DOMAIN_ID, name, _comm_hash(comm), nbytes // comm_sizes[comm] if part else nbytes,
+                              peer=int(prog.peer[row]))
+        ev.append((int(rs[i]), int(re_[i]), 59, None if reg else name, name if reg else None, m.domain, payload))
     if shuffle_rng is not None:
         nvo = [ev[i] for i in shuffle_rng.permutation(len(ev))]
     else:
@@ -304,8 +320,12 @@ def write_rank(path, rec, info, args, generated_by, shuffle_rng):
     n_st = stored(np.array([e[0] for e in nvo], np.int64)).tolist()
     n_en = stored(np.array([e[1] if e[1] is not None else 0 for e in nvo], np.int64)).tolist()
     nrows = [(s, en if e[1] is not None else None, e[2], e[3], ids[e[4]] if e[4] else None, gtid, e[5])
-             for e, s, en in zip(nvo, n_st, n_en)]
-    _insert(db, "NVTX_EVENTS", ["start", "end", "eventType", "text", "textId", "globalTid", "domainId"], nrows)
+             + ((e[6],) if blobs else ()) for e, s, en in zip(nvo, n_st, n_en)]
+    _insert(db, "NVTX_EVENTS", ["start", "end", "eventType", "text", "textId", "globalTid", "domainId"]
+            + (["binaryData"] if blobs else []), nrows)
+    if blobs:
+        for table, columns, values in pl.rows(NCCL_DOMAIN_ID):
+            _insert(db, table, columns, values)
 
     # --- identity, metadata
     _insert(db, "PROCESSES", ["globalPid", "pid", "name"], [(gpid, info["pid"], "python3")])
@@ -356,7 +376,7 @@ def write_rank(path, rec, info, args, generated_by, shuffle_rng):
                   ("EXPORT_PLATFORM", "linux-desktop"), ("EXPORT_ARCH", "x64"), ("EXPORT_TIME_UTC", iso(exp_time)),
                   ("EXPORT_HOST", host), ("EXPORT_PARAM_INPUT_FILE", f"rep_{info['rank']}.nsys-rep"),
                   ("EXPORT_PARAM_OUTPUT_FILE", f"rep_{info['rank']}.sqlite"), ("EXPORT_PARAM_OVERWRITE", "false"),
-                  ("EXPORT_PARAM_LAZY", "true"), ("EXPORT_PARAM_INCLUDE_BLOBS", "false"),
+                  ("EXPORT_PARAM_LAZY", "true"), ("EXPORT_PARAM_INCLUDE_BLOBS", "true" if blobs else "false"),
                   ("EXPORT_PARAM_TIME_NORMALIZE", "true" if norm else "false"), ("EXPORT_PARAM_TIME_SHIFT", "0"),
                   ("EXPORT_CONFIG_TIME_SHIFT", str(epoch if norm else 0))]
     if ver == "2026.2":

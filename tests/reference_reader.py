@@ -97,7 +97,108 @@ def _int(value: float) -> int:
     return max(INT64_MIN, min(INT64_MAX, int(value)))
 
 
-def _convert(value, kind: str, clock: _Clock, strings: _Strings) -> int:
+class _Payloads:
+    """NVTX extended payload layouts by (domain, schema), as crates/core/src/payload.rs reads them."""
+
+    HEADER, MAX_PAYLOAD, MAX_MESSAGE, LOW32 = 32, 1 << 20, 1 << 50, 0xFFFFFFFF
+    INTEGERS = {**dict.fromkeys((1, 11), (1, True)), **dict.fromkeys((2, 12), (1, False)),
+                **dict.fromkeys((3, 13), (2, True)), **dict.fromkeys((4, 14), (2, False)),
+                **dict.fromkeys((5, 15), (4, True)), **dict.fromkeys((6, 16), (4, False)),
+                **dict.fromkeys((7, 9, 17), (8, True)), **dict.fromkeys((8, 10, 18, 22), (8, False))}
+
+    def __init__(self, conn, schema):
+        self.layouts: dict[tuple[int, int], dict] = {}
+        self.undecodable = 0
+        entries = "NVTX_PAYLOAD_SCHEMA_ENTRIES"
+        columns = ["domainId", "schemaId", "idx", "flags", "type", "name", "offset"]
+        if not all(c in schema.get(entries, []) for c in columns):
+            self.by_schema = {}
+            return
+        enums = {}
+        if all(c in schema.get("NVTX_PAYLOAD_ENUMS", []) for c in ("domainId", "schemaId", "size")):
+            for d, s, n in conn.execute("SELECT domainId, schemaId, size FROM NVTX_PAYLOAD_ENUMS"):
+                if all(isinstance(v, int) for v in (d, s, n)) and n in (1, 2, 4, 8):
+                    enums.setdefault((d, s), n)
+        seen = set()
+        for domain, sid, idx, flags, kind, name, offset in conn.execute(
+                "SELECT " + ", ".join(f'"{c}"' for c in columns) + f" FROM {entries}"):
+            if not all(isinstance(v, int) for v in (domain, sid, idx)) or domain < 0 or sid < 0 or (domain, sid, idx) in seen:
+                continue
+            seen.add((domain, sid, idx))
+            layout = self.layouts.setdefault((domain, sid), {"size": None, "op": None})
+            name = name.strip().lower() if isinstance(name, str) else ""
+            if isinstance(offset, int) and offset >= 0:
+                pass
+            elif offset is None and idx == 0:
+                offset = 0
+            else:
+                continue
+            if (flags if isinstance(flags, int) else 0) != 0:
+                continue
+            kind = kind if isinstance(kind, int) else None
+            if name.startswith("message size"):
+                t = self.INTEGERS.get(kind)
+                layout["size"] = (offset, *t) if t else None
+            elif name == "reduction operation":
+                t = self.INTEGERS.get(kind)
+                if t is None and kind is not None and kind >= 1 << 24 and (domain, kind) in enums:
+                    t = (enums[(domain, kind)], False)
+                layout["op"] = (offset, *t) if t else None
+        count: dict[int, int] = {}
+        for _, sid in self.layouts:
+            count[sid] = count.get(sid, 0) + 1
+        self.by_schema = {sid: (layout if count[sid] == 1 else None) for (_, sid), layout in self.layouts.items()}
+
+    def _layout(self, domain: int, sid: int):
+        for key in ((domain, sid), (domain & self.LOW32, sid & self.LOW32)):
+            if key in self.layouts:
+                return self.layouts[key]
+        for key in (sid, sid & self.LOW32):
+            if key in self.by_schema:
+                return self.by_schema[key]
+        return None
+
+    def decode(self, blob: bytes) -> tuple[int, int] | None:
+        """(message size, reduction operation) of a blob, -1 where its schema has none; None: bad."""
+        if len(blob) < self.HEADER:
+            return None
+        domain, sid, size = (int.from_bytes(blob[at:at + 8], "little") for at in (0, 8, 16))
+        layout = self._layout(domain, sid)
+        if layout is None or size > self.MAX_PAYLOAD or self.HEADER + size > len(blob):
+            return None
+        payload = blob[self.HEADER:self.HEADER + size]
+
+        def read(field):
+            offset, width, signed = field
+            if offset + width > len(payload):
+                return None
+            raw = payload[offset:offset + width]
+            return int.from_bytes(raw, "little"), signed and raw[-1] & 0x80 != 0
+
+        nbytes = op = MISSING
+        if layout["size"] is not None:
+            got = read(layout["size"])
+            if got is None or got[1] or got[0] > self.MAX_MESSAGE:
+                return None
+            nbytes = got[0]
+        if layout["op"] is not None:
+            got = read(layout["op"])
+            if got is None:
+                return None
+            if not got[1] and got[0] <= INT64_MAX:
+                op = got[0]
+        return nbytes, op
+
+
+def _convert(value, kind: str, clock: _Clock, strings: _Strings, payloads: _Payloads | None = None) -> int:
+    if kind in ("PayloadBytes", "PayloadOp"):
+        if not isinstance(value, (bytes, str)) or payloads is None:
+            return MISSING
+        decoded = payloads.decode(value.encode("utf-8") if isinstance(value, str) else value)
+        if decoded is None:
+            payloads.undecodable += kind == "PayloadBytes"
+            return MISSING
+        return decoded[0] if kind == "PayloadBytes" else decoded[1]
     if kind == "OptionalTime":
         t = clock.absolute(value) if isinstance(value, int) and value > 0 else None
         return MISSING if t is None else t
@@ -121,7 +222,7 @@ def _convert(value, kind: str, clock: _Clock, strings: _Strings) -> int:
     return value
 
 
-def _read_table(conn, schema, spec, clock, strings, warnings, path) -> dict[str, np.ndarray]:
+def _read_table(conn, schema, spec, clock, strings, warnings, path, payloads=None) -> dict[str, np.ndarray]:
     name, tables, columns = spec
     table = next((t for t in tables if t in schema), None)
     sources = [next((s for s in srcs if table and s in schema[table]), None) for _, srcs, _ in columns]
@@ -154,7 +255,7 @@ def _read_table(conn, schema, spec, clock, strings, warnings, path) -> dict[str,
                 elif kinds[i] in ("End", "OpenEnd"):
                     values[i].append(span[1])
                 else:
-                    values[i].append(_convert(row[j], kinds[i], clock, strings))
+                    values[i].append(_convert(row[j], kinds[i], clock, strings, payloads))
     n = len(values[present[0]]) if present else 0
     start_column = next((i for i in present if kinds[i] == "Start"), None)
     for i in range(len(columns)):
@@ -258,7 +359,16 @@ def _read(conn: sqlite3.Connection, path: Path) -> dict:
 
     string_rows = conn.execute("SELECT id, value FROM StringIds").fetchall() if "StringIds" in schema else []
     strings = _Strings([(i, _text(v)) for i, v in string_rows if isinstance(i, int)])
-    tables = {spec[0]: _read_table(conn, schema, spec, clock, strings, warnings, path) for spec in _native.table_specs()}
+    try:
+        payloads = _Payloads(conn, schema)
+    except sqlite3.Error:
+        payloads = None
+    tables = {spec[0]: _read_table(conn, schema, spec, clock, strings, warnings, path, payloads)
+              for spec in _native.table_specs()}
+    if payloads is not None and payloads.undecodable:
+        warnings.append(f"NVTX_EVENTS: {payloads.undecodable} NVTX payload blobs did not decode (shorter than their header "
+                        "says, a value past their payload, an absurd size, or a schema the export does not declare): "
+                        "their message sizes are unknown")
     tables["nvtx"] = _resolve_nvtx_names(tables["nvtx"])
     _link_event_records(tables["sync"], tables["cuda_event"])
     return {

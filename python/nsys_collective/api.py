@@ -37,7 +37,7 @@ def parse_source(text: str) -> int | str:
 
 
 def load(source: PathLike | Sequence[PathLike] | int, *, db: str | None = None, nsys: str | None = None,
-         **filters) -> Result:
+         nic_gbps: float | None = None, **filters) -> Result:
     """Analyze a run, or fetch one from the results store.
 
     source: a job folder, an export (.sqlite), a report (.nsys-rep, .qdrep), a PyTorch profiler
@@ -45,6 +45,7 @@ def load(source: PathLike | Sequence[PathLike] | int, *, db: str | None = None, 
     `collectivetrace-nsys batch` in `db` (an SQLAlchemy URL or engine, default
     sqlite:///collectivetrace.db).
     nsys: the nsys executable that exports reports (default: nsys on PATH).
+    nic_gbps: the speed of the NIC each GPU uses, in Gb/s, as `--nic-gbps` (paths only).
     filters (paths only), as `analyze`'s options: ranks (iterable of ints, or '0-3,7'),
     hosts (iterable of patterns, or 'node1,node2*'), window_s ((start, end) seconds from the start
     of the capture), steps (an NVTX range name pattern; default 'ProfilerStep#*': only the collectives
@@ -54,7 +55,7 @@ def load(source: PathLike | Sequence[PathLike] | int, *, db: str | None = None, 
     that is not one, an unknown run id.
     """
     if isinstance(source, int) and not isinstance(source, bool):
-        if filters:
+        if filters or nic_gbps is not None:
             raise ValueError("filters apply when analyzing exports; a stored run is compared as it was analyzed")
         from nsys_collective.store import load_result
 
@@ -65,9 +66,10 @@ def load(source: PathLike | Sequence[PathLike] | int, *, db: str | None = None, 
     paths = [source] if isinstance(source, (str, os.PathLike)) else list(source)
     if not paths:
         raise InputError("no paths given")
-    from nsys_collective.pipeline import analyze
+    from nsys_collective.pipeline import analyze, check_nic_gbps
 
-    return analyze(paths, _filters(**filters), nsys=nsys)
+    check_nic_gbps(nic_gbps)
+    return analyze(paths, _filters(**filters), nsys=nsys, nic_gbps=nic_gbps)
 
 
 def _filters(ranks=None, hosts=None, window_s=None, steps=None, keep_all=False) -> Filters:

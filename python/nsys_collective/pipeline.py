@@ -12,6 +12,7 @@ native readers, a few at a time, each released once traced.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -66,6 +67,16 @@ def check_threads(threads: int | None) -> None:
         raise InputError(f"--threads {threads}: must be 1 to {cap} ({THREADS_PER_CORE} per core)")
 
 
+# Faster than any NIC (1.6 Tb/s is the fastest port sold in 2026): a typo, or bytes for bits.
+MAX_NIC_GBPS = 100_000.0
+
+
+def check_nic_gbps(nic_gbps: float | None) -> None:
+    """Refuse (InputError) a NIC speed that is not a number of Gb/s above 0 and at most MAX_NIC_GBPS."""
+    if nic_gbps is not None and not (math.isfinite(nic_gbps) and 0 < nic_gbps <= MAX_NIC_GBPS):
+        raise InputError(f"--nic-gbps {nic_gbps:g}: the NIC's speed in Gb/s, above 0 and at most {MAX_NIC_GBPS:g}")
+
+
 def map_inputs(inputs: Inputs, threads: int | None = None, on_read: Callable[[int], None] | None = None) -> list[Traced]:
     """Every input read and traced, `threads` files at once (all cores when None): each chunk of
     inputs is read in parallel, traced, and released before the next is read."""
@@ -91,16 +102,18 @@ def model(traced: Sequence[Traced], filters: Filters | None = None, warnings: Se
     return build_job([t for _, ranks in traced for t in ranks], warnings, filters)
 
 
-def finish(job: Job, traced: Sequence[Traced], source: str = "", filters: Filters | None = None) -> Result:
-    """The result of a modelled job: attributed and assembled."""
+def finish(job: Job, traced: Sequence[Traced], source: str = "", filters: Filters | None = None,
+           nic_gbps: float | None = None) -> Result:
+    """The result of a modelled job: attributed and assembled. `nic_gbps`: the speed of the NIC
+    each GPU uses (Gb/s), the network's capacity, which no capture records (--nic-gbps)."""
     attribution = attribute(job, filters.steps if filters else None)
-    return build_result(job, attribution, [facts for facts, _ in traced], __version__, source)
+    return build_result(job, attribution, [facts for facts, _ in traced], __version__, source, nic_gbps=nic_gbps)
 
 
 def reduce(traced: Sequence[Traced], filters: Filters | None = None, source: str = "",
-           warnings: Sequence[str] = ()) -> Result:
+           warnings: Sequence[str] = (), nic_gbps: float | None = None) -> Result:
     """The result of one job from its inputs' traces (in input order)."""
-    return finish(model(traced, filters, warnings), traced, source, filters)
+    return finish(model(traced, filters, warnings), traced, source, filters, nic_gbps)
 
 
 def source_of(paths: Sequence[str | os.PathLike]) -> str:
@@ -110,7 +123,7 @@ def source_of(paths: Sequence[str | os.PathLike]) -> str:
 
 def analyze(paths: Sequence[str | os.PathLike], filters: Filters | None = None, *, nsys: str | None = None,
             cache_dir: Path | None = None, threads: int | None = None, progress: bool = False,
-            limits: Limits = Limits(), export_timeout: float | None = None) -> Result:
+            limits: Limits = Limits(), export_timeout: float | None = None, nic_gbps: float | None = None) -> Result:
     """`collectivetrace-nsys analyze PATHS`: the whole pipeline on this machine."""
     inputs = prepare(paths, nsys, cache_dir, progress, limits, export_timeout)
-    return reduce(map_inputs(inputs, threads), filters, source_of(paths), inputs.warnings)
+    return reduce(map_inputs(inputs, threads), filters, source_of(paths), inputs.warnings, nic_gbps)

@@ -36,6 +36,9 @@ from nsys_collective.units import count, duration
 SCHEMA_VERSION = 2
 # Validation of stored documents: no unknown keys, so that the variants of a union are told apart.
 _STRICT = {"extra": "forbid"}
+# A field with this metadata is left out of the JSON where None: one only an option sets, so that
+# documents made without the option stay as they were, byte for byte.
+OMITTED_IF_NONE = {"omitted_if_none": True}
 
 
 # The cause kinds each part of the document allows, from the registry (causes.py).
@@ -248,12 +251,15 @@ class Collective:
     gpu_metrics: dict[str, float | None]
     step: str | None
     # Where `bytes` came from; None where nothing recorded it (a warning says so).
-    bytes_source: Literal["record_param_comms", "input_dims", "nccl_net_nvtx"] | None = None
+    bytes_source: Literal["record_param_comms", "input_dims", "nvtx_payload", "nccl_net_nvtx"] | None = None
     # The link its traffic crossed (model/links.py: network across hosts, else NVLink or PCIe by
     # the GPU model), that link's capacity per direction and the share of it busbw used.
     link: Literal["network", "nvlink", "pcie"] | None = None
     link_capacity_gbps: float | None = None
     link_share: float | None = None
+    # "--nic-gbps" where the capacity is the NIC speed the user gave; absent otherwise (a capacity
+    # then comes from the GPU model, model/links.py).
+    link_capacity_source: Literal["--nic-gbps"] | None = field(default=None, metadata=OMITTED_IF_NONE)
 
 
 @dataclass(frozen=True)
@@ -549,13 +555,26 @@ def _field_names(cls: type) -> tuple[str, ...] | None:
     return names
 
 
+_OMITTED: dict[type, frozenset[str]] = {}
+
+
+def _omitted_if_none(cls: type) -> frozenset[str]:
+    omitted = _OMITTED.get(cls)
+    if omitted is None:
+        omitted = _OMITTED[cls] = frozenset(f.name for f in fields(cls) if f.metadata.get("omitted_if_none"))
+    return omitted
+
+
 def plain(value: Any) -> Any:
-    """JSON data: dataclasses as dicts (fields in order), tuples as lists, mapping keys as text."""
+    """JSON data: dataclasses as dicts (fields in order, OMITTED_IF_NONE ones only where set),
+    tuples as lists, mapping keys as text."""
     if isinstance(value, (str, int, float)) or value is None:
         return value
     names = _field_names(type(value))
     if names is not None:
-        return {name: plain(getattr(value, name)) for name in names}
+        omitted = _omitted_if_none(type(value))
+        return {name: plain(getattr(value, name)) for name in names
+                if not (name in omitted and getattr(value, name) is None)}
     if isinstance(value, dict):
         return {str(k): plain(v) for k, v in value.items()}
     return [plain(v) for v in value]

@@ -108,3 +108,20 @@ def test_only_rings_and_point_to_point_convert_wire_bytes():
     size, source = message_sizes(np.full(5, -1), np.array([1200, 1200, 1200, 64, 300]), op, np.full(5, 4), algorithm)
     assert size.tolist() == [800, -1, -1, 64, 400]  # 2(n-1)/n = 1.5 and (n-1)/n = 0.75 for n = 4
     assert source.tolist() == ["nccl_net_nvtx", None, None, "nccl_net_nvtx", "nccl_net_nvtx"]
+
+
+@pytest.mark.parametrize("name", ["nccl-net-2rank-2node", "nsys-ai-2gpu", "fs24-ring-6rank-2node"])
+def test_real_exports_declare_the_payload_schemas_but_hold_no_blob(name):
+    """Every real set declares NCCL's "Message size [bytes]" entry, but none was exported with
+    --include-blobs (binaryData NULL, by sqlite3): the reader finds no size and warns of nothing."""
+    from nsys_collective import _native
+
+    for path in sorted(real(name).glob("*.sqlite")):
+        with sqlite3.connect(f"file:{path}?immutable=1", uri=True) as db:
+            [(sizes,)] = db.execute("SELECT count(*) FROM NVTX_PAYLOAD_SCHEMA_ENTRIES "
+                                    "WHERE name = 'Message size [bytes]' AND type = 22").fetchall()
+            [(blobs,)] = db.execute("SELECT count(*) FROM NVTX_EVENTS WHERE binaryData IS NOT NULL").fetchall()
+        db.close()
+        assert sizes > 0 and blobs == 0, path.name
+        raw = _native.read_exports([str(path)], 1)[0]
+        assert (raw["nvtx"]["payload_bytes"] == -1).all() and not any("payload" in w for w in raw["warnings"])

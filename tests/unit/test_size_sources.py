@@ -47,3 +47,7 @@ def test_the_link_a_collective_crossed():
     assert link_of({"node0"}, ["NVIDIA GeForce RTX 3090"] * 3) == ("pcie", 32.0)
     assert link_of({"node0"}, ["NVIDIA H100 80GB HBM3", None]) == (None, None)  # a member's GPU unknown
     assert link_of({None}, ["NVIDIA H100 80GB HBM3"] * 2) == (None, None)  # hosts unknown (Kineto)
+    # The NIC speed the user gave (--nic-gbps, Gb/s) is the network's capacity, in GB/s
+    assert link_of({"node0", "node1"}, ["NVIDIA H100 80GB HBM3"] * 2, 400.0) == ("network", 50.0)
+    assert link_of({"node0"}, ["NVIDIA H100 80GB HBM3"] * 2, 400.0) == ("nvlink", 450.0)
+    assert link_of({None}, ["NVIDIA H100 80GB HBM3"] * 2, 400.0) == (None, None)

@@ -2,6 +2,7 @@
 
 use crate::error::ReadError;
 use crate::memory;
+use crate::payload::Payloads;
 use crate::schema::Schema;
 use crate::strings::StringTable;
 use crate::tables::{self, Kind, Plan, Source, Table, MISSING};
@@ -161,7 +162,10 @@ fn read_all(conn: &Connection, schema: &Schema, path: &Path) -> Result<Export, R
 
     // A stored row takes 4 bytes of the file at the very least.
     let file_len = std::fs::metadata(path).map_err(|source| ReadError::Io { path: path.into(), source })?.len();
-    let source = Source { conn, path, clock, max_rows: usize::try_from(file_len / 4).unwrap_or(usize::MAX) };
+    // Unreadable schema tables cost the sizes, never the export.
+    let payloads = Payloads::read(conn, schema).unwrap_or_default();
+    let max_rows = usize::try_from(file_len / 4).unwrap_or(usize::MAX);
+    let source = Source { conn, path, clock, max_rows, payloads: &payloads };
     let mut tables = Vec::with_capacity(tables::ALL.len());
     for spec in tables::ALL {
         let mut plan = Plan::new(spec, schema);
@@ -179,6 +183,13 @@ fn read_all(conn: &Connection, schema: &Schema, path: &Path) -> Result<Export, R
             return Err(ReadError::NoUsableKernelRows { path: path.into(), rows: dropped });
         }
         tables.push(table);
+    }
+    if payloads.undecodable.get() > 0 {
+        warnings.push(format!(
+            "NVTX_EVENTS: {} NVTX payload blobs did not decode (shorter than their header says, a value past their payload, \
+             an absurd size, or a schema the export does not declare): their message sizes are unknown",
+            payloads.undecodable.get()
+        ));
     }
     let mut export = Export {
         path: path.to_path_buf(),

@@ -9,6 +9,7 @@ pub mod export;
 pub mod intervals;
 pub mod kineto;
 mod memory;
+pub mod payload;
 mod scan;
 mod stable;
 pub mod schema;

@@ -8,12 +8,13 @@ use rusqlite::{ffi, Connection};
 use std::ffi::{c_int, CStr, CString};
 
 /// One stored value, borrowed from the current row.
+#[derive(Clone, Copy)]
 pub enum Value<'a> {
     Int(i64),
     Real(f64),
     Text(&'a [u8]),
     Null,
-    Blob,
+    Blob(&'a [u8]),
 }
 
 struct Statement(*mut ffi::sqlite3_stmt);
@@ -76,7 +77,11 @@ impl Row {
                     let len = ffi::sqlite3_value_bytes(value) as usize;
                     Value::Text(if text.is_null() { &[] } else { std::slice::from_raw_parts(text, len) })
                 }
-                _ => Value::Blob,
+                _ => {
+                    let blob = ffi::sqlite3_value_blob(value) as *const u8;
+                    let len = ffi::sqlite3_value_bytes(value) as usize;
+                    Value::Blob(if blob.is_null() { &[] } else { std::slice::from_raw_parts(blob, len) })
+                }
             }
         }
     }

@@ -4,6 +4,7 @@
 
 use crate::error::ReadError;
 use crate::memory;
+use crate::payload::Payloads;
 use crate::scan::{self, Row, Value};
 use crate::schema::Schema;
 use crate::strings::StringTable;
@@ -37,6 +38,11 @@ pub enum Kind {
     StringId,
     /// Inline text, interned into the string table.
     Text,
+    /// The message size in an NVTX extended payload blob (`payload`), -1 where none; a blob that
+    /// does not decode is counted.
+    PayloadBytes,
+    /// The reduction operation's value in an NVTX extended payload blob, -1 where none.
+    PayloadOp,
 }
 
 pub struct Col {
@@ -138,6 +144,9 @@ pub const NVTX: TableSpec = TableSpec {
         col("domain", &["domainId"], Kind::Int),
         col("pid", &["globalTid"], Kind::Pid),
         col("tid", &["globalTid"], Kind::Tid),
+        // NCCL's message size and reduction operation, from exports made with --include-blobs.
+        col("payload_bytes", &["binaryData"], Kind::PayloadBytes),
+        col("payload_op", &["binaryData"], Kind::PayloadOp),
     ]],
 };
 
@@ -322,7 +331,7 @@ impl Table {
                         let value = match kind {
                             Kind::Start => start,
                             Kind::End | Kind::OpenEnd => end,
-                            _ => convert(row.get(j), kind, &source.clock, strings),
+                            _ => convert(row.get(j), kind, source, strings),
                         };
                         memory::push(&mut values[slot], value).map_err(|_| Stop::Memory)?;
                     }
@@ -375,6 +384,7 @@ pub struct Source<'a> {
     pub path: &'a Path,
     pub clock: Clock,
     pub max_rows: usize,
+    pub payloads: &'a Payloads,
 }
 
 /// Why a scan stopped before its end.
@@ -418,19 +428,20 @@ impl Times {
     }
 }
 
-fn convert(value: Value<'_>, kind: Kind, clock: &Clock, strings: &mut StringTable) -> i64 {
-    if kind == Kind::OptionalTime {
-        return match value {
-            Value::Int(t) if t > 0 => clock.absolute(t).unwrap_or(MISSING),
-            _ => MISSING,
-        };
+fn convert(value: Value<'_>, kind: Kind, source: &Source, strings: &mut StringTable) -> i64 {
+    match (kind, value) {
+        (Kind::OptionalTime, Value::Int(t)) if t > 0 => return source.clock.absolute(t).unwrap_or(MISSING),
+        (Kind::PayloadBytes, Value::Blob(b) | Value::Text(b)) => return source.payloads.message_bytes(b),
+        (Kind::PayloadOp, Value::Blob(b) | Value::Text(b)) => return source.payloads.reduction_op(b),
+        (Kind::OptionalTime | Kind::PayloadBytes | Kind::PayloadOp, _) => return MISSING,
+        _ => {}
     }
     let int = match value {
         Value::Int(i) => i,
         Value::Real(f) => f as i64,
         Value::Null => return MISSING,
         Value::Text(t) if kind == Kind::Text => return strings.intern(&String::from_utf8_lossy(t)),
-        Value::Text(_) | Value::Blob => return MISSING,
+        Value::Text(_) | Value::Blob(_) => return MISSING,
     };
     match kind {
         Kind::Int => int,
@@ -442,6 +453,6 @@ fn convert(value: Value<'_>, kind: Kind, clock: &Clock, strings: &mut StringTabl
         Kind::CuptiId if int == CUPTI_INVALID => MISSING,
         Kind::SyncId if int == 0 || int == CUPTI_INVALID => MISSING,
         Kind::CuptiId | Kind::SyncId => int,
-        Kind::Text | Kind::Start | Kind::End | Kind::OpenEnd | Kind::OptionalTime => MISSING,
+        Kind::Text | Kind::Start | Kind::End | Kind::OpenEnd | Kind::OptionalTime | Kind::PayloadBytes | Kind::PayloadOp => MISSING,
     }
 }

@@ -11,7 +11,7 @@ import numpy as np
 from nsys_collective import causes
 from nsys_collective.attribution.evidence import evidence_panels
 from nsys_collective.attribution.findings import verdict_lines
-from nsys_collective.model.links import link_of
+from nsys_collective.model.links import NIC_OPTION, link_of
 from nsys_collective.model.timing import bus_bandwidth_gbps
 from nsys_collective.result import (BLAME_OF, SCHEMA_VERSION, AlignmentInfo, AlignmentQuality, Blame, BlockingKernel,
                                     BlockingLaunch, CausePart, CleanCheck, Collective, ComputeSlowdown, ContentionEntry,
@@ -62,9 +62,21 @@ def _alignment_quality(q) -> AlignmentQuality:
                             tolerance_ns=q.tolerance_ns, issues=q.issues)
 
 
-def build_result(job, attribution, inputs, tool_version: str, source: str = "") -> Result:
+def _over_the_nic(collectives: list[Collective], nic_gbps: float | None) -> list[str]:
+    """A network collective faster than the NIC speed the user gave: the speed is too low, or
+    NCCL spread the transfer over several NICs per GPU (their sum is the capacity then)."""
+    over = [c for c in collectives if c.link_capacity_source and c.link_share is not None and c.link_share > 1]
+    if not over:
+        return []
+    top = max(over, key=lambda c: c.link_share)
+    return [f"{len(over)} of the collectives across hosts ran faster than --nic-gbps {nic_gbps:g} allows (up to "
+            f"{top.link_share:.2f}x, busbw {top.busbw_gbps:.1f} GB/s): give the NIC speed each GPU has in all, "
+            "the sum where NCCL uses several NICs per GPU"]
+
+
+def build_result(job, attribution, inputs, tool_version: str, source: str = "", nic_gbps: float | None = None) -> Result:
     """The result of a job (model.job.Job), its attribution (attribution.Attribution) and its
-    inputs (model.trace.InputFacts, in input order)."""
+    inputs (model.trace.InputFacts, in input order); `nic_gbps`: the NIC speed the user gave."""
     a, t, c = job.alignment, job.timing, job.collectives
     b, ct = attribution.blocking, attribution.contention
     ranks = []
@@ -77,7 +89,7 @@ def build_result(job, attribution, inputs, tool_version: str, source: str = "") 
             kernels=r.kernels, nccl_kernels=r.nccl_kernels, nccl_time_ns=r.nccl_time_ns,
             compute_overlap_ns=r.compute_overlap_ns, overlap_share=r.overlap_share, first_ns=r.first_ns, last_ns=r.last_ns,
             **attribution.ranks.get(r.rank, {})))
-    links = {name: link_of({job.by_number[r].host for r in members}, [job.traces[r].gpu_name for r in members])
+    links = {name: link_of({job.by_number[r].host for r in members}, [job.traces[r].gpu_name for r in members], nic_gbps)
              for name, members in c.communicators.items()}
     collectives = []
     for i in range(len(c)):
@@ -97,6 +109,7 @@ def build_result(job, attribution, inputs, tool_version: str, source: str = "") 
             gpu_metrics={f: None if np.isnan(v[i]) else round(float(v[i]), 2) for f, v in ct.metrics.items()},
             step=job.step[i] if job.step is not None else None, bytes_source=c.bytes_source[i],
             link=link, link_capacity_gbps=capacity,
+            link_capacity_source=NIC_OPTION if link == "network" and capacity is not None else None,
             link_share=round(busbw / capacity, 4) if busbw is not None and capacity else None))
     inflicted = Counter()
     for straggler, cost in zip(t.straggler.tolist(), t.wait_cost.tolist()):
@@ -139,7 +152,7 @@ def build_result(job, attribution, inputs, tool_version: str, source: str = "") 
             avoidable_wait_ns=whatif.ideal.wait_saved_ns if whatif else None),
         steps=tuple(StepRow(**s) for s in attribution.steps),
         findings=tuple(attribution.findings),
-        warnings=tuple(job.warnings + attribution.warnings),
+        warnings=tuple(job.warnings + attribution.warnings + _over_the_nic(collectives, nic_gbps)),
         step_selection=_step_selection(job),
         stopped=tuple(StoppedCommunicator(s.communicator, s.streams, tuple(RankReached(*r) for r in s.reached), s.early)
                       for s in job.collectives.stopped),

@@ -51,6 +51,7 @@ def analyze(
     threads: int = typer.Option(None, "--threads", metavar="N", help="Exports read at once (default: all cores; at most 4 per core)."),
     max_trace_bytes: int = typer.Option(Limits.max_trace_bytes, "--max-trace-bytes", metavar="BYTES", min=1, help="Refuse a PyTorch profiler trace whose JSON is larger than this."),
     max_gzip_ratio: int = typer.Option(Limits.max_gzip_ratio, "--max-gzip-ratio", metavar="N", min=1, help="Refuse a .json.gz trace that expands more than this many times."),
+    nic_gbps: float = typer.Option(None, "--nic-gbps", metavar="GBPS", help="The speed of the NIC each GPU uses, in Gb/s (e.g. 400): no capture records it; with it, collectives across hosts get the network's capacity and their share of it (link_share)."),
 ) -> None:
     """Analyze the NCCL collectives of a job: one export or report per rank, or one with many ranks."""
     with error_edge():
@@ -63,6 +64,7 @@ def analyze(
         except ValueError as e:
             raise InputError(str(e)) from None
         pipeline.check_threads(threads)
+        pipeline.check_nic_gbps(nic_gbps)
         # Refuse unwritable outputs before any work, never writing over an input.
         reports = discover(paths)
         if out is not None and perfetto is not None:
@@ -87,7 +89,7 @@ def analyze(
 
             traced = pipeline.map_inputs(inputs, threads, on_read=on_read if status else None)
         with _stage(progress, "matching, aligning and attributing"):
-            result = pipeline.reduce(traced, filters, pipeline.source_of(paths), inputs.warnings)
+            result = pipeline.reduce(traced, filters, pipeline.source_of(paths), inputs.warnings, nic_gbps)
         # Files first: a reader of stdout that stops early (| head) must not cost the report.
         if out is not None:
             write_out(result, out, force, progress, inputs.readable)

@@ -208,8 +208,7 @@ def unsized_warnings(collectives: Collectives) -> list[str]:
         out.append(f"message size unknown for {rest} of {n} collective{'s' * (n != 1)}, so bytes and busbw_gbps are "
                    "null: nothing in the capture records it (PyTorch profiler traces carry it in record_param_comms' "
                    "element counts or Input Dims, NCCL's network NVTX in Data_Size marks; NCCL's NVTX payloads hold it "
-                   "only in exports made with --include-blobs, which the tool asks for where its nsys offers it but "
-                   "does not read yet)")
+                   "only in exports made with --include-blobs, which the tool asks for where its nsys offers it)")
     return out
 
 

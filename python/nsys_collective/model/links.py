@@ -3,7 +3,9 @@
 A collective whose members sit on more than one host crossed the network. Its capacity, the NIC
 port's speed, is not in a capture: TARGET_INFO_NIC_INFO names each NIC's model (deviceId, e.g.
 ConnectX-4, via ENUM_NET_DEVICE_ID) and link layer, never its speed, and one model ships at several
-speeds (ConnectX-4: 10 to 100 Gb/s), nor does it say which port NCCL used; so it stays None. Inside one host, NVLink on the GPUs that have it (SXM and NVL parts), else
+speeds (ConnectX-4: 10 to 100 Gb/s), nor does it say which port NCCL used; so it stays None
+unless the user gives it (`--nic-gbps`: the speed of the NIC each GPU uses, in Gb/s as NICs are
+sold; a capacity in GB/s is an eighth of it). Inside one host, NVLink on the GPUs that have it (SXM and NVL parts), else
 PCIe. Capacities are per direction, as nccl-tests' bus bandwidth counts them: busbw over capacity
 is the share of the link the transfer used.
 """
@@ -22,13 +24,19 @@ GPU_LINKS = (
 )
 
 
-def link_of(hosts: set[str | None], gpu_names: list[str | None]) -> tuple[str | None, float | None]:
+NIC_OPTION = "--nic-gbps"
+"""Where a network capacity came from (collectives[].link_capacity_source): the user's option."""
+
+
+def link_of(hosts: set[str | None], gpu_names: list[str | None],
+            nic_gbps: float | None = None) -> tuple[str | None, float | None]:
     """(link, capacity GB/s per direction) of a collective over these hosts and member GPUs; the
-    link is None inside one host of unknown GPUs, the capacity None where unknown."""
+    link is None inside one host of unknown GPUs, the capacity None where unknown. `nic_gbps`:
+    the NIC speed the user gave (Gb/s), the network's capacity."""
     if None in hosts:  # a capture that names no host (a Kineto trace): where the ranks sat is unknown
         return None, None
     if len(hosts) > 1:
-        return "network", None
+        return "network", (nic_gbps / 8 if nic_gbps else None)
     found = []
     for name in gpu_names:
         match = max((g for g in GPU_LINKS if name and g[0] in name), key=lambda g: len(g[0]), default=None)

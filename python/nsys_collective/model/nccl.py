@@ -70,6 +70,7 @@ class NcclOps:
     stream: np.ndarray
     op: np.ndarray
     bytes: np.ndarray  # message size, -1 where unknown (NCCL payloads are not in a default export)
+    # (an all-gather's or reduce-scatter's payload size is one rank's part: model.timing.message_sizes)
     # Bytes the rank sent over the network during the operation (NCCL's network NVTX,
     # model.nccl_net), -1 where none was recorded.
     wire_bytes: np.ndarray | None = None
@@ -98,8 +99,9 @@ def nccl_kernel_mask(export: Export) -> np.ndarray:
     return is_nccl_name[np.where(names >= 0, names, len(export.strings))]
 
 
-def _ranges(export: Export, pid: int, wanted, domain: str | None):
-    """NVTX ranges of one process whose name is `wanted`, per thread: (start, end, name) by start.
+def _ranges(export: Export, pid: int, wanted, domain: str | None, values: np.ndarray | None = None):
+    """NVTX ranges of one process whose name is `wanted`, per thread: (start, end, name) by start,
+    or (start, end, value) with `values`, a column of the nvtx table.
 
     Ranges must be in `domain` where the export recorded domain names; derived exports lose the
     domain-create events, so there the names alone must do.
@@ -117,7 +119,7 @@ def _ranges(export: Export, pid: int, wanted, domain: str | None):
     for tid in np.unique(nvtx["tid"][pick]):
         rows = pick[nvtx["tid"][pick] == tid]
         rows = rows[np.argsort(nvtx["start"][rows], kind="stable")]
-        out[int(tid)] = (nvtx["start"][rows], nvtx["end"][rows], names[rows])
+        out[int(tid)] = (nvtx["start"][rows], nvtx["end"][rows], (names if values is None else values)[rows])
     return out
 
 
@@ -159,7 +161,7 @@ _KERNEL_DTYPE_BYTES = {"f64": 8, "double": 8, "f32": 4, "float": 4, "f16": 2, "h
                        "int64_t": 8, "u64": 8, "uint64_t": 8, "i32": 4, "int32_t": 4, "u32": 4, "uint32_t": 4,
                        "i8": 1, "int8_t": 1, "u8": 1, "uint8_t": 1, "f8e4m3": 1, "f8e5m2": 1}
 # Where a message size came from (NcclOps.size_source), as collectives[].bytes_source says it.
-SIZE_SOURCES = ("record_param_comms", "input_dims")
+SIZE_SOURCES = ("record_param_comms", "input_dims", "nvtx_payload")
 
 
 def kernel_dtype_bytes(name: str) -> int:
@@ -237,6 +239,17 @@ def _message_bytes(export: Export, pid: int, tid: np.ndarray, when: np.ndarray,
     return out, source
 
 
+def _payload_bytes(export: Export, pid: int, tid: np.ndarray, when: np.ndarray) -> np.ndarray:
+    """The message size NCCL's NVTX payload gives the API call around each launch (exports made
+    with --include-blobs; the reader decodes it by the export's schema tables), -1 where none: a
+    call inside a group launches in ncclGroupEnd, whose payload holds no size."""
+    column = export.nvtx.get("payload_bytes")  # a profiler trace has none
+    if column is None or not (column >= 0).any():
+        return np.full(len(tid), -1, dtype=np.int64)
+    found = _covering_range(_ranges(export, pid, _is_api, "NCCL", values=column), tid, when)
+    return np.array([-1 if v is None else int(v) for v in found], dtype=np.int64)
+
+
 def nccl_ops(export: Export, pid: int, device: int) -> NcclOps:
     """The NCCL operations of the rank (export, pid, device)."""
     k = export.kernels
@@ -254,6 +267,9 @@ def nccl_ops(export: Export, pid: int, device: int) -> NcclOps:
     algorithm = np.array([algorithm_of_kernel(n or "") for n in export.names(names).tolist()], dtype=np.int64)[at.ravel()]
     element = np.array([kernel_dtype_bytes(n or "") for n in export.names(names).tolist()], dtype=np.int64)[at.ravel()]
     nbytes, size_source = _message_bytes(export, pid, tid, when, element)
+    payload = _payload_bytes(export, pid, tid, when)
+    nbytes = np.where(payload >= 0, payload, nbytes)
+    size_source = np.where(payload >= 0, SIZE_SOURCES.index("nvtx_payload"), size_source)
 
     # Copy-engine collectives: copies launched inside a collective API range that launched no kernel.
     m = export.memcpy

@@ -104,6 +104,11 @@ def message_sizes(nbytes: np.ndarray, wire: np.ndarray, op: np.ndarray, nranks: 
     codes = np.zeros(len(nbytes), np.int64) if recorded_from is None else np.maximum(recorded_from, 0)
     source[known] = np.array(SIZE_SOURCES, dtype=object)[codes[known]]
     out = nbytes.copy()
+    # NCCL's payload holds one rank's part of an all-gather or reduce-scatter (sendcount or
+    # recvcount x type size, collectives.cc); nccl-tests' size, which the factors take, is the whole.
+    parts = np.isin(op, [OPS.index("AllGather"), OPS.index("ReduceScatter")])
+    per_rank = (nbytes >= 0) & (codes == SIZE_SOURCES.index("nvtx_payload")) & parts
+    out[per_rank] = nbytes[per_rank] * nranks[per_rank]
     use = np.flatnonzero((nbytes < 0) & (wire >= 0) & wire_gives_size(op, algorithm))
     if len(use):
         pairs, at = np.unique(np.stack([op[use], nranks[use]], axis=1), axis=0, return_inverse=True)
