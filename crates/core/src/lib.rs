@@ -6,6 +6,7 @@
 
 pub mod error;
 pub mod export;
+pub mod grouping;
 pub mod intervals;
 pub mod kineto;
 mod memory;

@@ -3,6 +3,7 @@
 
 use collectivetrace_core::error::ReadError;
 use collectivetrace_core::export::{self, Export};
+use collectivetrace_core::grouping::{self, GroupingError};
 use collectivetrace_core::whatif::{
     self, Calls, Change, EdgeKind, EventRecords, Graph, Job, Members, NodeKind, NodeRef, Ops, Outcome, ReplayOptions,
     SyncRecords, WhatIfError, Workspace,
@@ -30,6 +31,7 @@ create_exception!(
 enum CoreError {
     Read(ReadError),
     WhatIf(WhatIfError),
+    Grouping(GroupingError),
 }
 
 impl From<ReadError> for CoreError {
@@ -44,12 +46,20 @@ impl From<WhatIfError> for CoreError {
     }
 }
 
+impl From<GroupingError> for CoreError {
+    fn from(err: GroupingError) -> Self {
+        CoreError::Grouping(err)
+    }
+}
+
 fn to_py_err(err: impl Into<CoreError>) -> PyErr {
     match err.into() {
         CoreError::Read(err @ ReadError::Threads(_)) => CollectiveTraceError::new_err(err.to_string()),
         CoreError::Read(err) => InputError::new_err(err.to_string()),
         CoreError::WhatIf(err @ WhatIfError::Threads(_)) => CollectiveTraceError::new_err(err.to_string()),
         CoreError::WhatIf(err @ WhatIfError::Input(_)) => InputError::new_err(err.to_string()),
+        // Columns that do not fit together are the caller's bug, not the user's input.
+        CoreError::Grouping(err) => pyo3::exceptions::PyValueError::new_err(err.to_string()),
     }
 }
 
@@ -626,5 +636,79 @@ fn native_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("KNOWN_SCHEMA_MAJOR", export::KNOWN_SCHEMA_MAJOR)?;
     m.add("DEFAULT_MAX_TRACE_BYTES", kineto::DEFAULT_MAX_TRACE_BYTES)?;
     m.add("DEFAULT_MAX_GZIP_RATIO", kineto::DEFAULT_MAX_GZIP_RATIO)?;
+    m.add_function(wrap_pyfunction!(group_ids, m)?)?;
+    m.add_function(wrap_pyfunction!(group_sorted_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(group_occurrence, m)?)?;
+    m.add_function(wrap_pyfunction!(median_of_others, m)?)?;
+    m.add_function(wrap_pyfunction!(median_of_other_ranks, m)?)?;
     Ok(())
+}
+
+// Grouping of rows by integer keys (crates/core/src/grouping.rs): model/grouping.py's primitives.
+
+type Keys<'py> = Vec<PyReadonlyArray1<'py, i64>>;
+
+fn key_slices<'a>(keys: &'a [PyReadonlyArray1<'_, i64>]) -> PyResult<Vec<&'a [i64]>> {
+    keys.iter().map(|k| k.as_slice().map_err(PyErr::from)).collect()
+}
+
+fn positions(py: Python<'_>, rows: Vec<usize>) -> Column<'_> {
+    rows.into_iter().map(|r| r as i64).collect::<Vec<_>>().into_pyarray(py)
+}
+
+/// Each row's group number (rows whose keys are all equal share one), numbered in the order the
+/// rows first have them or, `sorted`, in key order; and how many groups there are.
+#[pyfunction]
+#[pyo3(signature = (keys, sorted = false))]
+fn group_ids<'py>(py: Python<'py>, keys: Keys<'py>, sorted: bool) -> PyResult<(Column<'py>, usize)> {
+    let keys = key_slices(&keys)?;
+    let order = if sorted { grouping::Order::Sorted } else { grouping::Order::FirstAppearance };
+    let groups = py.detach(|| grouping::group_ids(&keys, order)).map_err(to_py_err)?;
+    Ok((positions(py, groups.id), groups.count))
+}
+
+/// The rows sorted by their keys (the first key first), equal keys by `then`, then in row order;
+/// and each group's first position in that order.
+#[pyfunction]
+#[pyo3(signature = (keys, then = None))]
+fn group_sorted_rows<'py>(
+    py: Python<'py>,
+    keys: Keys<'py>,
+    then: Option<PyReadonlyArray1<'py, i64>>,
+) -> PyResult<(Column<'py>, Column<'py>)> {
+    let keys = key_slices(&keys)?;
+    let then = then.as_ref().map(|t| t.as_slice()).transpose()?;
+    let (rows, first) = py.detach(|| grouping::sorted_rows(&keys, then)).map_err(to_py_err)?;
+    Ok((positions(py, rows), positions(py, first)))
+}
+
+/// Each row's position among the rows with the same keys, in row order.
+#[pyfunction]
+fn group_occurrence<'py>(py: Python<'py>, keys: Keys<'py>) -> PyResult<Column<'py>> {
+    let keys = key_slices(&keys)?;
+    Ok(py.detach(|| grouping::occurrence(&keys)).map_err(to_py_err)?.into_pyarray(py))
+}
+
+/// Per row, the median value of the other rows with the same keys (NaN: none; two rows: the
+/// other's; three or more: the median of all).
+#[pyfunction]
+fn median_of_others<'py>(
+    py: Python<'py>,
+    value: PyReadonlyArray1<'py, i64>,
+    keys: Keys<'py>,
+) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    let (value, keys) = (value.as_slice()?, key_slices(&keys)?);
+    Ok(py.detach(|| grouping::median_of_others(value, &keys)).map_err(to_py_err)?.into_pyarray(py))
+}
+
+/// Per row, the median value of the rows with the same keys on the other ranks (NaN: none).
+#[pyfunction]
+fn median_of_other_ranks<'py>(
+    py: Python<'py>,
+    value: PyReadonlyArray1<'py, i64>,
+    rank: PyReadonlyArray1<'py, i64>,
+    keys: Keys<'py>,
+) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    let (value, rank, keys) = (value.as_slice()?, rank.as_slice()?, key_slices(&keys)?);
+    Ok(py.detach(|| grouping::median_of_other_ranks(value, rank, &keys)).map_err(to_py_err)?.into_pyarray(py))
 }

@@ -300,13 +300,9 @@ def _reference_from(h: HostTime, source: np.ndarray, family: int, value: np.ndar
     src = np.flatnonzero(source[rows])
     if not len(src):
         return out
-    code = grouping.packed((h.program[rows], h.step[rows], h.occurrence[rows]))
-    if code is None:  # ranges too wide to pack: number the keys instead
-        _, code = np.unique(np.stack([h.program[rows], h.step[rows], h.occurrence[rows]]), axis=1, return_inverse=True)
-        code = code.ravel()
+    code, count = grouping.group_ids(h.program[rows], h.step[rows], h.occurrence[rows])
     order, _, first, median = grouping.group_medians(value[rows[src]], code[src])
-    keys = code[src][order[first]]  # ascending
-    at = np.minimum(np.searchsorted(keys, code), len(keys) - 1)
-    found = keys[at] == code
-    out[rows[found]] = median[at[found]]
+    by_code = np.full(count, np.nan)
+    by_code[code[src][order[first]]] = median
+    out[rows] = by_code[code]
     return out

@@ -76,11 +76,7 @@ def _peers_median(ops) -> np.ndarray:
     """Per op run, the median of the same run (program, step, name, occurrence) on the other ranks
     (NaN where none ran it). Not the median of all of them: a slow device must not pull its own
     reference up (with four ranks the median of all four is half its own)."""
-    keys = (ops.program, ops.step, ops.name, ops.occurrence)
-    code = grouping.packed(keys)
-    if code is None:  # too wide to pack: number the keys instead
-        code = np.unique(np.stack(keys), axis=1, return_inverse=True)[1].ravel()
-    return grouping.median_of_other_ranks(ops.duration, code, ops.rank)
+    return grouping.median_of_other_ranks(ops.duration, ops.rank, ops.program, ops.step, ops.name, ops.occurrence)
 
 
 def api_candidates(ctx: Context) -> list[Candidate]:
