@@ -154,6 +154,10 @@ def test_the_core_equals_the_numpy_version(n, columns, span):
     for _ in range(3):
         keys, value, rank = random_rows(rng, n, columns, span)
         assert same(grouping.occurrence(*keys), ref_occurrence(*keys))
+        for mine, theirs in zip(grouping.unique(keys[0]), np.unique(keys[0], return_inverse=True)):
+            assert same(mine, theirs)
+        values, at = grouping.unique(keys[0], first_appearance=True)
+        assert same(values, keys[0][np.sort(np.unique(keys[0], return_index=True)[1])]) and same(values[at], keys[0])
         for mine, theirs in zip(grouping.groups(*keys), ref_groups(*keys)):
             assert same(mine, theirs)
         for then in (None, value):

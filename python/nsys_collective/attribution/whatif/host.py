@@ -121,13 +121,13 @@ def _host_time(ctx: Context, with_calls: bool) -> HostTime:
         used = np.flatnonzero(total > 0)
         # Each distinct name classified once, in the order the rows first name it (family ids
         # follow first appearance); steps themselves are no family (-1).
-        ids, first, at = np.unique(ranges.name[used], return_index=True, return_inverse=True)
+        ids, at = grouping.unique(ranges.name[used], first_appearance=True)
         fam_of = np.full(len(ids), -1, np.int64)
-        for k in np.argsort(first, kind="stable").tolist():
-            n = trace.name(int(ids[k]))
+        for k, name_id in enumerate(ids.tolist()):
+            n = trace.name(name_id)
             if n and not fnmatch.fnmatchcase(n, step_pattern):
                 fam_of[k] = family_id.setdefault(nvtx_family(n) or "", len(family_id))
-        fam = fam_of[at.ravel()] if len(used) else np.zeros(0, np.int64)
+        fam = fam_of[at]
         used, fam = used[fam >= 0], fam[fam >= 0]
         step = steps_of(job, rank, ranges.start[used], step_index) if g.has_steps else np.zeros(len(used), np.int64)
         parts.append((np.full(len(used), rank), np.full(len(used), program[rank]), step, fam, total[used],
@@ -141,7 +141,7 @@ def _host_time(ctx: Context, with_calls: bool) -> HostTime:
                       np.tile([False, True], int(mine.sum())), np.column_stack([gaps[mine], own[mine]]).ravel()))
     rank, prog, step, fam, total, end, range_row, gap_start = (np.concatenate(c).astype(np.int64) for c in zip(*parts))
     item_row, item_call, item_is_call, item_ns = (np.concatenate(c) for c in zip(*items))
-    order = np.argsort(item_row, kind="stable")
+    order, _ = grouping.sorted_rows((item_row,))
     return HostTime(rank, prog, step, fam, grouping.occurrence(rank, step, fam), total, end, range_row, gap_start,
                      families=sorted(family_id, key=family_id.get), item_row=item_row[order].astype(np.int64),
                      item_call=item_call[order].astype(np.int64), item_is_call=item_is_call[order].astype(bool),
