@@ -72,8 +72,49 @@ fn packed(keys: &[&[i64]], n: usize) -> Option<Vec<u64>> {
     Some(code)
 }
 
-/// Each code's number among the distinct codes: first-appearance or code order.
+/// Each code's number among the distinct codes: first-appearance or code order. Codes in a range
+/// not much wider than the rows (dense ids, small packed keys) are looked up in a table indexed by
+/// code; others are hashed.
 fn number(codes: &[u64], order: Order) -> Groups {
+    let span = codes.iter().max().map_or(0, |&m| m.saturating_add(1));
+    if span <= 2 * codes.len() as u64 + 1024 && codes.len() < (u32::MAX / 4) as usize {
+        by_table(codes, span as usize, order)
+    } else {
+        by_hash(codes, order)
+    }
+}
+
+fn by_table(codes: &[u64], span: usize, order: Order) -> Groups {
+    const NONE: u32 = u32::MAX;
+    let mut at = vec![NONE; span];
+    let mut count = 0;
+    match order {
+        Order::FirstAppearance => {
+            let id = codes
+                .iter()
+                .map(|&c| {
+                    let slot = &mut at[c as usize];
+                    if *slot == NONE {
+                        *slot = count as u32;
+                        count += 1;
+                    }
+                    *slot as usize
+                })
+                .collect();
+            Groups { id, count }
+        }
+        Order::Sorted => {
+            codes.iter().for_each(|&c| at[c as usize] = 0);
+            for slot in at.iter_mut().filter(|s| **s != NONE) {
+                *slot = count as u32;
+                count += 1;
+            }
+            Groups { id: codes.iter().map(|&c| at[c as usize] as usize).collect(), count }
+        }
+    }
+}
+
+fn by_hash(codes: &[u64], order: Order) -> Groups {
     let mut at: FxHashMap<u64, usize> = FxHashMap::default();
     let mut distinct = Vec::new();
     let mut id: Vec<usize> = codes
@@ -324,6 +365,19 @@ mod tests {
             let mut expect: Vec<usize> = (0..n).collect();
             expect.sort_by_key(|&r| keys.iter().map(|k| k[r]).collect::<Vec<_>>());
             assert_eq!(rows, expect);
+        }
+    }
+
+    #[test]
+    fn the_table_and_the_hash_number_alike() {
+        let mut rng = fastrand::Rng::with_seed(11);
+        for _ in 0..200 {
+            let n = rng.usize(0..200);
+            let span = rng.u64(1..500);
+            let codes: Vec<u64> = (0..n).map(|_| rng.u64(0..span)).collect();
+            for order in [Order::FirstAppearance, Order::Sorted] {
+                assert_eq!(by_table(&codes, span as usize, order), by_hash(&codes, order));
+            }
         }
     }
 

@@ -13,6 +13,7 @@ mod memory;
 mod scan;
 mod stable;
 pub mod schema;
+pub mod stream_waits;
 pub mod strings;
 pub mod tables;
 pub mod times;

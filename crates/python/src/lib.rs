@@ -4,6 +4,7 @@
 use collectivetrace_core::error::ReadError;
 use collectivetrace_core::export::{self, Export};
 use collectivetrace_core::grouping::{self, GroupingError};
+use collectivetrace_core::stream_waits;
 use collectivetrace_core::whatif::{
     self, Calls, Change, EdgeKind, EventRecords, Graph, Job, Members, NodeKind, NodeRef, Ops, Outcome, ReplayOptions,
     SyncRecords, WhatIfError, Workspace,
@@ -32,6 +33,7 @@ enum CoreError {
     Read(ReadError),
     WhatIf(WhatIfError),
     Grouping(GroupingError),
+    StreamWaits(stream_waits::LengthMismatch),
 }
 
 impl From<ReadError> for CoreError {
@@ -52,6 +54,12 @@ impl From<GroupingError> for CoreError {
     }
 }
 
+impl From<stream_waits::LengthMismatch> for CoreError {
+    fn from(err: stream_waits::LengthMismatch) -> Self {
+        CoreError::StreamWaits(err)
+    }
+}
+
 fn to_py_err(err: impl Into<CoreError>) -> PyErr {
     match err.into() {
         CoreError::Read(err @ ReadError::Threads(_)) => CollectiveTraceError::new_err(err.to_string()),
@@ -60,6 +68,7 @@ fn to_py_err(err: impl Into<CoreError>) -> PyErr {
         CoreError::WhatIf(err @ WhatIfError::Input(_)) => InputError::new_err(err.to_string()),
         // Columns that do not fit together are the caller's bug, not the user's input.
         CoreError::Grouping(err) => pyo3::exceptions::PyValueError::new_err(err.to_string()),
+        CoreError::StreamWaits(err) => pyo3::exceptions::PyValueError::new_err(err.to_string()),
     }
 }
 
@@ -641,6 +650,7 @@ fn native_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(group_occurrence, m)?)?;
     m.add_function(wrap_pyfunction!(median_of_others, m)?)?;
     m.add_function(wrap_pyfunction!(median_of_other_ranks, m)?)?;
+    m.add_function(wrap_pyfunction!(infer_stream_waits, m)?)?;
     Ok(())
 }
 
@@ -711,4 +721,35 @@ fn median_of_other_ranks<'py>(
 ) -> PyResult<Bound<'py, PyArray1<f64>>> {
     let (value, rank, keys) = (value.as_slice()?, rank.as_slice()?, key_slices(&keys)?);
     Ok(py.detach(|| grouping::median_of_other_ranks(value, rank, &keys)).map_err(to_py_err)?.into_pyarray(py))
+}
+
+/// Stream waits inferred from one rank's calls (in start order) and its ops' launches
+/// (crates/core/src/stream_waits.rs): (record call rows, record streams, wait call rows, wait
+/// streams), one entry per paired wait.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn infer_stream_waits<'py>(
+    py: Python<'py>,
+    call_tid: PyReadonlyArray1<'py, i64>,
+    call_start: PyReadonlyArray1<'py, i64>,
+    is_record: PyReadonlyArray1<'py, bool>,
+    is_wait: PyReadonlyArray1<'py, bool>,
+    op_tid: PyReadonlyArray1<'py, i64>,
+    op_launch: PyReadonlyArray1<'py, i64>,
+    op_stream: PyReadonlyArray1<'py, i64>,
+) -> PyResult<(Column<'py>, Column<'py>, Column<'py>, Column<'py>)> {
+    let calls = stream_waits::Calls {
+        tid: call_tid.as_slice()?,
+        start: call_start.as_slice()?,
+        is_record: is_record.as_slice()?,
+        is_wait: is_wait.as_slice()?,
+    };
+    let ops = stream_waits::Launches { tid: op_tid.as_slice()?, launch: op_launch.as_slice()?, stream: op_stream.as_slice()? };
+    let pairs = py.detach(|| stream_waits::pair(&calls, &ops)).map_err(to_py_err)?;
+    Ok((
+        positions(py, pairs.record_call),
+        pairs.record_stream.into_pyarray(py),
+        positions(py, pairs.wait_call),
+        pairs.wait_stream.into_pyarray(py),
+    ))
 }

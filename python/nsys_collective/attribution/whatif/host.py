@@ -139,13 +139,14 @@ def _host_time(ctx: Context, with_calls: bool) -> HostTime:
         call_row = g.call_offset[rank] + inside[mine]
         items.append((np.repeat(row_of[calls.gap_range[inside[mine]]], 2), np.repeat(call_row, 2),
                       np.tile([False, True], int(mine.sum())), np.column_stack([gaps[mine], own[mine]]).ravel()))
-    rank, prog, step, fam, total, end, range_row, gap_start = (np.concatenate(c).astype(np.int64) for c in zip(*parts))
+    rank, prog, step, fam, total, end, range_row, gap_start = (np.concatenate(c).astype(np.int64, copy=False) for c in zip(*parts))
     item_row, item_call, item_is_call, item_ns = (np.concatenate(c) for c in zip(*items))
     order, _ = grouping.sorted_rows((item_row,))
     return HostTime(rank, prog, step, fam, grouping.occurrence(rank, step, fam), total, end, range_row, gap_start,
-                     families=sorted(family_id, key=family_id.get), item_row=item_row[order].astype(np.int64),
-                     item_call=item_call[order].astype(np.int64), item_is_call=item_is_call[order].astype(bool),
-                     item_ns=item_ns[order].astype(np.int64))
+                     families=sorted(family_id, key=family_id.get), item_row=item_row[order].astype(np.int64, copy=False),
+                     item_call=item_call[order].astype(np.int64, copy=False),
+                     item_is_call=item_is_call[order].astype(bool, copy=False),
+                     item_ns=item_ns[order].astype(np.int64, copy=False))
 
 
 def host_candidates(ctx: Context) -> list[Candidate]:
