@@ -7,6 +7,7 @@
 pub mod error;
 pub mod export;
 pub mod grouping;
+pub mod host_time;
 pub mod intervals;
 pub mod kineto;
 mod memory;

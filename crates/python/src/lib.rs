@@ -5,6 +5,7 @@ use collectivetrace_core::error::ReadError;
 use collectivetrace_core::export::{self, Export};
 use collectivetrace_core::grouping::{self, GroupingError};
 use collectivetrace_core::stream_waits;
+use collectivetrace_core::host_time::{self, HostTimeError};
 use collectivetrace_core::whatif::{
     self, Calls, Change, EdgeKind, EventRecords, Graph, Job, Members, NodeKind, NodeRef, Ops, Outcome, ReplayOptions,
     SyncRecords, WhatIfError, Workspace,
@@ -34,6 +35,7 @@ enum CoreError {
     WhatIf(WhatIfError),
     Grouping(GroupingError),
     StreamWaits(stream_waits::LengthMismatch),
+    HostTime(HostTimeError),
 }
 
 impl From<ReadError> for CoreError {
@@ -54,6 +56,12 @@ impl From<GroupingError> for CoreError {
     }
 }
 
+impl From<HostTimeError> for CoreError {
+    fn from(err: HostTimeError) -> Self {
+        CoreError::HostTime(err)
+    }
+}
+
 impl From<stream_waits::LengthMismatch> for CoreError {
     fn from(err: stream_waits::LengthMismatch) -> Self {
         CoreError::StreamWaits(err)
@@ -69,6 +77,7 @@ fn to_py_err(err: impl Into<CoreError>) -> PyErr {
         // Columns that do not fit together are the caller's bug, not the user's input.
         CoreError::Grouping(err) => pyo3::exceptions::PyValueError::new_err(err.to_string()),
         CoreError::StreamWaits(err) => pyo3::exceptions::PyValueError::new_err(err.to_string()),
+        CoreError::HostTime(err) => pyo3::exceptions::PyValueError::new_err(err.to_string()),
     }
 }
 
@@ -651,6 +660,8 @@ fn native_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(median_of_others, m)?)?;
     m.add_function(wrap_pyfunction!(median_of_other_ranks, m)?)?;
     m.add_function(wrap_pyfunction!(infer_stream_waits, m)?)?;
+    m.add_function(wrap_pyfunction!(range_host_time, m)?)?;
+    m.add_function(wrap_pyfunction!(range_host_pieces, m)?)?;
     Ok(())
 }
 
@@ -752,4 +763,53 @@ fn infer_stream_waits<'py>(
         positions(py, pairs.wait_call),
         pairs.wait_stream.into_pyarray(py),
     ))
+}
+
+// Host time inside one rank's ranges (crates/core/src/host_time.rs): attribution/whatif/host.py.
+
+/// One rank's calls as host_time reads them: (start, end, gap_start, gap_range, blocking).
+type HostCalls<'py> = (
+    PyReadonlyArray1<'py, i64>,
+    PyReadonlyArray1<'py, i64>,
+    PyReadonlyArray1<'py, i64>,
+    PyReadonlyArray1<'py, i64>,
+    PyReadonlyArray1<'py, bool>,
+);
+
+fn host_calls<'a>(c: &'a HostCalls<'_>) -> PyResult<host_time::Calls<'a>> {
+    Ok(host_time::Calls {
+        start: c.0.as_slice()?,
+        end: c.1.as_slice()?,
+        gap_start: c.2.as_slice()?,
+        gap_range: c.3.as_slice()?,
+        blocking: c.4.as_slice()?,
+    })
+}
+
+/// Per range of one rank, its host time (its gaps, and with `with_calls` its calls that do not
+/// wait for the GPU) and where its first gap began (int64 max: none): two int64 arrays.
+#[pyfunction]
+fn range_host_time<'py>(
+    py: Python<'py>,
+    calls: HostCalls<'py>,
+    ranges: usize,
+    with_calls: bool,
+) -> PyResult<(Column<'py>, Column<'py>)> {
+    let calls = host_calls(&calls)?;
+    let t = py.detach(|| host_time::range_time(&calls, ranges, with_calls)).map_err(to_py_err)?;
+    Ok((t.total.into_pyarray(py), t.first_gap.into_pyarray(py)))
+}
+
+/// The host-time pieces of the ranges with a row (`row_of`, -1: none), in row order, each row's in
+/// time order: (row, call, is_call, ns).
+#[pyfunction]
+fn range_host_pieces<'py>(
+    py: Python<'py>,
+    calls: HostCalls<'py>,
+    row_of: PyReadonlyArray1<'py, i64>,
+    with_calls: bool,
+) -> PyResult<(Column<'py>, Column<'py>, Bound<'py, PyArray1<bool>>, Column<'py>)> {
+    let (calls, row_of) = (host_calls(&calls)?, row_of.as_slice()?);
+    let p = py.detach(|| host_time::pieces(&calls, row_of, with_calls)).map_err(to_py_err)?;
+    Ok((p.row.into_pyarray(py), positions(py, p.call), p.is_call.into_pyarray(py), p.ns.into_pyarray(py)))
 }
