@@ -4,8 +4,8 @@
 use collectivetrace_core::error::ReadError;
 use collectivetrace_core::export::{self, Export};
 use collectivetrace_core::grouping::{self, GroupingError};
-use collectivetrace_core::stream_waits;
 use collectivetrace_core::host_time::{self, HostTimeError};
+use collectivetrace_core::stream_waits;
 use collectivetrace_core::whatif::{
     self, Calls, Change, EdgeKind, EventRecords, Graph, Job, Members, NodeKind, NodeRef, Ops, Outcome, ReplayOptions,
     SyncRecords, WhatIfError, Workspace,
