@@ -1,5 +1,6 @@
-"""Stream waits inferred from the calls: the sorted search pairs each wait with the record a
-plain per-wait scan finds (the definition in model/stream_waits.py), on random calls with ties."""
+"""Stream waits inferred from the calls: the core's pairing (crates/core/src/stream_waits.rs) pairs
+each wait with the record a plain per-wait scan finds (the definition in model/stream_waits.py), and
+answers exactly as the numpy version it replaced, on random calls with ties."""
 
 from types import SimpleNamespace
 
@@ -7,6 +8,7 @@ import numpy as np
 import pytest
 
 from nsys_collective.model import cuda_api
+from nsys_collective.model.cuda_api import SyncType
 from nsys_collective.model.stream_waits import stream_waits_from_calls
 
 NAMES = ["cudaEventRecord", "cudaStreamWaitEvent", "cudaLaunchKernel", "cuEventRecord_v2", None]
@@ -53,6 +55,12 @@ def test_each_wait_gets_the_latest_record_of_another_stream(seed):
     gpu = SimpleNamespace(launch=np.where(rng.random(m) < 0.1, -1, rng.integers(0, 2000, m)),
                           launch_tid=rng.integers(1, 4, m), stream=rng.integers(7, 10, m))
     syncs, events = stream_waits_from_calls(calls, gpu, Names())
+    before = numpy_version(calls, gpu, Names())
+    assert (syncs is None) == (before[0] is None)
+    if syncs is not None:
+        for mine, theirs in zip((syncs, events), before):
+            assert mine.keys() == theirs.keys()
+            assert all(v.dtype == theirs[k].dtype and np.array_equal(v, theirs[k]) for k, v in mine.items())
     want = _scan(calls, gpu)
     if not want:
         assert syncs is None and events is None
@@ -78,3 +86,50 @@ def test_names_are_matched_once_per_string_id():
     assert seen == [5]  # the distinct ids, not the 8,000 calls
     assert got.tolist() == [n is not None and n in ("cudaEventRecord", "cuEventRecord_v2")
                             for n in Names().names(ids)]
+
+
+def numpy_version(calls, gpu, names) -> tuple[dict | None, dict | None]:
+    """model/stream_waits.py before the core paired the calls, verbatim but for its name."""
+    if calls is None or gpu is None or not len(calls.start):
+        return None, None
+    is_record = cuda_api.matches(cuda_api.EVENT_RECORD, calls.name, names)
+    is_wait = cuda_api.matches(cuda_api.STREAM_WAIT, calls.name, names)
+    if not is_record.any() or not is_wait.any():
+        return None, None
+    rec_call, rec_stream, wait_call, wait_stream = [], [], [], []
+    for t in np.unique(calls.tid[is_record | is_wait]).tolist():  # a few threads
+        launched = np.flatnonzero((gpu.launch_tid == t) & (gpu.launch >= 0))
+        order = launched[np.argsort(gpu.launch[launched], kind="stable")]
+        when, stream = gpu.launch[order], gpu.stream[order]
+        if not len(order):
+            continue
+        records = np.flatnonzero(is_record & (calls.tid == t))
+        before = np.searchsorted(when, calls.start[records], side="left") - 1
+        records, r_stream = records[before >= 0], stream[before[before >= 0]]
+        waits = np.flatnonzero(is_wait & (calls.tid == t))
+        after = np.searchsorted(when, calls.start[waits], side="right")
+        waits, w_stream = waits[after < len(order)], stream[after[after < len(order)]]
+        # Each wait's record: the latest at or before it of those that recorded another stream,
+        # searched per waiting stream (a handful) among the records of the other streams.
+        found = np.full(len(waits), -1, dtype=np.int64)
+        for s in np.unique(w_stream).tolist():
+            mine = np.flatnonzero(w_stream == s)
+            other = np.flatnonzero(r_stream != s)
+            k = np.searchsorted(calls.start[records[other]], calls.start[waits[mine]], side="right") - 1
+            found[mine] = np.where(k >= 0, other[np.maximum(k, 0)], -1)
+        paired = found >= 0
+        rec_call.append(records[found[paired]])
+        rec_stream.append(r_stream[found[paired]])
+        wait_call.append(waits[paired])
+        wait_stream.append(w_stream[paired])
+    if not rec_call or not sum(len(w) for w in wait_call):
+        return None, None
+    rec_call, wait_call = np.concatenate(rec_call).astype(np.int64), np.concatenate(wait_call).astype(np.int64)
+    event = np.arange(len(rec_call), dtype=np.int64)  # each pairing its own event id
+    events = {"stream": np.concatenate(rec_stream).astype(np.int64), "event": event,
+              "correlation": calls.correlation[rec_call]}
+    syncs = {"kind": np.full(len(wait_call), SyncType.STREAM_WAIT_EVENT, np.int64),
+             "stream": np.concatenate(wait_stream).astype(np.int64), "event": event,
+             "correlation": calls.correlation[wait_call], "record_correlation": calls.correlation[rec_call],
+             "inferred": np.ones(len(wait_call), np.int64)}
+    return syncs, events

@@ -6,6 +6,8 @@
 
 pub mod error;
 pub mod export;
+pub mod grouping;
+pub mod host_time;
 pub mod intervals;
 pub mod kineto;
 mod memory;
@@ -13,6 +15,7 @@ pub mod payload;
 mod scan;
 mod stable;
 pub mod schema;
+pub mod stream_waits;
 pub mod strings;
 pub mod tables;
 pub mod times;

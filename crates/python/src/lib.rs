@@ -3,6 +3,9 @@
 
 use collectivetrace_core::error::ReadError;
 use collectivetrace_core::export::{self, Export};
+use collectivetrace_core::grouping::{self, GroupingError};
+use collectivetrace_core::host_time::{self, HostTimeError};
+use collectivetrace_core::stream_waits;
 use collectivetrace_core::whatif::{
     self, Calls, Change, EdgeKind, EventRecords, Graph, Job, Members, NodeKind, NodeRef, Ops, Outcome, ReplayOptions,
     SyncRecords, WhatIfError, Workspace,
@@ -30,6 +33,9 @@ create_exception!(
 enum CoreError {
     Read(ReadError),
     WhatIf(WhatIfError),
+    Grouping(GroupingError),
+    StreamWaits(stream_waits::LengthMismatch),
+    HostTime(HostTimeError),
 }
 
 impl From<ReadError> for CoreError {
@@ -44,12 +50,34 @@ impl From<WhatIfError> for CoreError {
     }
 }
 
+impl From<GroupingError> for CoreError {
+    fn from(err: GroupingError) -> Self {
+        CoreError::Grouping(err)
+    }
+}
+
+impl From<HostTimeError> for CoreError {
+    fn from(err: HostTimeError) -> Self {
+        CoreError::HostTime(err)
+    }
+}
+
+impl From<stream_waits::LengthMismatch> for CoreError {
+    fn from(err: stream_waits::LengthMismatch) -> Self {
+        CoreError::StreamWaits(err)
+    }
+}
+
 fn to_py_err(err: impl Into<CoreError>) -> PyErr {
     match err.into() {
         CoreError::Read(err @ ReadError::Threads(_)) => CollectiveTraceError::new_err(err.to_string()),
         CoreError::Read(err) => InputError::new_err(err.to_string()),
         CoreError::WhatIf(err @ WhatIfError::Threads(_)) => CollectiveTraceError::new_err(err.to_string()),
         CoreError::WhatIf(err @ WhatIfError::Input(_)) => InputError::new_err(err.to_string()),
+        // Columns that do not fit together are the caller's bug, not the user's input.
+        CoreError::Grouping(err) => pyo3::exceptions::PyValueError::new_err(err.to_string()),
+        CoreError::StreamWaits(err) => pyo3::exceptions::PyValueError::new_err(err.to_string()),
+        CoreError::HostTime(err) => pyo3::exceptions::PyValueError::new_err(err.to_string()),
     }
 }
 
@@ -626,5 +654,162 @@ fn native_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("KNOWN_SCHEMA_MAJOR", export::KNOWN_SCHEMA_MAJOR)?;
     m.add("DEFAULT_MAX_TRACE_BYTES", kineto::DEFAULT_MAX_TRACE_BYTES)?;
     m.add("DEFAULT_MAX_GZIP_RATIO", kineto::DEFAULT_MAX_GZIP_RATIO)?;
+    m.add_function(wrap_pyfunction!(group_ids, m)?)?;
+    m.add_function(wrap_pyfunction!(group_sorted_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(group_occurrence, m)?)?;
+    m.add_function(wrap_pyfunction!(median_of_others, m)?)?;
+    m.add_function(wrap_pyfunction!(median_of_other_ranks, m)?)?;
+    m.add_function(wrap_pyfunction!(infer_stream_waits, m)?)?;
+    m.add_function(wrap_pyfunction!(range_host_time, m)?)?;
+    m.add_function(wrap_pyfunction!(range_host_pieces, m)?)?;
     Ok(())
+}
+
+// Grouping of rows by integer keys (crates/core/src/grouping.rs): model/grouping.py's primitives.
+
+type Keys<'py> = Vec<PyReadonlyArray1<'py, i64>>;
+
+fn key_slices<'a>(keys: &'a [PyReadonlyArray1<'_, i64>]) -> PyResult<Vec<&'a [i64]>> {
+    keys.iter().map(|k| k.as_slice().map_err(PyErr::from)).collect()
+}
+
+fn positions(py: Python<'_>, rows: Vec<usize>) -> Column<'_> {
+    rows.into_iter().map(|r| r as i64).collect::<Vec<_>>().into_pyarray(py)
+}
+
+/// Each row's group number (rows whose keys are all equal share one), numbered in the order the
+/// rows first have them or, `sorted`, in key order; and how many groups there are.
+#[pyfunction]
+#[pyo3(signature = (keys, sorted = false))]
+fn group_ids<'py>(py: Python<'py>, keys: Keys<'py>, sorted: bool) -> PyResult<(Column<'py>, usize)> {
+    let keys = key_slices(&keys)?;
+    let order = if sorted { grouping::Order::Sorted } else { grouping::Order::FirstAppearance };
+    let groups = py.detach(|| grouping::group_ids(&keys, order)).map_err(to_py_err)?;
+    Ok((positions(py, groups.id), groups.count))
+}
+
+/// The rows sorted by their keys (the first key first), equal keys by `then`, then in row order;
+/// and each group's first position in that order.
+#[pyfunction]
+#[pyo3(signature = (keys, then = None))]
+fn group_sorted_rows<'py>(
+    py: Python<'py>,
+    keys: Keys<'py>,
+    then: Option<PyReadonlyArray1<'py, i64>>,
+) -> PyResult<(Column<'py>, Column<'py>)> {
+    let keys = key_slices(&keys)?;
+    let then = then.as_ref().map(|t| t.as_slice()).transpose()?;
+    let (rows, first) = py.detach(|| grouping::sorted_rows(&keys, then)).map_err(to_py_err)?;
+    Ok((positions(py, rows), positions(py, first)))
+}
+
+/// Each row's position among the rows with the same keys, in row order.
+#[pyfunction]
+fn group_occurrence<'py>(py: Python<'py>, keys: Keys<'py>) -> PyResult<Column<'py>> {
+    let keys = key_slices(&keys)?;
+    Ok(py.detach(|| grouping::occurrence(&keys)).map_err(to_py_err)?.into_pyarray(py))
+}
+
+/// Per row, the median value of the other rows with the same keys (NaN: none; two rows: the
+/// other's; three or more: the median of all).
+#[pyfunction]
+fn median_of_others<'py>(
+    py: Python<'py>,
+    value: PyReadonlyArray1<'py, i64>,
+    keys: Keys<'py>,
+) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    let (value, keys) = (value.as_slice()?, key_slices(&keys)?);
+    Ok(py.detach(|| grouping::median_of_others(value, &keys)).map_err(to_py_err)?.into_pyarray(py))
+}
+
+/// Per row, the median value of the rows with the same keys on the other ranks (NaN: none).
+#[pyfunction]
+fn median_of_other_ranks<'py>(
+    py: Python<'py>,
+    value: PyReadonlyArray1<'py, i64>,
+    rank: PyReadonlyArray1<'py, i64>,
+    keys: Keys<'py>,
+) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    let (value, rank, keys) = (value.as_slice()?, rank.as_slice()?, key_slices(&keys)?);
+    Ok(py.detach(|| grouping::median_of_other_ranks(value, rank, &keys)).map_err(to_py_err)?.into_pyarray(py))
+}
+
+/// Stream waits inferred from one rank's calls (in start order) and its ops' launches
+/// (crates/core/src/stream_waits.rs): (record call rows, record streams, wait call rows, wait
+/// streams), one entry per paired wait.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn infer_stream_waits<'py>(
+    py: Python<'py>,
+    call_tid: PyReadonlyArray1<'py, i64>,
+    call_start: PyReadonlyArray1<'py, i64>,
+    is_record: PyReadonlyArray1<'py, bool>,
+    is_wait: PyReadonlyArray1<'py, bool>,
+    op_tid: PyReadonlyArray1<'py, i64>,
+    op_launch: PyReadonlyArray1<'py, i64>,
+    op_stream: PyReadonlyArray1<'py, i64>,
+) -> PyResult<(Column<'py>, Column<'py>, Column<'py>, Column<'py>)> {
+    let calls = stream_waits::Calls {
+        tid: call_tid.as_slice()?,
+        start: call_start.as_slice()?,
+        is_record: is_record.as_slice()?,
+        is_wait: is_wait.as_slice()?,
+    };
+    let ops = stream_waits::Launches { tid: op_tid.as_slice()?, launch: op_launch.as_slice()?, stream: op_stream.as_slice()? };
+    let pairs = py.detach(|| stream_waits::pair(&calls, &ops)).map_err(to_py_err)?;
+    Ok((
+        positions(py, pairs.record_call),
+        pairs.record_stream.into_pyarray(py),
+        positions(py, pairs.wait_call),
+        pairs.wait_stream.into_pyarray(py),
+    ))
+}
+
+// Host time inside one rank's ranges (crates/core/src/host_time.rs): attribution/whatif/host.py.
+
+/// One rank's calls as host_time reads them: (start, end, gap_start, gap_range, blocking).
+type HostCalls<'py> = (
+    PyReadonlyArray1<'py, i64>,
+    PyReadonlyArray1<'py, i64>,
+    PyReadonlyArray1<'py, i64>,
+    PyReadonlyArray1<'py, i64>,
+    PyReadonlyArray1<'py, bool>,
+);
+
+fn host_calls<'a>(c: &'a HostCalls<'_>) -> PyResult<host_time::Calls<'a>> {
+    Ok(host_time::Calls {
+        start: c.0.as_slice()?,
+        end: c.1.as_slice()?,
+        gap_start: c.2.as_slice()?,
+        gap_range: c.3.as_slice()?,
+        blocking: c.4.as_slice()?,
+    })
+}
+
+/// Per range of one rank, its host time (its gaps, and with `with_calls` its calls that do not
+/// wait for the GPU) and where its first gap began (int64 max: none): two int64 arrays.
+#[pyfunction]
+fn range_host_time<'py>(
+    py: Python<'py>,
+    calls: HostCalls<'py>,
+    ranges: usize,
+    with_calls: bool,
+) -> PyResult<(Column<'py>, Column<'py>)> {
+    let calls = host_calls(&calls)?;
+    let t = py.detach(|| host_time::range_time(&calls, ranges, with_calls)).map_err(to_py_err)?;
+    Ok((t.total.into_pyarray(py), t.first_gap.into_pyarray(py)))
+}
+
+/// The host-time pieces of the ranges with a row (`row_of`, -1: none), in row order, each row's in
+/// time order: (row, call, is_call, ns).
+#[pyfunction]
+fn range_host_pieces<'py>(
+    py: Python<'py>,
+    calls: HostCalls<'py>,
+    row_of: PyReadonlyArray1<'py, i64>,
+    with_calls: bool,
+) -> PyResult<(Column<'py>, Column<'py>, Bound<'py, PyArray1<bool>>, Column<'py>)> {
+    let (calls, row_of) = (host_calls(&calls)?, row_of.as_slice()?);
+    let p = py.detach(|| host_time::pieces(&calls, row_of, with_calls)).map_err(to_py_err)?;
+    Ok((p.row.into_pyarray(py), positions(py, p.call), p.is_call.into_pyarray(py), p.ns.into_pyarray(py)))
 }

@@ -12,6 +12,8 @@ from enum import IntEnum
 
 import numpy as np
 
+from nsys_collective.model import grouping
+
 _SUFFIX = r"(_v\d+|_ptsz|_ptds)*$"
 
 
@@ -42,7 +44,7 @@ def matches(pattern: re.Pattern, ids: np.ndarray, names) -> np.ndarray:
     """Which of `ids` (string ids, -1 unnamed) name a call `pattern` matches: each distinct name is
     matched once, then the answer is spread by id (millions of calls, a few hundred names).
     `names`: what turns string ids into names (a rank's trace or an export)."""
-    unique, at = np.unique(ids, return_inverse=True)
+    unique, at = grouping.unique(ids)
     hit = np.fromiter((bool(n) and pattern.match(n) is not None for n in names.names(unique).tolist()),
                       dtype=bool, count=len(unique))
-    return hit[at.ravel()]
+    return hit[at]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nsys_collective import _native
 from nsys_collective.attribution.whatif.candidate import MIN_SLOWDOWN, Candidate, Context
 from nsys_collective.attribution.whatif.graph import steps_of
 from nsys_collective.causes import nvtx_family
@@ -112,22 +113,20 @@ def _host_time(ctx: Context, with_calls: bool) -> HostTime:
     for rank in g.ranks:
         trace = job.traces[rank]
         ranges, calls = trace.ranges, trace.calls
-        inside = np.flatnonzero(calls.gap_range >= 0)
-        gaps = np.maximum(0, calls.start - calls.gap_start)[inside]  # overlapping calls leave no host time
-        own = np.where(calls.blocking[inside] | (not with_calls), 0, calls.end[inside] - calls.start[inside])
-        total = np.bincount(calls.gap_range[inside], weights=gaps + own, minlength=len(ranges.start)).astype(np.int64)
-        first_gap = np.full(len(ranges.start), np.iinfo(np.int64).max, np.int64)
-        np.minimum.at(first_gap, calls.gap_range[inside], calls.gap_start[inside])
+        # The core sums each range's pieces (crates/core/src/host_time.rs).
+        columns = (_ints(calls.start), _ints(calls.end), _ints(calls.gap_start), _ints(calls.gap_range),
+                   np.ascontiguousarray(calls.blocking, bool))
+        total, first_gap = _native.range_host_time(columns, len(ranges.start), with_calls)
         used = np.flatnonzero(total > 0)
         # Each distinct name classified once, in the order the rows first name it (family ids
         # follow first appearance); steps themselves are no family (-1).
-        ids, first, at = np.unique(ranges.name[used], return_index=True, return_inverse=True)
+        ids, at = grouping.unique(ranges.name[used], first_appearance=True)
         fam_of = np.full(len(ids), -1, np.int64)
-        for k in np.argsort(first, kind="stable").tolist():
-            n = trace.name(int(ids[k]))
+        for k, name_id in enumerate(ids.tolist()):
+            n = trace.name(name_id)
             if n and not fnmatch.fnmatchcase(n, step_pattern):
                 fam_of[k] = family_id.setdefault(nvtx_family(n) or "", len(family_id))
-        fam = fam_of[at.ravel()] if len(used) else np.zeros(0, np.int64)
+        fam = fam_of[at]
         used, fam = used[fam >= 0], fam[fam >= 0]
         step = steps_of(job, rank, ranges.start[used], step_index) if g.has_steps else np.zeros(len(used), np.int64)
         parts.append((np.full(len(used), rank), np.full(len(used), program[rank]), step, fam, total[used],
@@ -135,17 +134,19 @@ def _host_time(ctx: Context, with_calls: bool) -> HostTime:
         row_of = np.full(len(ranges.start), -1, np.int64)
         row_of[used] = n_rows + np.arange(len(used))
         n_rows += len(used)
-        mine = row_of[calls.gap_range[inside]] >= 0  # calls are in time order: so are the gaps
-        call_row = g.call_offset[rank] + inside[mine]
-        items.append((np.repeat(row_of[calls.gap_range[inside[mine]]], 2), np.repeat(call_row, 2),
-                      np.tile([False, True], int(mine.sum())), np.column_stack([gaps[mine], own[mine]]).ravel()))
-    rank, prog, step, fam, total, end, range_row, gap_start = (np.concatenate(c).astype(np.int64) for c in zip(*parts))
+        row, call, is_call, ns = _native.range_host_pieces(columns, row_of, with_calls)
+        items.append((row, g.call_offset[rank] + call, is_call, ns))
+    rank, prog, step, fam, total, end, range_row, gap_start = (np.concatenate(c).astype(np.int64, copy=False) for c in zip(*parts))
+    # Each rank's pieces come by row, each row's in time order, and its rows follow the rank
+    # before's: so the concatenation is in row order.
     item_row, item_call, item_is_call, item_ns = (np.concatenate(c) for c in zip(*items))
-    order = np.argsort(item_row, kind="stable")
     return HostTime(rank, prog, step, fam, grouping.occurrence(rank, step, fam), total, end, range_row, gap_start,
-                     families=sorted(family_id, key=family_id.get), item_row=item_row[order].astype(np.int64),
-                     item_call=item_call[order].astype(np.int64), item_is_call=item_is_call[order].astype(bool),
-                     item_ns=item_ns[order].astype(np.int64))
+                    families=sorted(family_id, key=family_id.get), item_row=item_row, item_call=item_call,
+                    item_is_call=item_is_call, item_ns=item_ns)
+
+
+def _ints(column: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(column, dtype=np.int64)
 
 
 def host_candidates(ctx: Context) -> list[Candidate]:
@@ -300,13 +301,9 @@ def _reference_from(h: HostTime, source: np.ndarray, family: int, value: np.ndar
     src = np.flatnonzero(source[rows])
     if not len(src):
         return out
-    code = grouping.packed((h.program[rows], h.step[rows], h.occurrence[rows]))
-    if code is None:  # ranges too wide to pack: number the keys instead
-        _, code = np.unique(np.stack([h.program[rows], h.step[rows], h.occurrence[rows]]), axis=1, return_inverse=True)
-        code = code.ravel()
+    code, count = grouping.group_ids(h.program[rows], h.step[rows], h.occurrence[rows])
     order, _, first, median = grouping.group_medians(value[rows[src]], code[src])
-    keys = code[src][order[first]]  # ascending
-    at = np.minimum(np.searchsorted(keys, code), len(keys) - 1)
-    found = keys[at] == code
-    out[rows[found]] = median[at[found]]
+    by_code = np.full(count, np.nan)
+    by_code[code[src][order[first]]] = median
+    out[rows] = by_code[code]
     return out

@@ -56,7 +56,7 @@ def _runs(ctx: Context, copies: bool) -> KernelRuns:
         op = g.op_offset[rank] + rows
         parts.append((np.full(len(rows), rank), np.full(len(rows), program[rank]), g.op_step[op], w.name[rows],
                       (w.end - w.start)[rows], op))
-    cols = [np.concatenate(c).astype(np.int64) for c in zip(*parts)]
+    cols = [np.concatenate(c).astype(np.int64, copy=False) for c in zip(*parts)]
     k = KernelRuns(*cols, occurrence=np.zeros(0, np.int64))
     k.occurrence = grouping.occurrence(k.rank, k.step, k.name)
     return k

@@ -76,11 +76,7 @@ def _peers_median(ops) -> np.ndarray:
     """Per op run, the median of the same run (program, step, name, occurrence) on the other ranks
     (NaN where none ran it). Not the median of all of them: a slow device must not pull its own
     reference up (with four ranks the median of all four is half its own)."""
-    keys = (ops.program, ops.step, ops.name, ops.occurrence)
-    code = grouping.packed(keys)
-    if code is None:  # too wide to pack: number the keys instead
-        code = np.unique(np.stack(keys), axis=1, return_inverse=True)[1].ravel()
-    return grouping.median_of_other_ranks(ops.duration, code, ops.rank)
+    return grouping.median_of_other_ranks(ops.duration, ops.rank, ops.program, ops.step, ops.name, ops.occurrence)
 
 
 def api_candidates(ctx: Context) -> list[Candidate]:
@@ -94,12 +90,12 @@ def api_candidates(ctx: Context) -> list[Candidate]:
         c = job.traces[rank].calls
         rows = np.flatnonzero(~c.blocking)
         # Each distinct name id once; the job's API ids are given in name order, rank by rank.
-        ids, at = np.unique(c.name[rows], return_inverse=True)
+        ids, at = grouping.unique(c.name[rows])
         text = [str(n) for n in job.traces[rank].names(ids).tolist()]
         for name in sorted(set(text)):
             api_id.setdefault(name, len(api_id))
         dense = np.array([api_id[n] for n in text], dtype=np.int64)
-        calls[rank] = (rows, dense[at.ravel()] if len(rows) else np.zeros(0, np.int64), (c.end - c.start)[rows])
+        calls[rank] = (rows, dense[at] if len(rows) else np.zeros(0, np.int64), (c.end - c.start)[rows])
     names = sorted(api_id, key=api_id.get)
     # Every program's calls sorted once by (API, duration); a rank's peers are that order without
     # its own calls, still sorted.

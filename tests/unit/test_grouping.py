@@ -1,0 +1,204 @@
+"""The core's grouping (crates/core/src/grouping.rs, bound in model/grouping.py) equals the numpy
+version it replaced, on random rows: ties, single-row and empty groups, keys too wide to pack, no
+rows at all. The numpy version below is that definition, verbatim but for its names (ref_*)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nsys_collective.model import grouping
+
+# ---- the numpy version (model/grouping.py before the core did the work) ----
+
+
+def ref_packed(keys: tuple[np.ndarray, ...]) -> np.ndarray | None:
+    """The keys packed into one int64 per row, ordered as the keys are (the first key first);
+    None where their ranges do not fit in 62 bits."""
+    n = len(keys[0])
+    code, bits = np.zeros(n, np.int64), 0
+    for key in keys:
+        lo = int(key.min()) if n else 0
+        width = (int(key.max()) - lo + 1).bit_length() if n else 1
+        bits += width
+        if bits > 62:
+            return None
+        code = (code << width) | (key - lo)
+    return code
+
+
+def ref_sorted_rows(keys: tuple[np.ndarray, ...], then: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Rows in the order of the keys (the first key first), rows with equal keys by `then`, else
+    in row order; and where each group of equal keys starts, as a bool per sorted row.
+    The keys are packed into one int64 where their ranges fit: a stable argsort of one column is
+    several times faster than np.lexsort of many (a million kernel runs, every analysis)."""
+    n = len(keys[0])
+    code = ref_packed(keys)
+    if code is None:
+        order = np.lexsort(((then,) if then is not None else ()) + keys[::-1])
+        new = np.r_[True, np.any([k[order][1:] != k[order][:-1] for k in keys], axis=0)] if n else np.zeros(0, bool)
+        return order, new
+    with_then = ref_packed((code, then)) if then is not None and then.dtype.kind in "iu" else None
+    if with_then is not None:  # one sort of keys and value packed together, as two stable sorts would order them
+        order = np.argsort(with_then, kind="stable")
+    else:
+        order = np.argsort(then, kind="stable") if then is not None else np.arange(n)
+        order = order[np.argsort(code[order], kind="stable")]
+    sorted_code = code[order]
+    return order, np.r_[True, sorted_code[1:] != sorted_code[:-1]] if n else np.zeros(0, bool)
+
+
+def ref_groups(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows sorted by the keys (the first key first), each row's group number in that order, and
+    each group's first position."""
+    order, new = ref_sorted_rows(keys)
+    return order, np.cumsum(new) - 1, np.flatnonzero(new)
+
+
+def ref_group_medians(value: np.ndarray, *keys: np.ndarray):
+    """`groups` of the keys (rows sorted by the keys, then by value), and the median value of
+    each group."""
+    order, new = ref_sorted_rows(keys, then=value)
+    if not len(order):
+        return order, order, order, np.zeros(0)
+    first = np.flatnonzero(new)
+    counts = np.diff(np.r_[first, len(order)])
+    v_sorted = value[order].astype(np.float64)
+    return order, np.cumsum(new) - 1, first, (v_sorted[first + (counts - 1) // 2] + v_sorted[first + counts // 2]) / 2
+
+
+def ref_median_of_others(value: np.ndarray, *keys: np.ndarray) -> np.ndarray:
+    """Per row, the median of the other rows with the same keys (ranks running the same thing);
+    NaN where no other row has them. With three or more rows the median of all of them serves
+    (a single outlier never is the median)."""
+    out = np.full(len(value), np.nan)
+    order, group, first, median = ref_group_medians(value, *keys)
+    if not len(order):
+        return out
+    counts = np.diff(np.r_[first, len(order)])
+    v = value[order].astype(np.float64)
+    size = counts[group]
+    ref = median[group]
+    # Two rows: each one's reference is the other.
+    pair = size == 2
+    other = np.where(np.r_[False, group[1:] == group[:-1]], np.r_[0, v[:-1]], np.r_[v[1:], 0])
+    ref = np.where(pair, other, ref)
+    ref[size == 1] = np.nan
+    out[order] = ref
+    return out
+
+
+def ref_median_of_other_ranks(value: np.ndarray, code: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """Per row, the median value of the rows with the same code on the other ranks (NaN where no
+    other rank has it). One sort of all rows by (code, value); each rank's others are then that
+    order with its own rows taken out, still sorted, so each rank costs one pass, not a sort."""
+    out = np.full(len(code), np.nan)
+    if not len(code):
+        return out
+    order, new = ref_sorted_rows((code,), then=value)
+    group = np.cumsum(new) - 1
+    v, r = value[order].astype(np.float64), rank[order]
+    ranks = np.unique(r)
+    if len(ranks) < 2:
+        return out
+    by_group = np.empty(int(group[-1]) + 1)
+    for one in ranks.tolist():
+        mine = r == one
+        g, vv = group[~mine], v[~mine]
+        first = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+        counts = np.diff(np.r_[first, len(g)])
+        by_group.fill(np.nan)
+        by_group[g[first]] = (vv[first + (counts - 1) // 2] + vv[first + counts // 2]) / 2
+        out[order[mine]] = by_group[group[mine]]
+    return out
+
+
+def ref_occurrence(*keys: np.ndarray) -> np.ndarray:
+    """Each row's position among the rows with the same keys, in row order."""
+    order, new = ref_sorted_rows(keys)
+    occ = np.empty(len(order), dtype=np.int64)
+    starts = np.flatnonzero(new)
+    occ[order] = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
+    return occ
+
+
+def ref_median_of_other_ranks_by_keys(value, rank, *keys):
+    """The numpy version's caller (slow_device's `_peers_median`): keys packed, else numbered."""
+    code = ref_packed(keys)
+    if code is None:
+        code = np.unique(np.stack(keys), axis=1, return_inverse=True)[1].ravel()
+    return ref_median_of_other_ranks(value, code, rank)
+
+
+# ---- the comparison ----
+
+def random_rows(rng: np.random.Generator, n: int, columns: int, span: int):
+    """Key columns, a value with ties and a rank per row; `span` sets how many distinct values a
+    key has (few: large groups; 2**62: keys too wide to pack into one integer)."""
+    keys = tuple(rng.integers(-span, span, n, endpoint=True, dtype=np.int64) for _ in range(columns))
+    value = rng.integers(0, 6, n, dtype=np.int64) * 1000 + rng.integers(0, 2, n)
+    rank = rng.integers(0, 4, n, dtype=np.int64)
+    return keys, value, rank
+
+
+CASES = [(n, columns, span) for n in (0, 1, 2, 7, 300) for columns in (1, 2, 4) for span in (0, 1, 5, 2**62)]
+
+
+def same(a, b) -> bool:
+    return a.dtype.kind == b.dtype.kind and np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
+
+
+@pytest.mark.parametrize(("n", "columns", "span"), CASES)
+def test_the_core_equals_the_numpy_version(n, columns, span):
+    rng = np.random.default_rng(n * 100 + columns * 10 + (span % 97))
+    for _ in range(3):
+        keys, value, rank = random_rows(rng, n, columns, span)
+        assert same(grouping.occurrence(*keys), ref_occurrence(*keys))
+        for mine, theirs in zip(grouping.unique(keys[0]), np.unique(keys[0], return_inverse=True)):
+            assert same(mine, theirs)
+        values, at = grouping.unique(keys[0], first_appearance=True)
+        assert same(values, keys[0][np.sort(np.unique(keys[0], return_index=True)[1])]) and same(values[at], keys[0])
+        for mine, theirs in zip(grouping.groups(*keys), ref_groups(*keys)):
+            assert same(mine, theirs)
+        for then in (None, value):
+            for mine, theirs in zip(grouping.sorted_rows(keys, then=then), ref_sorted_rows(keys, then=then)):
+                assert same(mine, theirs)
+        for mine, theirs in zip(grouping.group_medians(value, *keys), ref_group_medians(value, *keys)):
+            assert same(np.asarray(mine), np.asarray(theirs))
+        assert same(grouping.median_of_others(value, *keys), ref_median_of_others(value, *keys))
+        assert same(grouping.median_of_other_ranks(value, rank, *keys), ref_median_of_other_ranks_by_keys(value, rank, *keys))
+
+
+def test_the_keys_of_a_job_with_its_real_shape():
+    """Kernel runs of 8 ranks x 50 steps x 40 names, each run a few times a step, one rank missing
+    some: the shape the candidates group (by program, step, name, occurrence)."""
+    rng = np.random.default_rng(3)
+    rank = np.repeat(np.arange(8), 6000)
+    step = rng.integers(0, 50, len(rank))
+    name = rng.integers(0, 40, len(rank)) * 7919
+    keep = ~((rank == 5) & (name % 3 == 0))
+    rank, step, name = rank[keep], step[keep], name[keep]
+    duration = rng.integers(900, 1100, len(rank))
+    program = (rank >= 4).astype(np.int64)
+    occ = grouping.occurrence(rank, step, name)
+    assert same(occ, ref_occurrence(rank, step, name))
+    assert same(grouping.median_of_others(duration, program, step, name, occ),
+                ref_median_of_others(duration, program, step, name, occ))
+    assert same(grouping.median_of_other_ranks(duration, rank, program, step, name, occ),
+                ref_median_of_other_ranks_by_keys(duration, rank, program, step, name, occ))
+
+
+def test_group_numbers_follow_first_appearance_or_the_keys():
+    ids, count = grouping.group_ids(np.array([7, 3, 7, 9, 3]), np.array([1, 1, 1, 0, 1]))
+    assert (ids.tolist(), count) == ([0, 1, 0, 2, 1], 3)
+    ids, count = grouping.group_ids(np.array([7, 3, 7, 9, 3]), np.array([1, 1, 1, 0, 1]), sorted=True)
+    assert (ids.tolist(), count) == ([1, 0, 1, 2, 0], 3)
+
+
+def test_columns_that_do_not_fit_together_are_refused():
+    with pytest.raises(ValueError, match="differ in length"):
+        grouping.occurrence(np.arange(3), np.arange(2))
+    with pytest.raises(ValueError, match="at least one key"):
+        grouping.occurrence()
+    with pytest.raises(TypeError, match="integer"):
+        grouping.median_of_others(np.array([1.5, 2.0]), np.arange(2))
