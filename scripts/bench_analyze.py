@@ -102,8 +102,8 @@ class Stages:
 def staged_run(paths: list[Path]) -> tuple[dict[str, list[float]], list[float]]:
     """The pipeline of `analyze --json`, in process, with each stage timed; ({stage: [own wall
     seconds, own CPU seconds]}, [total wall, total CPU])."""
-    from nsys_collective import pipeline, result
-    from nsys_collective.attribution import contention, whatif
+    from nsys_collective import attribution, pipeline, result
+    from nsys_collective.attribution import build, contention, whatif
     from nsys_collective.attribution.whatif import replay
     from nsys_collective.ingest import formats
     from nsys_collective.model import job, trace
@@ -116,14 +116,14 @@ def staged_run(paths: list[Path]) -> tuple[dict[str, list[float]], list[float]]:
     s.patch(job, "match", "model: matching")
     s.patch(job, "align", "model: alignment")
     s.patch(job, "assess", "model: alignment")
-    s.patch(pipeline, "attribute", "attribution: blocking, idle, steps, findings")
+    s.patch(attribution, "attribute", "attribution: blocking, idle, steps, findings")
     s.patch(contention, "attribute", "attribution: contention fit")
     s.patch(whatif, "analyze", "what-if: replays")
     s.patch(replay, "build_graph", "what-if: graph")
     s.patch(replay, "compute_changes", "what-if: candidates")
     picker = replay.candidate_function
     replay.candidate_function = lambda kind: s.wrap("what-if: candidates", picker(kind))
-    s.patch(pipeline, "build_result", "result")
+    s.patch(build, "build_result", "result")
     s.patch(result.Result, "to_json", "JSON")
     t0, c0 = time.perf_counter(), time.process_time()
     traced = pipeline.map_inputs(pipeline.prepare([str(p) for p in paths]))
