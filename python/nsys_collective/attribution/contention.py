@@ -315,9 +315,10 @@ def _compute_slowdown(job: Job, min_runs: int = 3) -> tuple[list[dict], list[dic
     names, at = np.unique(name, return_inverse=True)
     at = at.ravel()
     overlapped = np.bincount(at, weights=beside, minlength=len(names))
+    alone = np.bincount(at, minlength=len(names)) - overlapped
     total_overlap = np.bincount(at, weights=overlap, minlength=len(names))
     wanted = [k for k in np.argsort(-total_overlap, kind="stable").tolist()
-              if overlapped[k] >= min_runs and np.bincount(at, minlength=len(names))[k] - overlapped[k] >= min_runs][:MAX_COMPUTE_KERNELS]
+              if overlapped[k] >= min_runs and alone[k] >= min_runs][:MAX_COMPUTE_KERNELS]
     out, changes = [], []
     for k in wanted:
         runs = np.flatnonzero(at == k)
