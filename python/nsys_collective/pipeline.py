@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from nsys_collective import memory
 from nsys_collective.errors import InputError
 from nsys_collective.ingest import formats
 from nsys_collective.ingest.capture import Limits
@@ -77,6 +78,7 @@ def map_inputs(inputs: Inputs, threads: int | None = None, on_read: Callable[[in
     traced = []
     for at in range(0, len(inputs.readable), chunk):
         traced += _map_chunk(inputs, at, at + chunk, threads)  # the chunk's exports are released on return
+        memory.release()
         if on_read:
             on_read(len(inputs.readable[at:at + chunk]))
     return traced
