@@ -136,8 +136,8 @@ def _import_quietly(names: Sequence[str]) -> None:
 
 
 def _wait_for_prefetch() -> None:
-    # The reduce imports only once the prefetch is done: one importer at a time, so the two threads
-    # never wait on each other's module locks.
+    # The reduce imports only once the prefetch is done, so the two never import the same modules
+    # at once (a wait on each other's module locks); the map imports none of them.
     if _prefetch:
         _prefetch[0].join()
 
