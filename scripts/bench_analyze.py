@@ -30,6 +30,7 @@ import os
 import platform
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -71,20 +72,41 @@ def run_command(command: list[str]) -> tuple[float, float, float]:
     return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
+def rss_mib() -> float | None:
+    """This process's resident memory now (Linux), MiB."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:
+        return None
+
+
 class Stages:
-    """Each patched function's own time: a stage's time less the stages called inside it."""
+    """Each patched function's own time: a stage's time less the stages called inside it; and the
+    peak resident memory sampled (every 5 ms) while it was the innermost stage running."""
 
     def __init__(self):
         self.own: dict[str, list[float]] = {}  # label: [wall seconds, CPU seconds (all threads)]
         self.stack: list[list[float]] = []  # per open stage: [wall, CPU at its start, wall, CPU of stages inside]
+        self.labels: list[str] = []  # the open stages, innermost last
+        self.peak: dict[str, float] = {}  # label: MiB
+        threading.Thread(target=self._sample, daemon=True).start()
+
+    def _sample(self):
+        while (mib := rss_mib()) is not None:
+            label = self.labels[-1] if self.labels else "between stages"
+            self.peak[label] = max(self.peak.get(label, 0.0), mib)
+            time.sleep(0.005)
 
     def wrap(self, label: str, fn):
         @functools.wraps(fn)
         def timed(*args, **kwargs):
             self.stack.append([time.perf_counter(), time.process_time(), 0.0, 0.0])
+            self.labels.append(label)
             try:
                 return fn(*args, **kwargs)
             finally:
+                self.labels.pop()
                 wall0, cpu0, inner_wall, inner_cpu = self.stack.pop()
                 wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
                 own = self.own.setdefault(label, [0.0, 0.0])
@@ -101,9 +123,9 @@ class Stages:
 
 def staged_run(paths: list[Path]) -> tuple[dict[str, list[float]], list[float]]:
     """The pipeline of `analyze --json`, in process, with each stage timed; ({stage: [own wall
-    seconds, own CPU seconds]}, [total wall, total CPU])."""
-    from nsys_collective import pipeline, result
-    from nsys_collective.attribution import contention, whatif
+    seconds, own CPU seconds, peak MiB while it ran]}, [total wall, total CPU])."""
+    from nsys_collective import attribution, pipeline, result
+    from nsys_collective.attribution import build, contention, whatif
     from nsys_collective.attribution.whatif import replay
     from nsys_collective.ingest import formats
     from nsys_collective.model import job, trace
@@ -116,21 +138,21 @@ def staged_run(paths: list[Path]) -> tuple[dict[str, list[float]], list[float]]:
     s.patch(job, "match", "model: matching")
     s.patch(job, "align", "model: alignment")
     s.patch(job, "assess", "model: alignment")
-    s.patch(pipeline, "attribute", "attribution: blocking, idle, steps, findings")
+    s.patch(attribution, "attribute", "attribution: blocking, idle, steps, findings")
     s.patch(contention, "attribute", "attribution: contention fit")
     s.patch(whatif, "analyze", "what-if: replays")
     s.patch(replay, "build_graph", "what-if: graph")
     s.patch(replay, "compute_changes", "what-if: candidates")
     picker = replay.candidate_function
     replay.candidate_function = lambda kind: s.wrap("what-if: candidates", picker(kind))
-    s.patch(pipeline, "build_result", "result")
+    s.patch(build, "build_result", "result")
     s.patch(result.Result, "to_json", "JSON")
     t0, c0 = time.perf_counter(), time.process_time()
     traced = pipeline.map_inputs(pipeline.prepare([str(p) for p in paths]))
     text = pipeline.reduce(traced).to_json()
     total = [time.perf_counter() - t0, time.process_time() - c0]
     assert text
-    return s.own, total
+    return {label: [*own, s.peak.get(label, 0.0)] for label, own in s.own.items()}, total
 
 
 def bench_set(paths: list[Path], repeat: int) -> dict:
@@ -164,7 +186,7 @@ def bench_set(paths: list[Path], repeat: int) -> dict:
 def print_set(name: str, r: dict) -> None:
     floor = r["floor"]
     print(f"\n{name}: {r['kernels']:,} kernels, {r['sync_rows']:,} sync and event rows, {r['size_mib']:,.0f} MiB")
-    print(f"  {'':<50} {'wall s':>8} {'x floor':>8} {'CPU s':>8}")
+    print(f"  {'':<50} {'wall s':>8} {'x floor':>8} {'CPU s':>8} {'peak MiB':>9}")
     rows = [("floor: SQLite sums the columns, 1 thread", floor, None), ("native reader, 1 thread", r["reader1"], None),
             (f"native reader, {os.cpu_count()} threads", r["reader"], None),
             ("analyze --json, whole command", r["whole"], r["whole_cpu"])]
@@ -172,8 +194,8 @@ def print_set(name: str, r: dict) -> None:
         print(f"  {label:<50} {t:8.3f} {t / floor:8.2f} {'' if cpu is None else f'{cpu:8.3f}'}")
     wall, cpu = r["in_process"]
     print(f"  in process, by stage ({wall:.3f} s, {cpu:.3f} s CPU in all):")
-    for label, (t, c) in r["stages"].items():
-        print(f"    {label:<48} {t:8.3f} {t / floor:8.2f} {c:8.3f}")
+    for label, (t, c, peak) in r["stages"].items():
+        print(f"    {label:<48} {t:8.3f} {t / floor:8.2f} {c:8.3f} {peak:9,.0f}")
     rest, rest_cpu = r["whole"] - wall, r["whole_cpu"] - cpu
     print(f"    {'start-up: imports, arguments (whole - in process)':<48} {rest:8.3f} {rest / floor:8.2f} {rest_cpu:8.3f}")
     print(f"  peak memory of the command {r['peak_mib']:,.0f} MiB")
@@ -194,7 +216,7 @@ def markdown(results: dict[str, dict]) -> None:
     row("**analyze --json, whole command**", [(results[n]["whole"], results[n]["whole_cpu"]) for n in names])
     labels = list(dict.fromkeys(label for n in names for label in results[n]["stages"]))
     for label in labels:
-        row(f"&nbsp;&nbsp;{label}", [tuple(results[n]["stages"].get(label, (0.0, 0.0))) for n in names])
+        row(f"&nbsp;&nbsp;{label}", [tuple(results[n]["stages"].get(label, (0.0, 0.0, 0.0))[:2]) for n in names])
     row("&nbsp;&nbsp;start-up: imports, arguments", [(results[n]["whole"] - results[n]["in_process"][0],
                                                       results[n]["whole_cpu"] - results[n]["in_process"][1]) for n in names])
     print("| peak memory, MiB | " + " | ".join(f"{results[n]['peak_mib']:,.0f} | | " for n in names) + "|")

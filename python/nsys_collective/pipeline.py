@@ -12,22 +12,26 @@ native readers, a few at a time, each released once traced.
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from nsys_collective.attribution import attribute
-from nsys_collective.attribution.build import build_result
+from nsys_collective import memory
 from nsys_collective.errors import InputError
 from nsys_collective.ingest import formats
 from nsys_collective.ingest.capture import Limits
 from nsys_collective.ingest.discover import find_inputs, shown
 from nsys_collective.model.job import Filters, Job, build_job
 from nsys_collective.model.trace import InputFacts, RankTrace, trace_export
-from nsys_collective.result import Result
 from nsys_collective.version import __version__
+
+if TYPE_CHECKING:
+    from nsys_collective.result import Result
 
 Traced = tuple[InputFacts, list[RankTrace]]
 
@@ -85,6 +89,7 @@ def map_inputs(inputs: Inputs, threads: int | None = None, on_read: Callable[[in
     traced = []
     for at in range(0, len(inputs.readable), chunk):
         traced += _map_chunk(inputs, at, at + chunk, threads)  # the chunk's exports are released on return
+        memory.release()
         if on_read:
             on_read(len(inputs.readable[at:at + chunk]))
     return traced
@@ -106,6 +111,10 @@ def finish(job: Job, traced: Sequence[Traced], source: str = "", filters: Filter
            nic_gbps: float | None = None) -> Result:
     """The result of a modelled job: attributed and assembled. `nic_gbps`: the speed of the NIC
     each GPU uses (Gb/s), the network's capacity, which no capture records (--nic-gbps)."""
+    _wait_for_prefetch()
+    from nsys_collective.attribution import attribute
+    from nsys_collective.attribution.build import build_result
+
     attribution = attribute(job, filters.steps if filters else None)
     return build_result(job, attribution, [facts for facts, _ in traced], __version__, source, nic_gbps=nic_gbps)
 
@@ -114,6 +123,36 @@ def reduce(traced: Sequence[Traced], filters: Filters | None = None, source: str
            warnings: Sequence[str] = (), nic_gbps: float | None = None) -> Result:
     """The result of one job from its inputs' traces (in input order)."""
     return finish(model(traced, filters, warnings), traced, source, filters, nic_gbps)
+
+
+# What the reduce imports that the map does not: scipy.optimize above all (0.8 s, the contention
+# fit's), the attribution and the result. Loaded in a thread while the native readers, which
+# release the GIL, read the inputs.
+REDUCE_MODULES = ("scipy.optimize", "scipy.special", "nsys_collective.attribution", "nsys_collective.attribution.build",
+                  "nsys_collective.result")
+_prefetch: list[threading.Thread] = []
+
+
+def prefetch_reduce() -> None:
+    """Start loading the reduce's modules in the background (once per process)."""
+    if not _prefetch:
+        _prefetch.append(threading.Thread(target=_import_quietly, args=(REDUCE_MODULES,), name="prefetch", daemon=True))
+        _prefetch[0].start()
+
+
+def _import_quietly(names: Sequence[str]) -> None:
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except BaseException:  # the reduce's own import raises it, where it is needed
+            return
+
+
+def _wait_for_prefetch() -> None:
+    # The reduce imports only once the prefetch is done, so the two never import the same modules
+    # at once (a wait on each other's module locks); the map imports none of them.
+    if _prefetch:
+        _prefetch[0].join()
 
 
 def source_of(paths: Sequence[str | os.PathLike]) -> str:
@@ -125,5 +164,6 @@ def analyze(paths: Sequence[str | os.PathLike], filters: Filters | None = None, 
             cache_dir: Path | None = None, threads: int | None = None, progress: bool = False,
             limits: Limits = Limits(), export_timeout: float | None = None, nic_gbps: float | None = None) -> Result:
     """`collectivetrace-nsys analyze PATHS`: the whole pipeline on this machine."""
+    prefetch_reduce()
     inputs = prepare(paths, nsys, cache_dir, progress, limits, export_timeout)
     return reduce(map_inputs(inputs, threads), filters, source_of(paths), inputs.warnings, nic_gbps)

@@ -59,3 +59,47 @@ def test_the_centred_solve_is_the_bounded_solve():
             got = overlap_fit._solve(y, cls, 3, xs)
             assert np.allclose(a @ got, a @ want, rtol=1e-7)
             assert np.all(got[3:] <= overlap_fit.MAX_COEFFICIENT + 1e-9)
+
+
+def _one_solve(y, cls, ncls, xg):
+    """The bounded solve as first written, one problem at a time: the reference for the batched one."""
+    counts = np.maximum(np.bincount(cls, minlength=ncls), 1).astype(np.float64)
+    y_mean = np.bincount(cls, weights=y, minlength=ncls) / counts
+    x_mean = (np.stack([np.bincount(cls, weights=xg[:, j], minlength=ncls) for j in range(xg.shape[1])], axis=1)
+              if xg.shape[1] else np.zeros((ncls, 0))) / counts[:, None]
+    centred = xg - x_mean[cls]
+    scale = np.linalg.norm(centred, axis=0)
+    scale[scale == 0] = 1.0
+    coefficient = (overlap_fit.nnls(centred / scale, y - y_mean[cls], maxiter=50 * xg.shape[1])[0] / scale
+                   if xg.shape[1] else np.zeros(0))
+    baseline = y_mean - x_mean @ coefficient
+    if np.all(coefficient <= overlap_fit.MAX_COEFFICIENT) and np.all(baseline >= 0):
+        return np.r_[baseline, coefficient]
+    return overlap_fit._bounded(y, cls, ncls, xg)
+
+
+def test_the_bootstrap_is_one_refit_per_resample_bit_for_bit():
+    """The bootstrap draws every resample in one call and takes the class means of all of them in
+    one bincount; its interval must be, to the last bit, that of one rng.choice per class and one
+    solve per resample (what the golden documents were made with). Classes of one observation, a
+    class emptied by the trimming, a column at the ceiling (the bvls path) and an empty column."""
+    for seed in range(12):
+        y, cls, x = drawn(seed, n=40 + 7 * seed, kernels=4)
+        cls[:2] = 3  # a class of two
+        cls[2] = 4  # a class of one
+        x[:, 3] = 0.0 if seed % 2 else y * 0.9  # no overlap, or overlap that passes the ceiling
+        keep = np.random.default_rng(seed).random(len(y)) < 0.9
+        keep[cls == 4] = seed % 3 != 0  # sometimes the trimming empties a class
+        weight = np.random.default_rng(seed + 1).integers(1, 5, len(y)).astype(float)
+        rng = np.random.default_rng(seed)
+        kept = np.flatnonzero(keep)
+        members = [kept[cls[kept] == c] for c in range(5)]
+        draws = np.zeros((overlap_fit.BOOTSTRAP, x.shape[1]))
+        for b in range(overlap_fit.BOOTSTRAP):
+            pick = np.concatenate([rng.choice(m, len(m)) for m in members if len(m)])
+            s = _one_solve(y[pick], cls[pick], 5, x[pick])[5:]
+            draws[b] = (x[keep] * s * weight[keep, None]).sum(axis=0)
+        want = np.percentile(draws, overlap_fit.INTERVAL, axis=0)
+        got = overlap_fit._bootstrap(y, cls, 5, x, keep, weight, seed)
+        assert np.asarray(got).tobytes() == want.tobytes(), seed
+        assert overlap_fit._solve(y, cls, 5, x).tobytes() == _one_solve(y, cls, 5, x).tobytes()

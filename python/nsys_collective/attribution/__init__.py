@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nsys_collective import memory
 from nsys_collective.attribution import blocking, contention, whatif
 from nsys_collective.attribution.findings import findings
 from nsys_collective.attribution.host_sync import host_sync
@@ -41,6 +42,7 @@ def explain_ranks(job: Job) -> tuple[dict[int, dict], str | None]:
 def attribute(job: Job, step_pattern: str | None = None) -> Attribution:
     ct = contention.attribute(job)
     tolerance = blocking.tolerance(job)
+    memory.release()  # the fit's temporaries, before the what-if's graph, its largest
     w = whatif.analyze(job, ct.kind, tolerance, step_pattern, ct)
     for j, (wait_saved, step_saved) in (w.compute.items() if w else ()):
         ct.compute_slowdown[j].update(wait_saved_ns=wait_saved, step_time_saved_ns=step_saved)

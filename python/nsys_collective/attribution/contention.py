@@ -130,8 +130,7 @@ def attribute(job: Job) -> Contention:
     for r in np.unique(items[0]).tolist():
         at = np.flatnonzero(items[0] == r)
         full[at], short[at] = work[r].name[items[1, at]], work[r].short_name[items[1, at]]
-    (names, group) = np.unique(np.stack([full, short]), axis=1, return_inverse=True) if len(obs) else (np.zeros((2, 0), np.int64), np.zeros(0, np.int64))
-    group = group.ravel()
+    names, group = _distinct_pairs(full, short)
     g = names.shape[1]
     overlap_ns = np.bincount(group, weights=ns, minlength=g)
     column = np.zeros(g, np.int64)  # kernel -> fit column: the MAX_COLUMNS most overlapping, the rest share one
@@ -224,6 +223,21 @@ def attribute(job: Job) -> Contention:
                           "not_distinguishable": int(fitted.indistinct.sum())})
 
 
+def _distinct_ids(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(ids, return_inverse=True) of name ids (-1 and up, dense): by counting, not by
+    sorting every kernel."""
+    present = np.bincount(ids + 1) > 0
+    return np.flatnonzero(present) - 1, (np.cumsum(present) - 1)[ids + 1]
+
+
+def _distinct_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(np.stack([a, b]), axis=1, return_inverse=True) of name id pairs (-1 and up): the
+    pair packed in one integer, which sorts in the same order and many times faster."""
+    span = int(b.max(initial=-1)) + 2
+    packed, at = np.unique((a + 1) * span + (b + 1), return_inverse=True)
+    return np.stack([packed // span - 1, packed % span - 1]), at.ravel()
+
+
 def _union_lengths(group: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Per group (0..G-1): the length of the union of its intervals [lo, hi) (times relative to
     their transfer, so small): how long at least one run of a kernel overlapped a transfer, not
@@ -312,12 +326,12 @@ def _compute_slowdown(job: Job, min_runs: int = 3) -> tuple[list[dict], list[dic
         return [], []
     rank, row, name, short, duration, overlap = (np.concatenate(c) for c in zip(*parts))
     beside = overlap > 0
-    names, at = np.unique(name, return_inverse=True)
-    at = at.ravel()
+    names, at = _distinct_ids(name)
     overlapped = np.bincount(at, weights=beside, minlength=len(names))
+    alone = np.bincount(at, minlength=len(names)) - overlapped
     total_overlap = np.bincount(at, weights=overlap, minlength=len(names))
     wanted = [k for k in np.argsort(-total_overlap, kind="stable").tolist()
-              if overlapped[k] >= min_runs and np.bincount(at, minlength=len(names))[k] - overlapped[k] >= min_runs][:MAX_COMPUTE_KERNELS]
+              if overlapped[k] >= min_runs and alone[k] >= min_runs][:MAX_COMPUTE_KERNELS]
     out, changes = [], []
     for k in wanted:
         runs = np.flatnonzero(at == k)

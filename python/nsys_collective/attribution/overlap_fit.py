@@ -25,7 +25,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import lsq_linear, nnls
-from scipy.stats import f as f_distribution
+# The F distribution's survival function itself (what scipy.stats.f.sf calls, the same numbers):
+# scipy.stats would add 0.6 s of imports to every analysis for this one function.
+from scipy.special import fdtrc
 
 COLLINEAR = 0.995  # cosine between class-centred overlap columns above which two kernels are one group
 FLAT = 0.02  # a column whose class-centred norm is under this share of its norm does not vary in its class
@@ -65,9 +67,12 @@ class Fit:
 
 def _class_means(x: np.ndarray, cls: np.ndarray, ncls: int) -> np.ndarray:
     """(classes, columns): each column's mean over each class's observations (0 for an empty class)."""
+    k = x.shape[1]
     counts = np.maximum(np.bincount(cls, minlength=ncls), 1).astype(np.float64)
-    sums = [np.bincount(cls, weights=x[:, j], minlength=ncls) for j in range(x.shape[1])]
-    return (np.stack(sums, axis=1) if sums else np.zeros((ncls, 0))) / counts[:, None]
+    # One bincount over (class, column) keys: each sum adds its class's values in their order, as a
+    # bincount per column does (the same numbers in one call).
+    sums = np.bincount((cls[:, None] * k + np.arange(k)).ravel(), weights=x.ravel(), minlength=ncls * k)
+    return sums.reshape(ncls, k) / counts[:, None]
 
 
 def _centred(x: np.ndarray, cls: np.ndarray, ncls: int) -> np.ndarray:
@@ -117,16 +122,37 @@ def _solve(y: np.ndarray, cls: np.ndarray, ncls: int, xg: np.ndarray) -> np.ndar
     columns (Lawson-Hanson, compiled); that is the bounded answer whenever no coefficient passes
     the ceiling and no baseline falls below 0, and bvls on the whole problem is needed only then
     (it took 0.6 s a solve on 2,000 collectives x 48 kernels, the centred solve 10 ms)."""
-    y_mean = _class_means(y[:, None], cls, ncls)[:, 0]
-    x_mean = _class_means(xg, cls, ncls)
-    centred = xg - x_mean[cls]
-    scale = np.linalg.norm(centred, axis=0)
-    scale[scale == 0] = 1.0
-    coefficient = (nnls(centred / scale, y - y_mean[cls], maxiter=50 * xg.shape[1])[0] / scale
-                   if xg.shape[1] else np.zeros(0))
-    baseline = y_mean - x_mean @ coefficient
-    if np.all(coefficient <= MAX_COEFFICIENT) and np.all(baseline >= 0):
-        return np.r_[baseline, coefficient]
+    return next(_solve_rows(y, cls, ncls, xg, np.arange(len(y))[None]))
+
+
+def _solve_rows(y: np.ndarray, cls: np.ndarray, ncls: int, xg: np.ndarray, picks: np.ndarray):
+    """_solve(y[p], cls, ncls, xg[p]) for each row p of picks (cls: the picked observations'
+    classes, the same in every row), with the same numbers as one at a time: the class means of
+    every row come from one bincount, which adds each (row, class, column)'s values in their order
+    as a bincount per row and column does; the per-row work is what only a row can do."""
+    rows, k = len(picks), xg.shape[1]
+    width = k + 1
+    ys, xs = y[picks], xg[picks]
+    counts = np.maximum(np.bincount(cls, minlength=ncls), 1).astype(np.float64)
+    keys = (np.arange(rows)[:, None, None] * ncls + cls[None, :, None]) * width + np.arange(width)
+    sums = np.bincount(keys.ravel(), weights=np.concatenate([ys[..., None], xs], axis=2).ravel(),
+                       minlength=rows * ncls * width)
+    means = sums.reshape(rows, ncls, width) / counts[:, None]
+    y_mean, x_mean = means[..., 0], means[..., 1:]
+    centred, residual = xs - x_mean[:, cls], ys - y_mean[:, cls]
+    for b in range(rows):
+        scale = np.linalg.norm(centred[b], axis=0)
+        scale[scale == 0] = 1.0
+        coefficient = nnls(centred[b] / scale, residual[b], maxiter=50 * k)[0] / scale if k else np.zeros(0)
+        baseline = y_mean[b] - x_mean[b].copy() @ coefficient
+        if np.all(coefficient <= MAX_COEFFICIENT) and np.all(baseline >= 0):
+            yield np.concatenate([baseline, coefficient])
+        else:
+            yield _bounded(ys[b], cls, ncls, xs[b])
+
+
+def _bounded(y: np.ndarray, cls: np.ndarray, ncls: int, xg: np.ndarray) -> np.ndarray:
+    """The bounded least squares on the whole problem (bvls)."""
     a = np.zeros((len(y), ncls + xg.shape[1]))
     a[np.arange(len(y)), cls] = 1.0
     a[:, ncls:] = xg
@@ -161,7 +187,7 @@ def _select(y: np.ndarray, cls: np.ndarray, ncls: int, xg: np.ndarray, sol: np.n
         xa = centred[:, active]
         spread = np.diag(np.linalg.pinv(xa.T @ xa))  # the variance of each coefficient, per unit of residual variance
         f = sol[ncls + active] ** 2 / np.maximum(variance * spread, 1e-300)
-        p = f_distribution.sf(f, 1, dof)
+        p = fdtrc(1, dof, f)
         worst = int(np.argmax(p))
         if p[worst] <= level:
             return sol, out
@@ -173,15 +199,27 @@ def _bootstrap(y: np.ndarray, cls: np.ndarray, ncls: int, xg: np.ndarray, keep: 
                seed: int) -> tuple[np.ndarray, np.ndarray]:
     """The 90% interval of each group's contribution: refits on the kept observations resampled
     within each class."""
-    rng = np.random.default_rng(seed)
     kept = np.flatnonzero(keep)
-    members = [kept[cls[kept] == c] for c in range(ncls)]
+    xk, wk = xg[kept], weight[kept, None]
+    if not xk.any():
+        return np.zeros((len(INTERVAL), xg.shape[1]))  # nothing overlaps: every refit's contributions are 0
+    members = [m for m in (kept[cls[kept] == c] for c in range(ncls)) if len(m)]
+    sizes = np.array([len(m) for m in members])
+    pool = np.concatenate(members)  # the kept observations, class by class: each resample's layout
+    first = np.repeat(np.cumsum(sizes) - sizes, sizes)
+    # Every resample's draws in one call, the same stream as rng.choice(m, len(m)) per resample and
+    # class (tests/unit/test_overlap_fit.py holds it to that loop).
+    at = np.random.default_rng(seed).integers(0, np.tile(np.repeat(sizes, sizes), BOOTSTRAP))
+    picks = pool[np.tile(first, BOOTSTRAP) + at].reshape(BOOTSTRAP, len(pool))
     draws = np.zeros((BOOTSTRAP, xg.shape[1]))
-    for b in range(BOOTSTRAP):
-        pick = np.concatenate([rng.choice(m, len(m)) for m in members if len(m)])
-        s = _solve(y[pick], cls[pick], ncls, xg[pick])[ncls:]
-        draws[b] = (xg[keep] * s * weight[keep, None]).sum(axis=0)
+    chunk = max(1, RESAMPLED_VALUES // (len(pool) * (xg.shape[1] + 1)))
+    for lo in range(0, BOOTSTRAP, chunk):
+        for b, s in enumerate(_solve_rows(y, cls[pool], ncls, xg, picks[lo:lo + chunk]), lo):
+            draws[b] = (xk * s[ncls:] * wk).sum(axis=0)
     return np.percentile(draws, INTERVAL, axis=0)
+
+
+RESAMPLED_VALUES = 1 << 19  # values of the resampled observations held at once, per array (4 MiB)
 
 
 def fit(y: np.ndarray, cls: np.ndarray, x: np.ndarray, weight: np.ndarray, seed: int = 0) -> Fit | None:

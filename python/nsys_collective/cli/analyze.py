@@ -78,6 +78,7 @@ def analyze(
 
             outputs.check_file(perfetto, force, reports, ours=written_by_us)
         progress = not as_json and sys.stderr.isatty()
+        pipeline.prefetch_reduce()  # the reduce's imports load while the inputs are read
         inputs = pipeline.prepare(paths, nsys, cache_dir, progress, Limits(max_trace_bytes, max_gzip_ratio), export_timeout)
         total = len(inputs.readable)
         with _stage(progress, f"reading {count(total, 'input')}") as status:

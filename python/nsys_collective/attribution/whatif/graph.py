@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsys_collective import _native
+from nsys_collective import _native, memory
 from nsys_collective.model.job import Job
 
 
@@ -51,6 +51,12 @@ def steps_of(job: Job, rank: int, points: np.ndarray, step_index: dict[str, int]
     at = steps.index_of(points)
     codes = np.array([step_index.get(label, -1) for label in steps.label] + [-1], dtype=np.int64)
     return codes[np.where(at >= 0, at, len(steps.label))]
+
+
+def _replay_graph(*args, **kwargs):
+    graph = _native.ReplayGraph(*args, **kwargs)
+    memory.release()  # the build's temporaries, more than the graph itself
+    return graph
 
 
 def build_graph(job: Job, tolerance_ns: int, step_pattern: str | None = None) -> JobGraph | None:
@@ -110,7 +116,7 @@ def build_graph(job: Job, tolerance_ns: int, step_pattern: str | None = None) ->
 
     # Building the graph is the what-if's largest single cost: it runs beside the candidate picking.
     pool = ThreadPoolExecutor(max_workers=1)
-    building = pool.submit(_native.ReplayGraph, joined(calls), joined(ops), members, syncs=joined(syncs),
+    building = pool.submit(_replay_graph, joined(calls), joined(ops), members, syncs=joined(syncs),
                            events=joined(events), tolerance_ns=int(tolerance_ns))
     pool.shutdown(wait=False)  # the thread ends with the build
     op_step = np.concatenate([o["step"] for o in ops])

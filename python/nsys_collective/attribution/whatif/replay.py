@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from nsys_collective import memory
 from nsys_collective.attribution.whatif import rank
 from nsys_collective.attribution.whatif.candidate import MIN_EXCESS_TOLERANCES, Candidate, Context, programs
 from nsys_collective.attribution.whatif.graph import JobGraph, build_graph
@@ -172,6 +173,7 @@ def analyze(job: Job, kind: np.ndarray, tolerance_ns: int, step_pattern: str | N
         candidates = candidates[:MAX_CANDIDATES]
     compute = compute_changes(g, contention, min_excess)
     changes = [c.change for c in candidates] + [ch for _, ch in compute]
+    memory.release()  # what picking the candidates freed, before the replays
     base = g.graph.replay()
     outcomes = g.graph.replay_many(changes, threads=os.cpu_count())
     compute_out = outcomes[len(candidates):]
