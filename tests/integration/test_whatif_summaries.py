@@ -79,3 +79,24 @@ def test_the_whatif_from_summaries_is_the_golden_document(name, monkeypatch):
         assert not graphs
     else:
         assert len(graphs) == 1 and graphs[0].compared >= 1 + len(result.doc["whatif"]["causes"])
+
+
+@pytest.mark.parametrize("name", ["demo-4rank-2host", "slow-kernel-8rank-3host"])
+def test_the_replay_with_the_ranks_on_dask_workers_is_the_full_replay(name):
+    """batch.replay_on_workers: traces read, kept and summarized on the workers; the client models
+    the job from thin traces and replays over collectives: the same outcome as the job's graph."""
+    from conftest import FIXTURES, analyzed
+    from nsys_collective.attribution.blocking import tolerance
+    from nsys_collective.attribution.whatif.graph import build_graph
+    from nsys_collective.batch import dask_client, replay_on_workers
+
+    inputs = sorted((FIXTURES / name).iterdir())
+    job, _ = analyzed([FIXTURES / name])
+    g = build_graph(job, tolerance(job))
+    want = g.graph.replay()
+    with dask_client(threads=2) as client:
+        got = replay_on_workers([p for p in inputs if p.suffix == ".sqlite"], client)
+    assert got["ranks"] == g.ranks and got["instances"] == len(job.collectives)
+    for key in KEYS:
+        assert np.array_equal(np.asarray(got[key]), np.asarray(want[key])), key
+    assert want["total_wait"] > 0

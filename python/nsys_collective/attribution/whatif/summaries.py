@@ -37,21 +37,89 @@ def _joined(parts: list[dict]) -> dict | None:
     return {k: np.concatenate([p[k] for p in parts]).astype(np.int64, copy=False) for k in parts[0]} if parts else None
 
 
-def rank_graph(job: Job, g: JobGraph, rank: int, tolerance_ns: int) -> tuple[object, np.ndarray]:
-    """The ReplayGraph of one rank alone (its rows of the job's tables, as rank 0; segment ids the
-    job's) and the job's member row of each of its member rows."""
-    step_index = {n: i for i, n in enumerate(g.step_names)} if g.has_steps else {}
-    t = rank_tables(job, rank, 0, step_index, g.call_offset[rank])
-    rows = np.flatnonzero(job.collectives.obs_rank == rank)
-    instances = job.collectives.obs_instance[rows]
+def _local_instances(instances: np.ndarray) -> np.ndarray:
+    """Instance ids made dense in order of first appearance (a rank's own graph's numbering)."""
     _, first, inverse = np.unique(instances, return_index=True, return_inverse=True)
     local = np.empty(len(first), np.int64)
-    local[np.argsort(first, kind="stable")] = np.arange(len(first))  # instances numbered by first appearance
-    dense = local[inverse.reshape(-1)]
-    members = {"instance": dense, "op": (g.member_rows[rows] - g.op_offset[rank]).astype(np.int64)}
-    graph = _native.ReplayGraph(_joined(t["calls"]), _joined([t["ops"]]), members, syncs=_joined(t["syncs"]),
-                                events=_joined(t["events"]), tolerance_ns=int(tolerance_ns))
+    local[np.argsort(first, kind="stable")] = np.arange(len(first))
+    return local[inverse.reshape(-1)]
+
+
+def own_graph(job, rank: int, step_index: dict[str, int], call_base: int, member_op: np.ndarray,
+              member_instance: np.ndarray, tolerance_ns: int):
+    """The ReplayGraph of one rank alone: its rows of the job's tables as rank 0 (graph.rank_tables;
+    segment ids from `call_base`), its members' op rows in its GPU work and their instances.
+    `job` needs only traces, timeline, alignment and steps for this rank."""
+    t = rank_tables(job, rank, 0, step_index, call_base)
+    members = {"instance": _local_instances(np.asarray(member_instance, np.int64)), "op": np.asarray(member_op, np.int64)}
+    return _native.ReplayGraph(_joined(t["calls"]), _joined([t["ops"]]), members, syncs=_joined(t["syncs"]),
+                               events=_joined(t["events"]), tolerance_ns=int(tolerance_ns))
+
+
+def rank_graph(job: Job, g: JobGraph, rank: int, tolerance_ns: int) -> tuple[object, np.ndarray]:
+    """The ReplayGraph of one rank of a modelled job alone, and the job's member row of each of its
+    member rows."""
+    step_index = {n: i for i, n in enumerate(g.step_names)} if g.has_steps else {}
+    rows = np.flatnonzero(job.collectives.obs_rank == rank)
+    graph = own_graph(job, rank, step_index, g.call_offset[rank], g.member_rows[rows] - g.op_offset[rank],
+                      job.collectives.obs_instance[rows], tolerance_ns)
     return graph, rows
+
+
+@dataclass(frozen=True)
+class RankSlice:
+    """What one rank's summary needs of the job's model, and no more: the clocks, the steps, its
+    collectives' members (O(collectives)). The map stage gets it with the rank's own trace."""
+
+    rank: int
+    alignment: object  # model.alignment.Alignment
+    steps: object  # model.steps.StepSelection or None
+    step_index: dict
+    tolerance_ns: int
+    member_rows: np.ndarray  # the job's member rows (observations) of the rank
+    member_instance: np.ndarray
+    aligned_start: np.ndarray  # the members' aligned times, to find their ops in the rank's GPU work
+    aligned_end: np.ndarray
+
+
+def slices(job: Job, ranks: list[int], tolerance_ns: int) -> list[RankSlice]:
+    """Each rank's RankSlice of a modelled job (ranks: those with GPU work, in graph order)."""
+    step_names = list(job.steps.kept) if job.steps is not None else []
+    step_index = {n: i for i, n in enumerate(step_names)}
+    col = job.collectives
+    out = []
+    for rank in ranks:
+        rows = np.flatnonzero(col.obs_rank == rank)
+        out.append(RankSlice(rank=rank, alignment=job.alignment, steps=job.steps, step_index=step_index,
+                             tolerance_ns=int(tolerance_ns), member_rows=rows, member_instance=col.obs_instance[rows],
+                             aligned_start=job.aligned_start[rows], aligned_end=job.aligned_end[rows]))
+    return out
+
+
+def summarize(trace, s: RankSlice) -> dict:
+    """The unchanged summary of one rank from its own trace (model.trace.RankTrace) and its slice:
+    what a worker computes and sends back (its size grows with the rank's collectives, not its ops)."""
+    from types import SimpleNamespace
+
+    from nsys_collective.model.timeline import Timeline
+
+    view = SimpleNamespace(traces={s.rank: trace}, timeline=Timeline({s.rank: trace}, s.alignment),
+                           alignment=s.alignment, steps=s.steps)
+    found = view.timeline[s.rank].index_of(s.aligned_start, s.aligned_end)
+    if (found < 0).any():
+        raise RuntimeError(f"rank {s.rank}: {int((found < 0).sum())} collective members not found in its GPU work")
+    graph = own_graph(view, s.rank, s.step_index, 0, found, s.member_instance, s.tolerance_ns)
+    [summary] = _native.rank_summaries(graph)
+    return summary
+
+
+def replay(summaries: list[dict], slices_: list[RankSlice], n_members: int, member_instance: np.ndarray,
+           change: dict | None = None) -> dict:
+    """The job's replay over its collectives from every rank's summary (the reduce)."""
+    n_steps = max((int(x["n_steps"]) for x in summaries), default=0)
+    assert sum(len(s.member_rows) for s in slices_) == n_members
+    return _native.replay_collectives(summaries, [s.member_rows for s in slices_], np.asarray(member_instance, np.int64),
+                                      n_steps, change)
 
 
 class RankSummaries:
