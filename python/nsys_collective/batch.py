@@ -158,16 +158,17 @@ def replay_on_workers(inputs: list[str | os.PathLike], client, *, step_pattern: 
     from what clock alignment, matching and steps need (pipeline.thin); each rank gets its slice of
     the model (clocks, steps, its collectives) and is condensed on a worker to its max-plus summary;
     the client replays the job over its collectives from the summaries. The reduce holds
-    O(ranks x collectives), whatever the ranks' ops. `reduce_started` is called when the traces
-    have been read (what a benchmark measures from). Returns the outcome (as ReplayGraph.replay's)
+    O(ranks x collectives), whatever the ranks' ops. `reduce_started` is called before the thin
+    traces come back (what a benchmark measures from: all the reduce holds). Returns the outcome (as ReplayGraph.replay's)
     with ranks (rank numbers, in the outcome's order) and instances (of job.collectives)."""
     from nsys_collective.attribution.blocking import tolerance
     from nsys_collective.attribution.whatif import summaries
 
     traced = client.map(_input_task, [str(p) for p in inputs], range(len(inputs)), nsys=None, cache_dir=None, pure=False)
-    thin = client.gather(client.map(_thin_task, traced, step_pattern=step_pattern, pure=False))
+    thin = client.map(_thin_task, traced, step_pattern=step_pattern, pure=False)
     if reduce_started:
         reduce_started()
+    thin = client.gather(thin)
     where, has_gpu = {}, set()
     for i, ((_, ranks), gpu) in enumerate(thin):
         for k, (t, g) in enumerate(zip(ranks, gpu)):
@@ -186,7 +187,8 @@ def replay_on_workers(inputs: list[str | os.PathLike], client, *, step_pattern: 
     rank_summaries = client.gather(futures)
     del futures
     out = summaries.replay(rank_summaries, parts, len(job.collectives.obs_rank), job.collectives.obs_instance)
-    return {**out, "ranks": ranks, "instances": len(job.collectives)}
+    return {**out, "ranks": ranks, "instances": len(job.collectives),
+            "summary_entries": sum(len(x["input"]) for x in rank_summaries)}
 
 
 @contextlib.contextmanager

@@ -11,6 +11,7 @@ rank's summary recomputed on its own graph with the change; a transfer change is
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -87,10 +88,18 @@ def slices(job: Job, ranks: list[int], tolerance_ns: int) -> list[RankSlice]:
     step_names = list(job.steps.kept) if job.steps is not None else []
     step_index = {n: i for i, n in enumerate(step_names)}
     col = job.collectives
+    a = job.alignment
     out = []
     for rank in ranks:
         rows = np.flatnonzero(col.obs_rank == rank)
-        out.append(RankSlice(rank=rank, alignment=job.alignment, steps=job.steps, step_index=step_index,
+        # Its own clock and steps only: a slice of every rank's would make the slices O(ranks^2).
+        clock = a.clock_of_rank[rank]
+        alignment = dataclasses.replace(a, clock_names=[a.clock_names[clock]], clock_of_rank={rank: 0},
+                                        offset_ns=a.offset_ns[[clock]], drift_ppm=a.drift_ppm[[clock]], warnings=[])
+        steps = job.steps
+        if steps is not None:
+            steps = dataclasses.replace(steps, left_out=(), ranks={rank: steps.ranks[rank]} if rank in steps.ranks else {})
+        out.append(RankSlice(rank=rank, alignment=alignment, steps=steps, step_index=step_index,
                              tolerance_ns=int(tolerance_ns), member_rows=rows, member_instance=col.obs_instance[rows],
                              aligned_start=job.aligned_start[rows], aligned_end=job.aligned_end[rows]))
     return out
