@@ -21,7 +21,7 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +33,7 @@ from nsys_collective.errors import InputError
 from nsys_collective.ingest.capture import Limits
 from nsys_collective.ingest.discover import find_inputs, find_jobs, shown
 from nsys_collective.ingest.formats import DESCRIPTION, readable_paths
+from nsys_collective.model.job import Filters
 from nsys_collective.result import Result
 from nsys_collective.store import (AlreadyStored, display_url, input_hash, list_runs, open_store, stored_failure,
                                    stored_hash, write_run)
@@ -140,6 +141,54 @@ def _job_task(traced: list, source: str, warnings: list[str] = ()) -> Result:
     if failed is not None:
         raise failed
     return dataclasses.replace(pipeline.reduce(traced, source=source, warnings=warnings), timeline=None)
+
+
+def _thin_task(traced, step_pattern: str | None = None):
+    """Dask task: what the model needs of an input's traces (pipeline.thin); the traces stay."""
+    if isinstance(traced, BaseException):
+        raise traced
+    return pipeline.thin(traced, step_pattern)
+
+
+def replay_on_workers(inputs: list[str | os.PathLike], client, *, step_pattern: str | None = None,
+                      reduce_started: Callable[[], None] | None = None) -> dict:
+    """The job's replay (what the what-if starts from: every collective's arrivals, transfer start
+    and wait, every step's and rank's end) with the per-rank work on the Dask workers (issue 22):
+    each input is read and traced on a worker, where its traces stay; the client models the job
+    from what clock alignment, matching and steps need (pipeline.thin); each rank gets its slice of
+    the model (clocks, steps, its collectives) and is condensed on a worker to its max-plus summary;
+    the client replays the job over its collectives from the summaries. The reduce holds
+    O(ranks x collectives), whatever the ranks' ops. `reduce_started` is called before the thin
+    traces come back (what a benchmark measures from: all the reduce holds). Returns the outcome (as ReplayGraph.replay's)
+    with ranks (rank numbers, in the outcome's order) and instances (of job.collectives)."""
+    from nsys_collective.attribution.blocking import tolerance
+    from nsys_collective.attribution.whatif import summaries
+
+    traced = client.map(_input_task, [str(p) for p in inputs], range(len(inputs)), nsys=None, cache_dir=None, pure=False)
+    thin = client.map(_thin_task, traced, step_pattern=step_pattern, pure=False)
+    if reduce_started:
+        reduce_started()
+    thin = client.gather(thin)
+    where, has_gpu = {}, set()
+    for i, ((_, ranks), gpu) in enumerate(thin):
+        for k, (t, g) in enumerate(zip(ranks, gpu)):
+            where[id(t)] = (i, k)
+            if g:
+                has_gpu.add(id(t))
+    job = pipeline.model([t for t, _ in thin], Filters(steps=step_pattern) if step_pattern else None)
+    ranks = [r.rank for r in job.ranks if id(job.traces[r.rank]) in has_gpu]
+    if not ranks or not len(job.collectives):
+        raise InputError(f"{shown(inputs[0])}: nothing to replay (no collective across ranks with GPU work)")
+    del thin
+    parts = summaries.slices(job, ranks, tolerance(job))
+    futures = [client.submit(pipeline.summarize_rank, traced[where[id(job.traces[s.rank])][0]],
+                             where[id(job.traces[s.rank])][1], s, pure=False) for s in parts]
+    del traced  # each input's traces go once its ranks are summarized
+    rank_summaries = client.gather(futures)
+    del futures
+    out = summaries.replay(rank_summaries, parts, len(job.collectives.obs_rank), job.collectives.obs_instance)
+    return {**out, "ranks": ranks, "instances": len(job.collectives),
+            "summary_entries": sum(len(x["input"]) for x in rank_summaries)}
 
 
 @contextlib.contextmanager

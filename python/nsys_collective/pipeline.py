@@ -155,6 +155,44 @@ def _wait_for_prefetch() -> None:
         _prefetch[0].join()
 
 
+def thin(traced: Traced, step_pattern: str | None = None) -> tuple[Traced, list[bool]]:
+    """What the model needs of an input's traces to number its ranks, match the collectives, align
+    the clocks and find the steps (NCCL ops, the step ranges, the launch calls whose GPU work was
+    lost), without the per-event columns, which stay in the map stage; and which ranks have GPU
+    work. The map stage of the what-if from summaries (`summarize_rank`) sends only this."""
+    import dataclasses
+    import fnmatch
+
+    import numpy as np
+
+    from nsys_collective.model.steps import STEP_PATTERN, lost_launches
+
+    facts, ranks = traced
+    out = []
+    for t in ranks:
+        ranges = t.ranges
+        if ranges is not None and len(ranges.start):
+            ids, at = np.unique(ranges.name, return_inverse=True)
+            pattern = step_pattern or STEP_PATTERN
+            step = np.array([bool(n) and fnmatch.fnmatchcase(n, pattern) for n in t.names(ids).tolist()], dtype=bool)
+            rows = np.flatnonzero(step[at.ravel()])  # one Python step per name, not per range
+            ranges = dataclasses.replace(ranges, **{f.name: getattr(ranges, f.name)[rows] for f in dataclasses.fields(ranges)})
+        calls = t.calls
+        if calls is not None:
+            lost = np.flatnonzero(np.isin(calls.start, lost_launches(t)))
+            calls = dataclasses.replace(calls, **{f.name: getattr(calls, f.name)[lost] for f in dataclasses.fields(calls)})
+        out.append(dataclasses.replace(t, gpu=None, calls=calls, ranges=ranges, metrics=None, syncs=None, events=None))
+    return (facts, out), [t.gpu is not None for t in ranks]
+
+
+def summarize_rank(traced: Traced, k: int, rank_slice) -> dict:
+    """The map stage's last step for one rank (the k-th of an input): its max-plus summary
+    (attribution/whatif/summaries.py) from its own trace and its slice of the model."""
+    from nsys_collective.attribution.whatif.summaries import summarize
+
+    return summarize(traced[1][k], rank_slice)
+
+
 def source_of(paths: Sequence[str | os.PathLike]) -> str:
     """What was analyzed, for people: the first path, and how many more."""
     return shown(paths[0]) + (f" and {len(paths) - 1} more" if len(paths) > 1 else "")

@@ -649,6 +649,8 @@ fn native_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(overlaps, m)?)?;
     m.add_function(wrap_pyfunction!(innermost_covering, m)?)?;
     m.add_class::<ReplayGraph>()?;
+    m.add_function(wrap_pyfunction!(rank_summaries, m)?)?;
+    m.add_function(wrap_pyfunction!(replay_collectives, m)?)?;
     m.add("CollectiveTraceError", m.py().get_type::<CollectiveTraceError>())?;
     m.add("InputError", m.py().get_type::<InputError>())?;
     m.add("KNOWN_SCHEMA_MAJOR", export::KNOWN_SCHEMA_MAJOR)?;
@@ -812,4 +814,112 @@ fn range_host_pieces<'py>(
     let (calls, row_of) = (host_calls(&calls)?, row_of.as_slice()?);
     let p = py.detach(|| host_time::pieces(&calls, row_of, with_calls)).map_err(to_py_err)?;
     Ok((p.row.into_pyarray(py), positions(py, p.call), p.is_call.into_pyarray(py), p.ns.into_pyarray(py)))
+}
+
+// Per-rank max-plus summaries and the replay over collectives (whatif::summary): the map stage
+// condenses each rank's graph; the reduce replays the job from the summaries alone.
+
+const SUMMARY_KEYS: [&str; 6] = ["member_start", "member_end", "konst", "off", "input", "weight"];
+
+fn summary_dict<'py>(py: Python<'py>, s: whatif::Summary) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("member_start", s.member_start.into_pyarray(py))?;
+    d.set_item("member_end", s.member_end.into_pyarray(py))?;
+    d.set_item("n_steps", s.n_steps)?;
+    d.set_item("konst", s.konst.into_pyarray(py))?;
+    d.set_item("off", s.off.into_iter().map(i64::from).collect::<Vec<_>>().into_pyarray(py))?;
+    d.set_item("input", s.input.into_iter().map(i64::from).collect::<Vec<_>>().into_pyarray(py))?;
+    d.set_item("weight", s.weight.into_pyarray(py))?;
+    Ok(d)
+}
+
+fn summary_of(d: &Bound<'_, PyDict>) -> PyResult<whatif::Summary> {
+    let get = |k: &str| -> PyResult<Vec<i64>> {
+        let v = d.get_item(k)?.ok_or_else(|| bad_input(format!("summary: {k:?} missing (keys: {})", SUMMARY_KEYS.join(", "))))?;
+        ints(&v, k)
+    };
+    let narrow = |v: Vec<i64>, k: &str| -> PyResult<Vec<u32>> {
+        v.into_iter().map(|x| u32::try_from(x).map_err(|_| bad_input(format!("summary[{k:?}]: {x} out of range")))).collect()
+    };
+    let n_steps: usize = d.get_item("n_steps")?.ok_or_else(|| bad_input("summary: \"n_steps\" missing".into()))?.extract()?;
+    let s = whatif::Summary {
+        member_start: get("member_start")?,
+        member_end: get("member_end")?,
+        n_steps,
+        konst: get("konst")?,
+        off: narrow(get("off")?, "off")?,
+        input: narrow(get("input")?, "input")?,
+        weight: get("weight")?,
+    };
+    let rows = s.konst.len();
+    let consistent = s.member_end.len() == s.n_members()
+        && rows == s.n_members() + s.n_steps + 1
+        && s.off.len() == rows + 1
+        && s.off.first() == Some(&0)
+        && s.off.windows(2).all(|w| w[0] <= w[1])
+        && s.off[rows] as usize == s.input.len()
+        && s.weight.len() == s.input.len()
+        && s.input.iter().all(|&m| (m as usize) < s.n_members());
+    if !consistent {
+        return Err(bad_input("summary: inconsistent arrays (not one made by rank_summaries)".into()));
+    }
+    Ok(s)
+}
+
+/// rank_summaries(graph, changes=None) -> list of summary dicts, one per change (None: the
+/// unchanged rank only). `graph` is a ReplayGraph of ONE rank (rank 0, its member instances dense).
+/// A summary gives the rank's arrival at each member row, its end of each step and its last end
+/// as max-plus functions of its member ops' ends (whatif::summary): member_start, member_end (the
+/// measured), n_steps, and rows konst/off/input/weight (row k = max(konst[k], max over
+/// j in off[k]:off[k+1] of end[input[j]] + weight[j])). A change's "member"/"member_ns" are ignored
+/// here: give them to replay_collectives. Runs without the GIL, changes in parallel.
+#[pyfunction]
+#[pyo3(signature = (graph, changes = None))]
+fn rank_summaries<'py>(py: Python<'py>, graph: PyRef<'py, ReplayGraph>, changes: Option<Vec<Bound<'py, PyDict>>>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+    let changes: Vec<Change> = match changes {
+        None => vec![Change::default()],
+        Some(list) => list.iter().map(|c| to_change(Some(c))).collect::<PyResult<_>>()?,
+    };
+    let g = &graph.graph;
+    let summaries = py.detach(|| g.summaries(&changes)).map_err(to_py_err)?;
+    summaries.into_iter().map(|s| summary_dict(py, s)).collect()
+}
+
+/// replay_collectives(summaries, member_rows, member_instance, n_steps, change=None) -> outcome
+/// dict (as ReplayGraph.replay's, without chains): the job replayed from its ranks' summaries over
+/// its collectives only. summaries[r] and member_rows[r] (the job's member row of each of its
+/// member rows) are dense rank r's; member_instance: per member row of the job, its instance;
+/// change: only "member"/"member_ns" (transfer times) are read, by job member row.
+#[pyfunction]
+#[pyo3(signature = (summaries, member_rows, member_instance, n_steps, change = None))]
+fn replay_collectives<'py>(
+    py: Python<'py>,
+    summaries: Vec<Bound<'py, PyDict>>,
+    member_rows: Vec<Bound<'py, PyAny>>,
+    member_instance: &Bound<'py, PyAny>,
+    n_steps: usize,
+    change: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    if summaries.len() != member_rows.len() {
+        return Err(bad_input(format!("{} summaries, {} member_rows", summaries.len(), member_rows.len())));
+    }
+    let summaries: Vec<whatif::Summary> = summaries.iter().map(summary_of).collect::<PyResult<_>>()?;
+    let to_u32 = |v: Vec<i64>, what: &str| -> PyResult<Vec<u32>> {
+        v.into_iter().map(|x| u32::try_from(x).map_err(|_| bad_input(format!("{what}: {x} out of range")))).collect()
+    };
+    let rows: Vec<Vec<u32>> = member_rows.iter().map(|r| to_u32(ints(r, "member_rows")?, "member_rows")).collect::<PyResult<_>>()?;
+    let instance = to_u32(ints(member_instance, "member_instance")?, "member_instance")?;
+    let transfers = to_change(change)?.transfers;
+    let parts: Vec<whatif::RankPart> = summaries.iter().zip(&rows).map(|(summary, member_row)| whatif::RankPart { summary, member_row }).collect();
+    let o = py.detach(|| whatif::replay_collectives(&parts, &instance, n_steps, &transfers)).map_err(to_py_err)?;
+    let d = PyDict::new(py);
+    let ranks = parts.len();
+    d.set_item("arrival", o.arrival.into_pyarray(py))?;
+    d.set_item("transfer_start", o.transfer_start.into_pyarray(py))?;
+    d.set_item("wait", o.wait.into_pyarray(py))?;
+    d.set_item("total_wait", o.total_wait)?;
+    d.set_item("step_end", o.step_end.into_pyarray(py))?;
+    d.set_item("step_rank_end", o.step_rank_end.into_pyarray(py).reshape([n_steps, ranks])?)?;
+    d.set_item("rank_end", o.rank_end.into_pyarray(py))?;
+    Ok(d)
 }

@@ -37,6 +37,7 @@ pub mod fidelity;
 pub mod graph;
 pub mod input;
 pub mod replay;
+pub mod summary;
 pub mod synth;
 mod topo;
 
@@ -45,6 +46,7 @@ pub use fidelity::Fidelity;
 pub use graph::{EdgeKind, Graph, NodeKind, NodeRef};
 pub use input::{Calls, EventRecords, Job, JobData, Members, Ops, SyncRecords, SyncType};
 pub use replay::{Change, Outcome, ReplayOptions, Workspace};
+pub use summary::{replay_collectives, RankJob, RankPart, Summary};
 
 /// Why a job or a change was refused. Every message names the table, row or id at fault.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

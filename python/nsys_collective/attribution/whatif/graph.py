@@ -59,6 +59,41 @@ def _replay_graph(*args, **kwargs):
     return graph
 
 
+def rank_tables(job: Job, rank: int, dense: int, step_index: dict[str, int], call_base: int) -> dict:
+    """One rank's rows of the graph's tables, as `dense` (its rank column): calls (a list of two
+    parts: its calls, then the anchors of its threads' first calls), ops, syncs and events (lists
+    of at most one part); segment ids are job call rows, from `call_base` (its first)."""
+    trace, work = job.traces[rank], job.timeline[rank]
+    c = trace.calls
+    correct = job.alignment.correct_rank
+    launch_utc = trace.gpu.launch
+    op_step = steps_of(job, rank, np.where(launch_utc >= 0, launch_utc, trace.gpu.start), step_index)
+    if not step_index:
+        op_step[:] = 0  # no steps marked: the capture is one step
+    ops = {"rank": np.full(len(work), dense), "stream": work.stream, "start": work.start, "end": work.end,
+           "correlation": trace.gpu.correlation, "step": op_step}
+    # Each gap inside a range is a segment of its own, named by its call's row: a host cause
+    # cuts the gaps it chooses (host.HostTime.change).
+    # Each thread starts at its first call, or at the host work before it (a data loader, say):
+    # a zero-length call there anchors the thread, so that the work before its first call can
+    # be shortened too.
+    first = np.flatnonzero(_first_of_thread(c.tid))
+    early = first[c.gap_start[first] < c.start[first]]
+    calls = [{"rank": np.full(len(c.start), dense), "thread": c.tid, "start": correct(rank, c.start),
+              "end": correct(rank, c.end), "correlation": c.correlation, "blocking": c.blocking.astype(np.int64),
+              "segment": np.where(c.gap_range >= 0, call_base + np.arange(len(c.start)), -1)}]
+    origin = correct(rank, c.gap_start[early])
+    calls.append({"rank": np.full(len(early), dense), "thread": c.tid[early], "start": origin, "end": origin,
+                  "correlation": np.full(len(early), -1), "blocking": np.zeros(len(early), np.int64),
+                  "segment": np.full(len(early), -1)})
+    out = {"calls": calls, "ops": ops, "syncs": [], "events": []}
+    recorded_syncs, recorded_events = trace.stream_waits
+    for table, rows in (("syncs", recorded_syncs), ("events", recorded_events)):
+        if rows is not None and len(rows["correlation"]):
+            out[table].append({"rank": np.full(len(rows["correlation"]), dense), **rows})
+    return out
+
+
 def build_graph(job: Job, tolerance_ns: int, step_pattern: str | None = None) -> JobGraph | None:
     """The job's ReplayGraph (None when there is nothing to replay: no collective, no GPU work)."""
     ranks = [r.rank for r in job.ranks if job.traces[r.rank].gpu is not None]
@@ -70,37 +105,15 @@ def build_graph(job: Job, tolerance_ns: int, step_pattern: str | None = None) ->
     calls, ops, syncs, events = [], [], [], []
     op_offset, call_offset = {}, {}
     n_ops = n_calls = 0
-    correct = job.alignment.correct_rank
     for dense, rank in enumerate(ranks):
-        trace, work = job.traces[rank], job.timeline[rank]
-        c = trace.calls
         op_offset[rank], call_offset[rank] = n_ops, n_calls
-        launch_utc = trace.gpu.launch
-        op_step = steps_of(job, rank, np.where(launch_utc >= 0, launch_utc, trace.gpu.start), step_index)
-        if not step_names:
-            op_step[:] = 0  # no steps marked: the capture is one step
-        ops.append({"rank": np.full(len(work), dense), "stream": work.stream, "start": work.start, "end": work.end,
-                    "correlation": trace.gpu.correlation, "step": op_step})
-        # Each gap inside a range is a segment of its own, named by its call's row: a host cause
-        # cuts the gaps it chooses (host.HostTime.change).
-        # Each thread starts at its first call, or at the host work before it (a data loader, say):
-        # a zero-length call there anchors the thread, so that the work before its first call can
-        # be shortened too.
-        first = np.flatnonzero(_first_of_thread(c.tid))
-        early = first[c.gap_start[first] < c.start[first]]
-        calls.append({"rank": np.full(len(c.start), dense), "thread": c.tid, "start": correct(rank, c.start),
-                      "end": correct(rank, c.end), "correlation": c.correlation, "blocking": c.blocking.astype(np.int64),
-                      "segment": np.where(c.gap_range >= 0, n_calls + np.arange(len(c.start)), -1)})
-        origin = correct(rank, c.gap_start[early])
-        calls.append({"rank": np.full(len(early), dense), "thread": c.tid[early], "start": origin, "end": origin,
-                      "correlation": np.full(len(early), -1), "blocking": np.zeros(len(early), np.int64),
-                      "segment": np.full(len(early), -1)})
-        recorded_syncs, recorded_events = trace.stream_waits
-        for table, rows in ((syncs, recorded_syncs), (events, recorded_events)):
-            if rows is not None and len(rows["correlation"]):
-                table.append({"rank": np.full(len(rows["correlation"]), dense), **rows})
-        n_ops += len(work)
-        n_calls += len(c.start) + len(early)
+        t = rank_tables(job, rank, dense, step_index, n_calls)
+        calls += t["calls"]
+        ops.append(t["ops"])
+        syncs += t["syncs"]
+        events += t["events"]
+        n_ops += len(t["ops"]["start"])
+        n_calls += sum(len(c["start"]) for c in t["calls"])
     col = job.collectives
     member_rows = np.full(len(col.obs_rank), -1, dtype=np.int64)
     for rank in ranks:
