@@ -284,6 +284,13 @@ impl Streams {
         (k > r.start).then(|| self.order[k - 1])
     }
 
+    /// The last op of stream s enqueued before t, and when it was enqueued.
+    fn last_enqueued_before(&self, s: usize, t: i64) -> Option<(u32, i64)> {
+        let r = self.range(s);
+        let k = r.start + self.enq[r.clone()].partition_point(|&e| e < t);
+        (k > r.start).then(|| (self.order[k - 1], self.enq[k - 1]))
+    }
+
     /// The first op of stream s enqueued after t.
     fn first_after(&self, s: usize, t: i64) -> Option<u32> {
         let r = self.range(s);
@@ -450,9 +457,21 @@ impl Graph {
         let mut record_by_corr: Vec<(i64, i64, u32)> =
             records.iter().enumerate().map(|(k, r)| (r.0, r.4, k as u32)).collect();
         record_by_corr.sort_unstable();
-        // The op an event's record stands for, for a waiter that started at `before`: Err when no
-        // record matches, Ok(None) when the record found had no work before it on its stream.
-        let recorded_op = |rank: i64, event: i64, record_corr: i64, before: i64| -> Result<Option<u32>, ()> {
+        // Per (rank, stream): the stream waits made on it so far (their call's start) and the op
+        // each waited for. An event completes once everything before its record on its stream has,
+        // the stream's earlier waits included: FSDP records on its unshard stream, which runs no
+        // op, an event that only carries that stream's wait for the compute stream. Without them
+        // the all-gather waiting on it depends on nothing, and a host-bound rank's fixed replay
+        // starts it before the compute it waits for.
+        let mut stream_waits: std::collections::BTreeMap<(i64, i64), Vec<(i64, u32)>> = Default::default();
+        // The ops an event's record stands for, for a waiter that started at `before`: Err when no
+        // record matches, Ok(empty) when the record found had no work before it on its stream.
+        let recorded_ops = |stream_waits: &std::collections::BTreeMap<(i64, i64), Vec<(i64, u32)>>,
+                            rank: i64,
+                            event: i64,
+                            record_corr: i64,
+                            before: i64|
+         -> Result<Vec<u32>, ()> {
             let k = if record_corr >= 0 {
                 let k = record_by_corr.partition_point(|&(r, c, _)| (r, c) < (rank, record_corr));
                 match record_by_corr.get(k) {
@@ -467,38 +486,50 @@ impl Graph {
                 k - 1
             };
             let (_, _, start, stream, _) = records[k];
-            Ok(streams.find(rank, stream).and_then(|s| streams.last_before(s, start)))
+            let last = streams.find(rank, stream).and_then(|s| streams.last_enqueued_before(s, start));
+            // The waits made after that op was enqueued (all of them when none was) and before the record.
+            let since = last.map_or(i64::MIN, |(_, enq)| enq);
+            let mut ops: Vec<u32> = last.map(|(op, _)| op).into_iter().collect();
+            if let Some(waits) = stream_waits.get(&(rank, stream)) {
+                ops.extend(waits.iter().filter(|&&(at, _)| at > since && at < start).map(|&(_, op)| op));
+            }
+            ops.sort_unstable();
+            ops.dedup();
+            Ok(ops)
         };
 
         // Sync records: cross-stream edges (src op, dst op) and waits (call, op).
         let mut cross: Vec<(u32, u32, bool)> = Vec::new();
         let mut waits: Vec<(u32, u32, bool)> = Vec::new();
         let s = &job.syncs;
+        // In the order they were made, so that a record sees the waits made on its stream before it.
+        let mut by_time: Vec<(i64, i64, usize)> = Vec::with_capacity(s.rank.len());
         for i in 0..s.rank.len() {
-            let rank = s.rank[i];
-            let Some(call) = corr.find(rank, s.correlation[i]) else {
-                fid.unresolved_syncs += 1;
-                continue;
-            };
-            let at = c.start[call as usize];
+            match corr.find(s.rank[i], s.correlation[i]) {
+                Some(call) => by_time.push((s.rank[i], c.start[call as usize], i)),
+                None => fid.unresolved_syncs += 1,
+            }
+        }
+        by_time.sort_unstable();
+        for &(rank, at, i) in &by_time {
+            let call = corr.find(rank, s.correlation[i]).expect("found above");
             let record_corr = opt(s.record_correlation, i, -1);
             let recorded = opt(s.inferred, i, 0) == 0;
             // A record that matches but has no op before it (an empty stream) or none after it (the
             // waiting stream's last work) constrains nothing: not unresolved.
             match s.kind[i] {
                 k if k == SyncType::StreamWaitEvent as i64 => {
-                    let Ok(src) = recorded_op(rank, s.event[i], record_corr, at) else {
+                    let Ok(src) = recorded_ops(&stream_waits, rank, s.event[i], record_corr, at) else {
                         fid.unresolved_syncs += 1;
                         continue;
                     };
-                    let dst = streams.find(rank, s.stream[i]).and_then(|w| streams.first_after(w, at));
-                    if let (Some(src), Some(dst)) = (src, dst) {
-                        cross.push((src, dst, recorded));
+                    if let Some(dst) = streams.find(rank, s.stream[i]).and_then(|w| streams.first_after(w, at)) {
+                        cross.extend(src.iter().map(|&op| (op, dst, recorded)));
                     }
+                    stream_waits.entry((rank, s.stream[i])).or_default().extend(src.iter().map(|&op| (at, op)));
                 }
-                k if k == SyncType::EventSync as i64 => match recorded_op(rank, s.event[i], record_corr, at) {
-                    Ok(Some(op)) => waits.push((call, op, recorded)),
-                    Ok(None) => {}
+                k if k == SyncType::EventSync as i64 => match recorded_ops(&stream_waits, rank, s.event[i], record_corr, at) {
+                    Ok(ops) => waits.extend(ops.iter().map(|&op| (call, op, recorded))),
                     Err(()) => fid.unresolved_syncs += 1,
                 },
                 k if k == SyncType::StreamSync as i64 => {

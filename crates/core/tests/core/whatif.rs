@@ -205,6 +205,34 @@ fn an_unrecorded_cross_stream_wait_is_inferred() {
     assert_eq!(g.fidelity().explained_op_starts, 1);
 }
 
+#[test]
+fn an_event_recorded_on_a_stream_without_ops_carries_that_streams_waits() {
+    // FSDP: stream 2 (unshard) runs no op; it waits for event 1 (after A on stream 1), then event 2
+    // is recorded on it, and stream 3 (the all-gather's) waits for event 2 before B. B depends on
+    // A through stream 2, although it was launched (at 11) long before A ended (110): a host-bound
+    // rank, whose B started at A's end only because of the waits. Shortening A moves B with it.
+    let mut job = JobData::default();
+    let (_, a) = launch(&mut job, 0, (0, 2), 1, (10, 110), 0);
+    let (_, rec1) = call(&mut job, 0, (3, 4), false);
+    job.event(0, 1, 1, rec1);
+    let (_, wait1) = call(&mut job, 0, (5, 6), false);
+    job.sync(0, SyncType::StreamWaitEvent, 2, 1, wait1, -1);
+    let (_, rec2) = call(&mut job, 0, (7, 8), false);
+    job.event(0, 2, 2, rec2);
+    let (_, wait2) = call(&mut job, 0, (9, 10), false);
+    job.sync(0, SyncType::StreamWaitEvent, 3, 2, wait2, -1);
+    let (_, b) = launch(&mut job, 0, (11, 12), 3, (110, 150), 0);
+    let g = build(&job);
+    let f = g.fidelity();
+    assert_eq!((f.recorded_stream_waits, f.inferred_stream_waits), (1, 0));
+    let chain = g.binding_chain(g.node(NodeRef { kind: NodeKind::OpStart, row: b }).unwrap(), 10).unwrap();
+    assert_eq!(chain[0].via, EdgeKind::CrossStream);
+    let mut ws = g.workspace();
+    g.replay(&Change { op_durations: vec![(a, 50)], ..Change::default() }, &mut ws, &ReplayOptions::default()).unwrap();
+    let (start, end, _, _) = g.entity_times(ws.times());
+    assert_eq!((start[b], end[b]), (60, 100));
+}
+
 /// A launched at [0,2] runs [10, 510]; a cudaStreamSynchronize [5, 515] waits for it; B is launched
 /// at [520, 522] and runs [532, 542].
 fn sync_job(record: bool) -> (JobData, usize, usize, usize) {
