@@ -210,6 +210,12 @@ impl RankSim {
         (row, start, corr)
     }
 
+    /// When an event recorded on `stream` now completes: after the stream's work so far, and after
+    /// the waits made on it since its last op (CUDA: a record captures the stream's waits too).
+    fn recorded(&self, stream: usize) -> i64 {
+        self.stream_end[stream].max(self.pending[stream])
+    }
+
     /// An op launched at `launch` (its call's start); returns (row, start). `end` None: a member,
     /// whose end the collective sets.
     #[allow(clippy::too_many_arguments)]
@@ -294,7 +300,7 @@ pub fn generate(spec: &Spec) -> Synth {
                 let ds: Vec<Vec<Draws>> = (0..5).map(|_| draw(&mut rng)).collect();
                 for (r, sim) in sims.iter_mut().enumerate() {
                     let (_, _, corr) = sim.call(job, thread, &ds[0][r], false);
-                    sim.event_done[e1 as usize] = sim.stream_end[COMPUTE];
+                    sim.event_done[e1 as usize] = sim.recorded(COMPUTE);
                     if spec.record {
                         job.event(r as i64, STREAM_ID[COMPUTE], e1, corr);
                     }
@@ -306,7 +312,7 @@ pub fn generate(spec: &Spec) -> Synth {
                     let (_, start, corr) = sim.call(job, thread, &ds[2][r], false);
                     sim.op(job, spec, SIDE, start, corr, Some(durations[r] / 2), step, &ds[2][r]);
                     let (_, _, corr) = sim.call(job, thread, &ds[3][r], false);
-                    sim.event_done[e2 as usize] = sim.stream_end[SIDE];
+                    sim.event_done[e2 as usize] = sim.recorded(SIDE);
                     if spec.record {
                         job.event(r as i64, STREAM_ID[SIDE], e2, corr);
                     }
@@ -349,7 +355,7 @@ pub fn generate(spec: &Spec) -> Synth {
                     match kind {
                         0 => {
                             let (_, _, corr) = sim.call(job, thread, &d1[r], false);
-                            sim.event_done[e as usize] = sim.stream_end[COMPUTE];
+                            sim.event_done[e as usize] = sim.recorded(COMPUTE);
                             if spec.record {
                                 job.event(r as i64, STREAM_ID[COMPUTE], e, corr);
                             }
@@ -391,7 +397,7 @@ pub fn generate(spec: &Spec) -> Synth {
                     let sim = &mut sims[r];
                     // The bucket is ready when the compute so far is done: record, wait, launch.
                     let (_, _, corr) = sim.call(job, thread, &ds[0][r], false);
-                    sim.event_done[e1 as usize] = sim.stream_end[COMPUTE];
+                    sim.event_done[e1 as usize] = sim.recorded(COMPUTE);
                     if spec.record {
                         job.event(r as i64, STREAM_ID[COMPUTE], e1, corr);
                     }
@@ -415,7 +421,7 @@ pub fn generate(spec: &Spec) -> Synth {
                     for &r in &members {
                         let sim = &mut sims[r];
                         let (_, _, corr) = sim.call(job, thread, &ds[3][r], false);
-                        sim.event_done[e2 as usize] = sim.stream_end[NCCL];
+                        sim.event_done[e2 as usize] = sim.recorded(NCCL);
                         if spec.record {
                             job.event(r as i64, STREAM_ID[NCCL], e2, corr);
                         }
