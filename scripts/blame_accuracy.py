@@ -140,6 +140,7 @@ def main(argv=None):
     ap.add_argument("--styles", default=",".join(gen.STYLES))
     ap.add_argument("--causes", default=",".join(CASES))
     ap.add_argument("--formats", default="nsys,kineto")
+    ap.add_argument("--seeds", default=str(SEED), help="comma-separated seeds (default %(default)s); several seeds add a column")
     ap.add_argument("--analyze", default=shutil.which("collectivetrace-nsys", path=str(Path(sys.executable).parent))
                     or shutil.which("collectivetrace-nsys") or "collectivetrace-nsys",
                     help="the analyze command (default: the collectivetrace-nsys installed beside this Python, "
@@ -148,30 +149,32 @@ def main(argv=None):
     a = ap.parse_args(argv)
     root = a.dir or Path(tempfile.mkdtemp(prefix="blame-accuracy-"))
     rows = []
-    print("| style | cause | format | planted cause found first | blamed | truth wait_saved | truth extra transfer | "
+    seeds = [int(x) for x in a.seeds.split(",")]
+    seed_col = ("seed | ", "---:|") if len(seeds) > 1 else ("", "")
+    print(f"| style | cause | format | {seed_col[0]}planted cause found first | blamed | truth wait_saved | truth extra transfer | "
           "ratio | step time saved | truth step_time_saved | straggler right | idle on planted rank(s) |")
-    print("|---|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|")
-    for style in a.styles.split(","):
-        for case in a.causes.split(","):
-            for fmt in a.formats.split(","):
-                folder = root / f"{style}-{case}-{fmt}".replace("+", "_")
-                try:
-                    truth = gen.generate(folder, style=style, scenario=case, seed=SEED, format=fmt, force=True,
-                                         kernels_per_step=KERNELS[style], **JOB)
-                except ValueError as e:
-                    print(f"| {style} | {case} | {fmt} | n/a: {e} | | | | | | | | |")
-                    continue
-                try:
-                    r = judge(analyze(folder, a.analyze), truth)
-                except RuntimeError as e:
-                    print(f"| {style} | {case} | {fmt} | analyze failed: {e} | | | | | | | | |")
-                    continue
-                r.update(style=style, cause=case, format=fmt)
-                rows.append(r)
-                ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
-                print(f"| {style} | {case} | {fmt} | {r['found']} | {ms(r['blamed'])} | {ms(r['truth'])} | "
-                      f"{ms(r.get('truth_transfer'))} | {ratio} | {ms(r.get('blamed_step'))} | {ms(r.get('truth_step'))} | {r['straggler_right']} | "
-                      f"{ms(r['idle'])} |", flush=True)
+    print(f"|---|---|---|{seed_col[1]}---|---:|---:|---:|---:|---:|---:|---|---:|")
+    for style, case, fmt, seed in ((s, c, f, n) for s in a.styles.split(",") for c in a.causes.split(",")
+                                   for f in a.formats.split(",") for n in seeds):
+        shown_seed = f"{seed} | " if len(seeds) > 1 else ""
+        folder = root / f"{style}-{case}-{fmt}-{seed}".replace("+", "_")
+        try:
+            truth = gen.generate(folder, style=style, scenario=case, seed=seed, format=fmt, force=True,
+                                 kernels_per_step=KERNELS[style], **JOB)
+        except ValueError as e:
+            print(f"| {style} | {case} | {fmt} | {shown_seed}n/a: {e} | | | | | | | | |")
+            continue
+        try:
+            r = judge(analyze(folder, a.analyze), truth)
+        except RuntimeError as e:
+            print(f"| {style} | {case} | {fmt} | {shown_seed}analyze failed: {e} | | | | | | | | |")
+            continue
+        r.update(style=style, cause=case, format=fmt, seed=seed)
+        rows.append(r)
+        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
+        print(f"| {style} | {case} | {fmt} | {shown_seed}{r['found']} | {ms(r['blamed'])} | {ms(r['truth'])} | "
+              f"{ms(r.get('truth_transfer'))} | {ratio} | {ms(r.get('blamed_step'))} | {ms(r.get('truth_step'))} | {r['straggler_right']} | "
+              f"{ms(r['idle'])} |", flush=True)
     if a.json:
         a.json.write_text(json.dumps(rows, indent=1) + "\n")
     if not a.dir:
