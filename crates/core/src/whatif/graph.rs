@@ -55,6 +55,7 @@ use super::fidelity::Fidelity;
 use super::input::{opt, Job, SyncType};
 use super::topo;
 use super::{input_error, Options, WhatIfError};
+use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 pub(crate) const NONE: u32 = u32::MAX;
@@ -463,10 +464,10 @@ impl Graph {
         // op, an event that only carries that stream's wait for the compute stream. Without them
         // the all-gather waiting on it depends on nothing, and a host-bound rank's fixed replay
         // starts it before the compute it waits for.
-        let mut stream_waits: std::collections::BTreeMap<(i64, i64), Vec<(i64, u32)>> = Default::default();
+        let mut stream_waits: BTreeMap<(i64, i64), Vec<(i64, u32)>> = BTreeMap::new();
         // The ops an event's record stands for, for a waiter that started at `before`: Err when no
         // record matches, Ok(empty) when the record found had no work before it on its stream.
-        let recorded_ops = |stream_waits: &std::collections::BTreeMap<(i64, i64), Vec<(i64, u32)>>,
+        let recorded_ops = |stream_waits: &BTreeMap<(i64, i64), Vec<(i64, u32)>>,
                             rank: i64,
                             event: i64,
                             record_corr: i64,
@@ -503,16 +504,15 @@ impl Graph {
         let mut waits: Vec<(u32, u32, bool)> = Vec::new();
         let s = &job.syncs;
         // In the order they were made, so that a record sees the waits made on its stream before it.
-        let mut by_time: Vec<(i64, i64, usize)> = Vec::with_capacity(s.rank.len());
+        let mut by_time: Vec<(i64, i64, usize, u32)> = Vec::with_capacity(s.rank.len());
         for i in 0..s.rank.len() {
             match corr.find(s.rank[i], s.correlation[i]) {
-                Some(call) => by_time.push((s.rank[i], c.start[call as usize], i)),
+                Some(call) => by_time.push((s.rank[i], c.start[call as usize], i, call)),
                 None => fid.unresolved_syncs += 1,
             }
         }
         by_time.sort_unstable();
-        for &(rank, at, i) in &by_time {
-            let call = corr.find(rank, s.correlation[i]).expect("found above");
+        for &(rank, at, i, call) in &by_time {
             let record_corr = opt(s.record_correlation, i, -1);
             let recorded = opt(s.inferred, i, 0) == 0;
             // A record that matches but has no op before it (an empty stream) or none after it (the
