@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from conftest import FIXTURES, analyzed
 from nsys_collective.cli import app
-from nsys_collective.result import InvalidFigure, check_figures
+from nsys_collective.result import InvalidFigure, check_figures, checked_plain, plain
 
 DEMO = FIXTURES / "demo-4rank-2host"
 # What may be negative: clock corrections, relative changes, instants on the aligned clock, and
@@ -53,9 +53,14 @@ def replace_in(document, path: str, value):
     return dataclasses.replace(document, **{head: replace_in(getattr(document, head), rest, value) if rest else value})
 
 
+# The walk that builds the JSON data checks as check_figures does (Result.checked).
+CHECKS = pytest.mark.parametrize("check", [check_figures, checked_plain], ids=["check_figures", "checked_plain"])
+
+
 def test_the_demo_document_passes_the_check(demo):
     check_figures(demo.document)
     assert invalid_figures(demo.doc) == []
+    assert json.dumps(checked_plain(demo.document), indent=2) == json.dumps(plain(demo.document), indent=2)
 
 
 @pytest.mark.parametrize("path, value, shown", [
@@ -73,15 +78,17 @@ def test_the_demo_document_passes_the_check(demo):
     ("collectives.2.sm_pressure", float("nan"), "collectives[2].sm_pressure"),
     ("blocking_kernels.0.slowdown", -1.5, "blocking_kernels[0].slowdown"),
 ])
-def test_an_invalid_figure_is_an_error_naming_the_field(demo, path, value, shown):
+@CHECKS
+def test_an_invalid_figure_is_an_error_naming_the_field(demo, path, value, shown, check):
     with pytest.raises(InvalidFigure, match=shown.replace("[", r"\[").replace("]", r"\]")):
-        check_figures(replace_in(demo.document, path, value))
+        check(replace_in(demo.document, path, value))
 
 
 @pytest.mark.parametrize("path, value", [("ranks.2.clock_offset_ns", -1_128_524), ("blocking_kernels.0.slowdown", -0.2),
                                          ("alignment.t_ref_ns", -1), ("blocking_kernels.0.wait_saved_ns", -3_000_000)])
-def test_signed_figures_may_be_negative(demo, path, value):
-    check_figures(replace_in(demo.document, path, value))
+@CHECKS
+def test_signed_figures_may_be_negative(demo, path, value, check):
+    check(replace_in(demo.document, path, value))
 
 
 def test_the_analysis_refuses_to_print_a_negative_figure(monkeypatch):

@@ -18,7 +18,7 @@ from nsys_collective.result import (BLAME_OF, SCHEMA_VERSION, AlignmentInfo, Ali
                                     ContentionFit, Document, Evidence, Fidelity, HostClock, Input, LeftOutStep, Observations,
                                     RankReached, RankRow, RanksClock, Result, Saving, Spread, StartError, StepRow,
                                     StepSelectionInfo, StepTime, StoppedCommunicator, Summary, WhatIfBlock,
-                                    WhatIfCause, check_figures)
+                                    WhatIfCause)
 
 
 def _int_or_none(value: int) -> int | None:
@@ -159,10 +159,10 @@ def build_result(job, attribution, inputs, tool_version: str, source: str = "", 
         contention_fit=ContentionFit(**{**ct.fit_summary, "clean_check": CleanCheck(**ct.check) if ct.check else None})
         if ct.fit_summary else None,
     )
-    check_figures(document)  # a negative wait or a share of -511% is a bug, never an output
     evidence = Evidence(
         verdict=tuple(verdict_lines(job)), clocks=tuple(a.clock_names), tolerance_ns=b.tolerance_ns,
         observations=Observations(instance=c.obs_instance, rank=c.obs_rank, start=job.aligned_start, end=job.aligned_end,
                                   utc_end=c.obs_end),
         panels=tuple(evidence_panels(job, b)), contention_points=tuple(ct.points))
-    return Result(document=document, evidence=evidence, source=source, timeline=job.timeline)
+    # A negative wait or a share of -511% is a bug, never an output: Result.checked refuses it.
+    return Result.checked(document, evidence, source, job.timeline)
