@@ -654,7 +654,10 @@ def _checked_plain(value: Any, name: str | None) -> Any:
         out = {}
         for n in names:
             v = getattr(value, n)
-            if v is not None:
+            k = type(v)
+            if k is str or ((k is int or k is float) and 0 <= v < math.inf and n not in _SHARES):
+                out[n] = v  # the walk's common case, inline: most values are fields' text and numbers
+            elif v is not None:
                 out[n] = _checked_plain(v, n)
             elif n not in omitted:
                 out[n] = None

@@ -12,6 +12,7 @@ from nsys_collective import causes
 from nsys_collective.attribution.evidence import evidence_panels
 from nsys_collective.attribution.findings import verdict_lines
 from nsys_collective.model.links import NIC_OPTION, link_of
+from nsys_collective.model.nccl import OPS
 from nsys_collective.model.timing import bus_bandwidth_gbps
 from nsys_collective.result import (BLAME_OF, SCHEMA_VERSION, AlignmentInfo, AlignmentQuality, Blame, BlockingKernel,
                                     BlockingLaunch, CausePart, CleanCheck, Collective, ComputeSlowdown, ContentionEntry,
@@ -23,6 +24,11 @@ from nsys_collective.result import (BLAME_OF, SCHEMA_VERSION, AlignmentInfo, Ali
 
 def _int_or_none(value: int) -> int | None:
     return None if value < 0 else int(value)
+
+
+def _ints(column: np.ndarray) -> list[int]:
+    """A column as Python ints (as int() of each value gives them)."""
+    return column.astype(np.int64, copy=False).tolist()
 
 
 def _blame(entry: dict) -> Blame:
@@ -91,22 +97,29 @@ def build_result(job, attribution, inputs, tool_version: str, source: str = "", 
             **attribution.ranks.get(r.rank, {})))
     links = {name: link_of({job.by_number[r].host for r in members}, [job.traces[r].gpu_name for r in members], nic_gbps)
              for name, members in c.communicators.items()}
+    # Each column as Python numbers once: the loop below runs per collective (10^3-10^5).
+    seq, nranks, ops = _ints(c.seq), _ints(c.nranks), _ints(c.op)
+    first, last, straggler, skew = _ints(t.first_arrival), _ints(t.last_arrival), _ints(t.straggler), _ints(t.skew)
+    wait_cost, transfer, shortest, overlap = _ints(t.wait_cost), _ints(t.transfer), _ints(t.shortest_duration), _ints(ct.overlap)
+    nbytes, baseline, excess = c.bytes.tolist(), ct.baseline.tolist(), ct.excess.tolist()  # -1: unknown (_int_or_none)
+    pressure = [round(x, 4) for x in ct.sm_pressure.astype(float).tolist()]
+    metrics = {f: [None if x != x else round(x, 2) for x in v.astype(float).tolist()]  # NaN: not measured
+               for f, v in ct.metrics.items()}
     collectives = []
     for i in range(len(c)):
-        op, n = job.op_name(i), int(c.nranks[i])
-        busbw = bus_bandwidth_gbps(op, int(c.bytes[i]), n, int(t.transfer[i]))
+        op, n = OPS[ops[i]], nranks[i]
+        busbw = bus_bandwidth_gbps(op, int(nbytes[i]), n, transfer[i])
         link, capacity = links.get(c.comm[i], (None, None))
         collectives.append(Collective(
-            id=i, comm=c.comm[i], seq=int(c.seq[i]), op=op, bytes=_int_or_none(c.bytes[i]), ranks=n,
-            start_ns=int(t.first_arrival[i]), last_arrival_ns=int(t.last_arrival[i]),
-            straggler_rank=int(t.straggler[i]), skew_ns=int(t.skew[i]), wait_cost_ns=int(t.wait_cost[i]),
-            transfer_ns=int(t.transfer[i]), transfer_shortest_ns=int(t.shortest_duration[i]),
+            id=i, comm=c.comm[i], seq=seq[i], op=op, bytes=_int_or_none(nbytes[i]), ranks=n,
+            start_ns=first[i], last_arrival_ns=last[i], straggler_rank=straggler[i], skew_ns=skew[i],
+            wait_cost_ns=wait_cost[i], transfer_ns=transfer[i], transfer_shortest_ns=shortest[i],
             busbw_gbps=busbw,
             blame_method=b.method[i],
             blame=tuple(_blame(e) for e in b.blame[i]),
-            compute_overlap_ns=int(ct.overlap[i]), sm_pressure=round(float(ct.sm_pressure[i]), 4),
-            baseline_transfer_ns=_int_or_none(ct.baseline[i]), contention_excess_ns=_int_or_none(ct.excess[i]),
-            gpu_metrics={f: None if np.isnan(v[i]) else round(float(v[i]), 2) for f, v in ct.metrics.items()},
+            compute_overlap_ns=overlap[i], sm_pressure=pressure[i],
+            baseline_transfer_ns=_int_or_none(baseline[i]), contention_excess_ns=_int_or_none(excess[i]),
+            gpu_metrics={f: v[i] for f, v in metrics.items()},
             step=job.step[i] if job.step is not None else None, bytes_source=c.bytes_source[i],
             link=link, link_capacity_gbps=capacity,
             link_capacity_source=NIC_OPTION if link == "network" and capacity is not None else None,
