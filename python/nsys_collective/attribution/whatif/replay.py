@@ -116,12 +116,22 @@ def _step_times(job: Job, g: JobGraph, base: dict, job_start: int) -> list[dict]
         s, e = w.start[order], np.maximum.accumulate(w.end[order])
         new = np.r_[True, s[1:] > e[:-1]]  # the GPU's busy blocks: a union of its ops
         block_start, block_end = s[new], np.r_[e[np.flatnonzero(new)[1:] - 1], e[-1]]
-        for k, (a, b) in enumerate(zip(starts.tolist(), ends[have].tolist())):
-            busy[k] += np.clip(np.minimum(block_end, b) - np.maximum(block_start, a), 0, None).sum()
+        # The blocks are disjoint and sorted: busy time in [a, b] is busy-before(b) - busy-before(a).
+        busy += np.maximum(_busy_before(block_start, block_end, ends[have]) - _busy_before(block_start, block_end, starts), 0)
     gpu_time = np.maximum(durations, 1) * len(g.ranks)
     return [{"step": g.step_names[int(i)], "duration_ns": int(d), "wait_share": float(min(1.0, wt / t)),
              "idle_share": float(min(1.0, max(0.0, 1 - b_ / t)))}
             for i, d, wt, b_, t in zip(have.tolist(), durations.tolist(), wait.tolist(), busy.tolist(), gpu_time.tolist())]
+
+
+def _busy_before(block_start: np.ndarray, block_end: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Per instant of t, the GPU's busy time before it: the lengths of the sorted, disjoint busy
+    blocks before it, and the part of the one it falls in."""
+    length = block_end - block_start
+    done = np.r_[0, np.cumsum(length)]
+    k = np.searchsorted(block_start, t, side="right") - 1  # the last block that starts at or before t
+    inside = np.clip(t - block_start[np.maximum(k, 0)], 0, length[np.maximum(k, 0)])
+    return np.where(k >= 0, done[np.maximum(k, 0)] + inside, 0)
 
 
 def _ideal(g, base: dict, fixed: list[Candidate], rows: list, job_start: int) -> tuple[dict, int]:
