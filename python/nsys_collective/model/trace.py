@@ -60,7 +60,7 @@ class GpuItems:
 
     start: np.ndarray
     end: np.ndarray
-    name: np.ndarray  # id of the full (demangled) name: what pairs kernels across ranks
+    name: np.ndarray  # int32 id of the full (demangled) name: what pairs kernels across ranks
     short_name: np.ndarray  # id of the short name, for people
     launch: np.ndarray  # start of the launching runtime call, -1 when unknown
     launch_tid: np.ndarray
@@ -79,7 +79,7 @@ class HostCalls:
     end: np.ndarray
     tid: np.ndarray
     correlation: np.ndarray
-    name: np.ndarray  # string id
+    name: np.ndarray  # string id (int32)
     blocking: np.ndarray  # bool: the call returns only once GPU work it waits for has ended
     # Where the host work before the call began: the previous call's end on its thread, for a
     # thread's first call the start of the outermost host range around it (else its own start).
@@ -96,7 +96,7 @@ class HostRanges:
     start: np.ndarray
     end: np.ndarray
     tid: np.ndarray
-    name: np.ndarray  # string id, -1 when unnamed
+    name: np.ndarray  # string id (int32), -1 when unnamed
 
 
 @dataclass(frozen=True)
@@ -333,7 +333,9 @@ def trace_export(export: Export, index: int, report: str, key: int | None = None
     for column in used:
         present[np.maximum(column, -1)] = True
     ids = np.flatnonzero(present[:-1])
-    remap = np.full(len(extended) + 1, -1, dtype=np.int64)
+    # Local ids fit in int32 (a table of at most a few thousand names): half the memory of the
+    # name columns held for every rank until the reduce.
+    remap = np.full(len(extended) + 1, -1, dtype=np.int32 if len(extended) < 2**31 - 1 else np.int64)
     remap[ids] = np.arange(len(ids))
     strings = tuple(extended[i] for i in ids.tolist())
 
