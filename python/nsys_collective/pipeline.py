@@ -17,6 +17,7 @@ import math
 import os
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -96,8 +97,20 @@ def map_inputs(inputs: Inputs, threads: int | None = None, on_read: Callable[[in
 
 
 def _map_chunk(inputs: Inputs, lo: int, hi: int, threads: int | None) -> list[Traced]:
-    exports = formats.read(inputs.readable[lo:hi], threads, inputs.limits)
-    return [trace_export(export, lo + k, shown(inputs.reports[lo + k])) for k, export in enumerate(exports)]
+    """The chunk's inputs, each read and traced in a thread of its own: the native reader and the
+    core's part of the trace release the GIL, so one input's trace runs beside another's read
+    (the chunk was read first, then traced on one core), and each export is released once traced.
+    The first unusable input, in input order, raises."""
+    def one(k: int) -> Traced:
+        [export] = formats.read([inputs.readable[k]], 1, inputs.limits)
+        return trace_export(export, k, shown(inputs.reports[k]))
+
+    chunk = range(lo, min(hi, len(inputs.readable)))
+    if len(chunk) <= 1:
+        return [one(k) for k in chunk]
+    with ThreadPoolExecutor(max_workers=len(chunk), thread_name_prefix="map") as pool:
+        futures = [pool.submit(one, k) for k in chunk]
+        return [f.result() for f in futures]
 
 
 def model(traced: Sequence[Traced], filters: Filters | None = None, warnings: Sequence[str] = ()) -> Job:

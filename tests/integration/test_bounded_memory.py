@@ -41,7 +41,7 @@ def test_few_exports_alive_and_the_same_result_whatever_the_chunk(tmp_path, monk
     one_at_a_time, text_1 = most_alive_while_mapping(tmp_path, 1, monkeypatch)
     two_at_a_time, text_2 = most_alive_while_mapping(tmp_path, 2, monkeypatch)
     assert text_1 == text_2
-    assert one_at_a_time == 1 and two_at_a_time == 2, "8 inputs, never more read than the chunk"
+    assert one_at_a_time == 1 and 1 <= two_at_a_time <= 2, "8 inputs, never more read than the chunk"
 
 
 def test_the_committed_demo_reads_one_export_at_a_time(monkeypatch):

@@ -103,3 +103,22 @@ def test_the_bootstrap_is_one_refit_per_resample_bit_for_bit():
         got = overlap_fit._bootstrap(y, cls, 5, x, keep, weight, seed)
         assert np.asarray(got).tobytes() == want.tobytes(), seed
         assert overlap_fit._solve(y, cls, 5, x).tobytes() == _one_solve(y, cls, 5, x).tobytes()
+
+
+def test_the_one_kernel_bootstrap_is_one_refit_per_resample_bit_for_bit():
+    """The compute kernels' fits (_compute_slowdown): one class, one column, up to 2,000 runs."""
+    for seed, n in enumerate((5, 64, 777, 2000)):
+        y, _, x = drawn(seed, n=n, kernels=1)
+        cls = np.zeros(n, np.int64)
+        keep = np.random.default_rng(seed).random(n) < 0.95
+        weight = np.ones(n)
+        rng = np.random.default_rng(seed)
+        kept = np.flatnonzero(keep)
+        draws = np.zeros((overlap_fit.BOOTSTRAP, 1))
+        for b in range(overlap_fit.BOOTSTRAP):
+            pick = rng.choice(kept, len(kept))
+            s = _one_solve(y[pick], cls[pick], 1, x[pick])[1:]
+            draws[b] = (x[keep] * s * weight[keep, None]).sum(axis=0)
+        want = np.percentile(draws, overlap_fit.INTERVAL, axis=0)
+        got = overlap_fit._bootstrap(y, cls, 1, x, keep, weight, seed)
+        assert np.asarray(got).tobytes() == want.tobytes(), seed

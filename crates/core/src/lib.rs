@@ -25,3 +25,4 @@ pub use error::ReadError;
 pub use export::{read_export, read_exports, Export, Session};
 pub use kineto::{read_kineto, read_kineto_traces, read_kineto_traces_with, read_kineto_with, KinetoLimits};
 pub use tables::Table;
+pub mod rank_trace;

@@ -664,6 +664,8 @@ fn native_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(infer_stream_waits, m)?)?;
     m.add_function(wrap_pyfunction!(range_host_time, m)?)?;
     m.add_function(wrap_pyfunction!(range_host_pieces, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_gpu_items, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_host_calls, m)?)?;
     Ok(())
 }
 
@@ -922,4 +924,111 @@ fn replay_collectives<'py>(
     d.set_item("step_rank_end", o.step_rank_end.into_pyarray(py).reshape([n_steps, ranks])?)?;
     d.set_item("rank_end", o.rank_end.into_pyarray(py))?;
     Ok(d)
+}
+
+// One rank's trace from its export's tables (crates/core/src/rank_trace.rs): model/trace.py's
+// GPU items, counts and host calls.
+
+use collectivetrace_core::rank_trace;
+
+/// The named int64 columns of an export table (a dict of numpy arrays; other columns ignored).
+struct TableColumns<'py> {
+    arrays: Vec<PyReadonlyArray1<'py, i64>>,
+}
+
+impl<'py> TableColumns<'py> {
+    fn of(table: &Bound<'py, PyDict>, what: &str, names: &[&str]) -> PyResult<Self> {
+        let mut arrays = Vec::with_capacity(names.len());
+        for &name in names {
+            let value = table
+                .get_item(name)?
+                .ok_or_else(|| pyo3::exceptions::PyValueError::new_err(format!("{what}: column {name:?} missing")))?;
+            arrays.push(value.extract::<PyReadonlyArray1<'py, i64>>().map_err(|_| {
+                pyo3::exceptions::PyValueError::new_err(format!("{what}[{name:?}]: a 1-D numpy int64 array is needed"))
+            })?);
+        }
+        Ok(TableColumns { arrays })
+    }
+
+    fn slices(&self) -> PyResult<Vec<&[i64]>> {
+        self.arrays.iter().map(|a| a.as_slice().map_err(PyErr::from)).collect()
+    }
+}
+
+const ACTIVITY: [&str; 6] = ["start", "end", "pid", "device", "stream", "correlation"];
+const RUNTIME: [&str; 5] = ["pid", "tid", "start", "end", "correlation"];
+
+fn activity<'a>(c: &[&'a [i64]]) -> rank_trace::Activity<'a> {
+    rank_trace::Activity { start: c[0], end: c[1], pid: c[2], device: c[3], stream: c[4], correlation: c[5] }
+}
+
+fn runtime_of<'a>(c: &[&'a [i64]]) -> rank_trace::Runtime<'a> {
+    rank_trace::Runtime { pid: c[0], tid: c[1], start: c[2], end: c[3], correlation: c[4] }
+}
+
+fn trace_err(err: rank_trace::LengthMismatch) -> PyErr {
+    // Columns that do not fit together are the caller's bug, not the user's input.
+    pyo3::exceptions::PyValueError::new_err(err.to_string())
+}
+
+/// trace_gpu_items(kernels, is_nccl, copies, runtime, pid, device) -> (columns, counts): the GPU
+/// work of rank (pid, device) sorted by start, as a dict of GpuItems' columns, and (kernels,
+/// nccl_kernels, nccl_time_ns, compute_overlap_ns, first_ns, last_ns). `kernels`, `runtime`: the
+/// export's tables; `is_nccl`: per kernel row; `copies`: [(memcpy table, its label's string id),
+/// ...]. Runs without the GIL.
+#[pyfunction]
+fn trace_gpu_items<'py>(
+    py: Python<'py>,
+    kernels: &Bound<'py, PyDict>,
+    is_nccl: PyReadonlyArray1<'py, bool>,
+    copies: Vec<(Bound<'py, PyDict>, i64)>,
+    runtime: &Bound<'py, PyDict>,
+    pid: i64,
+    device: i64,
+) -> PyResult<(Bound<'py, PyDict>, (i64, i64, i64, i64, Option<i64>, Option<i64>))> {
+    let k = TableColumns::of(kernels, "kernels", &ACTIVITY)?;
+    let kn = TableColumns::of(kernels, "kernels", &["name", "short_name", "grid_x", "grid_y", "grid_z"])?;
+    let copy_columns: Vec<(TableColumns, i64)> =
+        copies.iter().map(|(t, label)| Ok((TableColumns::of(t, "copies", &ACTIVITY)?, *label))).collect::<PyResult<_>>()?;
+    let rt = TableColumns::of(runtime, "runtime", &RUNTIME)?;
+    let (ks, kns, rts) = (k.slices()?, kn.slices()?, rt.slices()?);
+    let copy_slices: Vec<(Vec<&[i64]>, i64)> = copy_columns.iter().map(|(c, l)| Ok((c.slices()?, *l))).collect::<PyResult<_>>()?;
+    let is_nccl = is_nccl.as_slice()?;
+    let names = rank_trace::KernelColumns { name: kns[0], short_name: kns[1], grid_x: kns[2], grid_y: kns[3], grid_z: kns[4], is_nccl };
+    let copies: Vec<rank_trace::Copies> = copy_slices.iter().map(|(c, l)| rank_trace::Copies { table: activity(c), label: *l }).collect();
+    let (items, c) = py
+        .detach(|| rank_trace::gpu_items(&activity(&ks), &names, &copies, &runtime_of(&rts), pid, device))
+        .map_err(trace_err)?;
+    let d = PyDict::new(py);
+    d.set_item("start", items.start.into_pyarray(py))?;
+    d.set_item("end", items.end.into_pyarray(py))?;
+    d.set_item("name", items.name.into_pyarray(py))?;
+    d.set_item("short_name", items.short_name.into_pyarray(py))?;
+    d.set_item("launch", items.launch.into_pyarray(py))?;
+    d.set_item("launch_tid", items.launch_tid.into_pyarray(py))?;
+    d.set_item("is_nccl", items.is_nccl.into_pyarray(py))?;
+    d.set_item("is_kernel", items.is_kernel.into_pyarray(py))?;
+    d.set_item("ctas", items.ctas.into_pyarray(py))?;
+    d.set_item("stream", items.stream.into_pyarray(py))?;
+    d.set_item("correlation", items.correlation.into_pyarray(py))?;
+    Ok((d, (c.kernels, c.nccl_kernels, c.nccl_time_ns, c.compute_overlap_ns, c.first_ns, c.last_ns)))
+}
+
+/// trace_host_calls(runtime, pid, range_start, range_end, range_tid) -> (rows, gap_start,
+/// gap_range): the runtime rows of process pid in start order, where the host work before each
+/// began and the innermost host range covering the middle of that gap (-1: none). Without the GIL.
+#[pyfunction]
+fn trace_host_calls<'py>(
+    py: Python<'py>,
+    runtime: &Bound<'py, PyDict>,
+    pid: i64,
+    range_start: PyReadonlyArray1<'py, i64>,
+    range_end: PyReadonlyArray1<'py, i64>,
+    range_tid: PyReadonlyArray1<'py, i64>,
+) -> PyResult<(Column<'py>, Column<'py>, Column<'py>)> {
+    let rt = TableColumns::of(runtime, "runtime", &RUNTIME)?;
+    let rts = rt.slices()?;
+    let ranges = rank_trace::Ranges { start: range_start.as_slice()?, end: range_end.as_slice()?, tid: range_tid.as_slice()? };
+    let calls = py.detach(|| rank_trace::host_calls(&runtime_of(&rts), pid, &ranges)).map_err(trace_err)?;
+    Ok((calls.rows.into_pyarray(py), calls.gap_start.into_pyarray(py), calls.gap_range.into_pyarray(py)))
 }

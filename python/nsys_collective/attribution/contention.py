@@ -223,13 +223,6 @@ def attribute(job: Job) -> Contention:
                           "not_distinguishable": int(fitted.indistinct.sum())})
 
 
-def _distinct_ids(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """np.unique(ids, return_inverse=True) of name ids (-1 and up, dense): by counting, not by
-    sorting every kernel."""
-    present = np.bincount(ids + 1) > 0
-    return np.flatnonzero(present) - 1, (np.cumsum(present) - 1)[ids + 1]
-
-
 def _distinct_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """np.unique(np.stack([a, b]), axis=1, return_inverse=True) of name id pairs (-1 and up): the
     pair packed in one integer, which sorts in the same order and many times faster."""
@@ -314,27 +307,40 @@ def _compute_slowdown(job: Job, min_runs: int = 3) -> tuple[list[dict], list[dic
     needs no run alone if its overlap varies. Returns the entries and, per entry, the runs it
     lengthened and by how much (for the what-if)."""
     work = job.timeline
+    ranks = sorted(job.ops)
     parts = []
-    for r in sorted(job.ops):
+    for r in ranks:
         w = work[r]
         compute = np.flatnonzero(w.is_kernel & ~w.is_nccl)
         nccl = np.flatnonzero(w.is_nccl)
-        q, _, ns = _native.overlaps(w.start[compute], w.end[compute], w.start[nccl], w.end[nccl])
-        parts.append((np.full(len(compute), r), compute, w.name[compute], w.short_name[compute], (w.end - w.start)[compute],
-                      np.bincount(q, weights=ns, minlength=len(compute))))
+        # The NCCL kernels as the queries: a few thousand searches, not one per compute kernel.
+        # Each compute kernel's pairs still come in NCCL order, so its sum is the same.
+        _, i, ns = _native.overlaps(w.start[nccl], w.end[nccl], w.start[compute], w.end[compute])
+        parts.append((compute, w.name[compute], (w.end - w.start)[compute], np.bincount(i, weights=ns, minlength=len(compute))))
     if not parts:
         return [], []
-    rank, row, name, short, duration, overlap = (np.concatenate(c) for c in zip(*parts))
+    first_of_rank = np.cumsum([0] + [len(p[0]) for p in parts[:-1]])
+    row, name, duration, overlap = (np.concatenate(c) for c in zip(*parts))
     beside = overlap > 0
-    names, at = _distinct_ids(name)
-    overlapped = np.bincount(at, weights=beside, minlength=len(names))
-    alone = np.bincount(at, minlength=len(names)) - overlapped
-    total_overlap = np.bincount(at, weights=overlap, minlength=len(names))
+    # Name ids are dense from -1: each its own bin (one that no run has counts nothing).
+    at = name + 1
+    bins = int(at.max(initial=0)) + 1
+    runs_of = np.bincount(at, minlength=bins)
+    overlapped = np.bincount(at, weights=beside, minlength=bins)
+    alone = runs_of - overlapped
+    total_overlap = np.bincount(at, weights=overlap, minlength=bins)
     wanted = [k for k in np.argsort(-total_overlap, kind="stable").tolist()
-              if overlapped[k] >= min_runs and alone[k] >= min_runs][:MAX_COMPUTE_KERNELS]
+              if runs_of[k] and overlapped[k] >= min_runs and alone[k] >= min_runs][:MAX_COMPUTE_KERNELS]
+    # Each wanted kernel's runs in row order, from one stable sort of theirs (not a scan of every
+    # run per kernel).
+    slot = np.full(bins, -1, np.int16)
+    slot[wanted] = np.arange(len(wanted))
+    picked = np.flatnonzero(slot[at] >= 0)
+    by_kernel = picked[np.argsort(slot[at[picked]], kind="stable")]
+    bounds = np.r_[0, np.cumsum(np.bincount(slot[at[picked]], minlength=len(wanted)))]
     out, changes = [], []
-    for k in wanted:
-        runs = np.flatnonzero(at == k)
+    for j, k in enumerate(wanted):
+        runs = by_kernel[bounds[j]:bounds[j + 1]]
         fit_runs = runs[np.linspace(0, len(runs) - 1, MAX_RUNS).astype(np.int64)] if len(runs) > MAX_RUNS else runs
         fitted = overlap_fit.fit(duration[fit_runs], np.zeros(len(fit_runs), np.int64), overlap[fit_runs, None],
                                  np.ones(len(fit_runs)))
@@ -345,8 +351,10 @@ def _compute_slowdown(job: Job, min_runs: int = 3) -> tuple[list[dict], list[dic
         slowed, low, high = (float(v[0]) * scale for v in (fitted.contribution, fitted.low, fitted.high))
         o, a = runs[beside[runs]], runs[~beside[runs]]
         own = float(duration[o].sum()) - slowed
-        full = int(names[k])
-        out.append({"kernel": work.names.values[int(short[runs[0]])], "kernel_full": work.names.values[full],
+        full = k - 1
+        first = int(np.searchsorted(first_of_rank, runs[0], side="right")) - 1
+        short = work[ranks[first]].short_name[row[runs[0]]]
+        out.append({"kernel": work.names.values[int(short)], "kernel_full": work.names.values[full],
                     "overlapped_mean_ns": round(float(duration[o].mean())), "alone_mean_ns": round(float(duration[a].mean())),
                     "slowdown": slowed / own if own > 0 else 0.0, "overlapped_runs": int(len(o)), "alone_runs": int(len(a)),
                     "slowed_ns": round(slowed), "slowed_low_ns": round(low), "slowed_high_ns": round(high),
@@ -354,6 +362,7 @@ def _compute_slowdown(job: Job, min_runs: int = 3) -> tuple[list[dict], list[dic
                     "confidence": "high" if slowed > 0 and low >= 0.5 * slowed else "low",
                     "wait_saved_ns": None, "step_time_saved_ns": None})
         extra = np.rint(coef * overlap[o]).astype(np.int64)
-        changes.append({"rank": rank[o], "row": row[o], "ns": np.maximum(0, duration[o] - extra)})
+        rank = np.asarray(ranks, np.int64)[np.searchsorted(first_of_rank, o, side="right") - 1]
+        changes.append({"rank": rank, "row": row[o], "ns": np.maximum(0, duration[o] - extra)})
     order = sorted(range(len(out)), key=lambda j: -out[j]["slowed_ns"])
     return [out[j] for j in order], [changes[j] for j in order]

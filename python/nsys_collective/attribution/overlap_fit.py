@@ -140,9 +140,10 @@ def _solve_rows(y: np.ndarray, cls: np.ndarray, ncls: int, xg: np.ndarray, picks
     means = sums.reshape(rows, ncls, width) / counts[:, None]
     y_mean, x_mean = means[..., 0], means[..., 1:]
     centred, residual = xs - x_mean[:, cls], ys - y_mean[:, cls]
+    scales = np.linalg.norm(centred, axis=1)  # every row's column norms in one call (the same sums)
+    scales[scales == 0] = 1.0
     for b in range(rows):
-        scale = np.linalg.norm(centred[b], axis=0)
-        scale[scale == 0] = 1.0
+        scale = scales[b]
         coefficient = nnls(centred[b] / scale, residual[b], maxiter=50 * k)[0] / scale if k else np.zeros(0)
         baseline = y_mean[b] - x_mean[b].copy() @ coefficient
         if np.all(coefficient <= MAX_COEFFICIENT) and np.all(baseline >= 0):
@@ -214,8 +215,9 @@ def _bootstrap(y: np.ndarray, cls: np.ndarray, ncls: int, xg: np.ndarray, keep: 
     draws = np.zeros((BOOTSTRAP, xg.shape[1]))
     chunk = max(1, RESAMPLED_VALUES // (len(pool) * (xg.shape[1] + 1)))
     for lo in range(0, BOOTSTRAP, chunk):
-        for b, s in enumerate(_solve_rows(y, cls[pool], ncls, xg, picks[lo:lo + chunk]), lo):
-            draws[b] = (xk * s[ncls:] * wk).sum(axis=0)
+        coefficients = np.array([s[ncls:] for s in _solve_rows(y, cls[pool], ncls, xg, picks[lo:lo + chunk])])
+        # Each resample's contributions, all at once: the same products and sums as one at a time.
+        draws[lo:lo + len(coefficients)] = (xk * coefficients[:, None, :] * wk).sum(axis=1)
     return np.percentile(draws, INTERVAL, axis=0)
 
 

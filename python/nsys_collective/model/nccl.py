@@ -250,10 +250,12 @@ def _payload_bytes(export: Export, pid: int, tid: np.ndarray, when: np.ndarray) 
     return np.array([-1 if v is None else int(v) for v in found], dtype=np.int64)
 
 
-def nccl_ops(export: Export, pid: int, device: int) -> NcclOps:
-    """The NCCL operations of the rank (export, pid, device)."""
+def nccl_ops(export: Export, pid: int, device: int, is_nccl: np.ndarray | None = None) -> NcclOps:
+    """The NCCL operations of the rank (export, pid, device); `is_nccl`: nccl_kernel_mask(export),
+    where the caller has it."""
     k = export.kernels
-    rows = np.flatnonzero(nccl_kernel_mask(export) & (k["pid"] == pid) & (k["device"] == device))
+    is_nccl = nccl_kernel_mask(export) if is_nccl is None else is_nccl
+    rows = np.flatnonzero(is_nccl & (k["pid"] == pid) & (k["device"] == device))
     ranges = _ranges(export, pid, _is_api, "NCCL")
     tid, when = launches(export, pid, k["correlation"][rows])
     api = _covering_range(ranges, tid, when)

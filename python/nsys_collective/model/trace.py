@@ -25,9 +25,8 @@ from nsys_collective import _native
 from nsys_collective.ingest.capture import NVTX_PUSH_POP_RANGE, NVTX_START_END_RANGE, Export, Session
 from nsys_collective.ingest.discover import shown
 from nsys_collective.ingest.identity import Candidate, rank_from_environment, rank_from_file_name
-from nsys_collective.model import cuda_api
-from nsys_collective.model.intervals import covered_ns, overlap_ns
-from nsys_collective.model.nccl import NcclOps, launches, nccl_kernel_mask, nccl_ops
+from nsys_collective.model import cuda_api, grouping
+from nsys_collective.model.nccl import NcclOps, nccl_kernel_mask, nccl_ops
 from nsys_collective.model.stream_waits import stream_waits_from_calls
 
 GPU_ACTIVITY_TABLES = ("kernels", "memcpy", "memset")
@@ -61,7 +60,7 @@ class GpuItems:
 
     start: np.ndarray
     end: np.ndarray
-    name: np.ndarray  # id of the full (demangled) name: what pairs kernels across ranks
+    name: np.ndarray  # int32 id of the full (demangled) name: what pairs kernels across ranks
     short_name: np.ndarray  # id of the short name, for people
     launch: np.ndarray  # start of the launching runtime call, -1 when unknown
     launch_tid: np.ndarray
@@ -80,7 +79,7 @@ class HostCalls:
     end: np.ndarray
     tid: np.ndarray
     correlation: np.ndarray
-    name: np.ndarray  # string id
+    name: np.ndarray  # string id (int32)
     blocking: np.ndarray  # bool: the call returns only once GPU work it waits for has ended
     # Where the host work before the call began: the previous call's end on its thread, for a
     # thread's first call the start of the outermost host range around it (else its own start).
@@ -97,7 +96,7 @@ class HostRanges:
     start: np.ndarray
     end: np.ndarray
     tid: np.ndarray
-    name: np.ndarray  # string id, -1 when unnamed
+    name: np.ndarray  # string id (int32), -1 when unnamed
 
 
 @dataclass(frozen=True)
@@ -144,30 +143,10 @@ class RankTrace:
         return stream_waits_from_calls(self.calls, self.gpu, self)
 
 
-def _on(table: dict[str, np.ndarray], pid: int | None, device: int | None) -> np.ndarray:
-    return (table["pid"] == pid) & (table["device"] == device)
-
-
-def _counts(export: Export, pid: int | None, device: int | None, is_nccl: np.ndarray) -> dict:
-    k = export.kernels
-    mine = _on(k, pid, device)
-    nccl, compute = mine & is_nccl, mine & ~is_nccl
-    nccl_intervals = (k["start"][nccl], k["end"][nccl])
-    nccl_time = covered_ns(*nccl_intervals)
-    tables = [getattr(export, t) for t in GPU_ACTIVITY_TABLES]
-    starts = np.concatenate([t["start"][_on(t, pid, device)] for t in tables])
-    ends = np.concatenate([t["end"][_on(t, pid, device)] for t in tables])
-    overlap = overlap_ns(nccl_intervals, (k["start"][compute], k["end"][compute]))
-    return {
-        "kernels": int(mine.sum()),
-        "nccl_kernels": int(nccl.sum()),
-        "nccl_time_ns": nccl_time,
-        "compute_overlap_ns": overlap,
-        # HTA's and NVIDIA's headline figure: the share of NCCL time with compute running beside it.
-        "overlap_share": overlap / nccl_time if nccl_time else None,
-        "first_ns": int(starts.min()) if len(starts) else None,
-        "last_ns": int(ends.max()) if len(ends) else None,
-    }
+def _no_gpu_counts() -> dict:
+    """The counts of a rank without GPU work."""
+    return {"kernels": 0, "nccl_kernels": 0, "nccl_time_ns": 0, "compute_overlap_ns": 0, "overlap_share": None,
+            "first_ns": None, "last_ns": None}
 
 
 def gpu_name(export: Export, device: int | None) -> str | None:
@@ -187,35 +166,25 @@ def sm_count(export: Export, device: int | None) -> int | None:
     return None
 
 
-def _gpu_items(export: Export, pid: int, device: int, is_nccl: np.ndarray) -> tuple[GpuItems, list[np.ndarray]]:
-    """The rank's GPU work sorted by start; also the export string ids it uses."""
-    k = export.kernels
-    kernels = np.flatnonzero(_on(k, pid, device))
-    label_ids = {}
-    for label in ("[CUDA memcpy]", "[CUDA memset]"):  # copies are named in the trace's own table
-        label_ids[label] = len(export.strings) + len(label_ids)
-    parts = [(k, kernels, k["name"][kernels], k["short_name"][kernels], is_nccl[kernels],
-              k["grid_x"][kernels] * np.maximum(k["grid_y"][kernels], 1) * np.maximum(k["grid_z"][kernels], 1))]
-    for table, label in ((export.memcpy, "[CUDA memcpy]"), (export.memset, "[CUDA memset]")):
-        rows = np.flatnonzero(_on(table, pid, device))
-        label_id = np.full(len(rows), label_ids[label])
-        parts.append((table, rows, label_id, label_id, np.zeros(len(rows), bool), np.zeros(len(rows), np.int64)))
-    start = np.concatenate([t["start"][r] for t, r, *_ in parts])
-    end = np.concatenate([t["end"][r] for t, r, *_ in parts])
-    correlation = np.concatenate([t["correlation"][r] for t, r, *_ in parts])
-    tid, launch = launches(export, pid, correlation)
-    is_kernel = np.concatenate([np.full(len(r), i == 0) for i, (_, r, *_) in enumerate(parts)])
-    order = np.argsort(start, kind="stable")
-    name = np.concatenate([p[2] for p in parts])[order]
-    short = np.concatenate([p[3] for p in parts])[order]
-    return GpuItems(
-        start=start[order], end=end[order], name=name, short_name=short,
-        launch=launch[order], launch_tid=tid[order],
-        is_nccl=np.concatenate([p[4] for p in parts])[order], is_kernel=is_kernel[order],
-        ctas=np.concatenate([p[5] for p in parts]).astype(np.int64)[order],
-        stream=np.concatenate([t["stream"][r] for t, r, *_ in parts])[order],
-        correlation=correlation[order],
-    ), [name, short]
+def _gpu_items(export: Export, pid: int, device: int, is_nccl: np.ndarray) -> tuple[GpuItems, dict]:
+    """The rank's GPU work sorted by start (copies named by two labels past the export's strings),
+    and its counts: kernels, NCCL's, the time NCCL kernels cover and how much of it compute
+    kernels cover too, its first start and last end. One pass in the core
+    (crates/core/src/rank_trace.rs); tests/unit/test_rank_trace.py keeps the numpy version."""
+    labels = [(export.memcpy, len(export.strings)), (export.memset, len(export.strings) + 1)]  # "[CUDA memcpy]", "[CUDA memset]"
+    columns, (kernels, nccl_kernels, nccl_time, overlap, first, last) = _native.trace_gpu_items(
+        export.kernels, np.ascontiguousarray(is_nccl, bool), labels, export.runtime, pid, device)
+    counts = {
+        "kernels": kernels,
+        "nccl_kernels": nccl_kernels,
+        "nccl_time_ns": nccl_time,
+        "compute_overlap_ns": overlap,
+        # HTA's and NVIDIA's headline figure: the share of NCCL time with compute running beside it.
+        "overlap_share": overlap / nccl_time if nccl_time else None,
+        "first_ns": first,
+        "last_ns": last,
+    }
+    return GpuItems(**columns), counts
 
 
 def _host_ranges(export: Export, pid: int) -> HostRanges:
@@ -254,27 +223,14 @@ def _sync_records(export: Export, pid: int, device: int, own_process: bool) -> t
 
 
 def _host_calls(export: Export, pid: int, ranges: HostRanges) -> HostCalls:
+    """The process's calls by start and the gap before each (in the core,
+    crates/core/src/rank_trace.rs; tests/unit/test_rank_trace.py keeps the numpy version)."""
     rt = export.runtime
-    rows = np.flatnonzero(rt["pid"] == pid)
-    rows = rows[np.argsort(rt["start"][rows], kind="stable")]
-    start, end, tid = rt["start"][rows], rt["end"][rows], rt["tid"][rows]
-    blocking = cuda_api.matches(cuda_api.BLOCKING, rt["name"][rows], export)
-    gap_range = np.full(len(rows), -1, dtype=np.int64)
-    gap_start = start.copy()
-    for t in np.unique(tid).tolist():
-        mine = np.flatnonzero(tid == t)
-        own = np.flatnonzero(ranges.tid == t)
-        # A thread's work before its first call (a data loader in the first step) counts too: from
-        # the start of the outermost range around that call (the step).
-        around = own[(ranges.start[own] <= start[mine[0]]) & (ranges.end[own] >= start[mine[0]])]
-        first = int(ranges.start[around].min()) if len(around) else int(start[mine[0]])
-        gap_start[mine] = np.r_[first, end[mine[:-1]]]
-        if len(own):
-            middle = gap_start[mine] + (start[mine] - gap_start[mine]) // 2
-            found = _native.innermost_covering(ranges.start[own], ranges.end[own], middle)
-            gap_range[mine] = np.where(found >= 0, own[np.maximum(found, 0)], -1)
-    return HostCalls(start=start, end=end, tid=tid, correlation=rt["correlation"][rows], name=rt["name"][rows],
-                     blocking=blocking, gap_start=gap_start,
+    rows, gap_start, gap_range = _native.trace_host_calls(rt, pid, *(np.ascontiguousarray(c, np.int64) for c in
+                                                                     (ranges.start, ranges.end, ranges.tid)))
+    name = rt["name"][rows]
+    return HostCalls(start=rt["start"][rows], end=rt["end"][rows], tid=rt["tid"][rows], correlation=rt["correlation"][rows],
+                     name=name, blocking=cuda_api.matches(cuda_api.BLOCKING, name, export), gap_start=gap_start,
                      gap_range=gap_range)
 
 
@@ -346,7 +302,7 @@ def trace_export(export: Export, index: int, report: str, key: int | None = None
     export = dataclasses.replace(export, **fixed)
     tables = [getattr(export, t) for t in GPU_ACTIVITY_TABLES]
     # (pid, device) packed in one integer: np.unique on rows is many times slower.
-    packed = np.unique(np.concatenate([(t["pid"] << 20) + (t["device"] + 1) for t in tables]))
+    packed, _ = grouping.unique(np.concatenate([(t["pid"] << 20) + (t["device"] + 1) for t in tables]))
     keys = [(int(k >> 20), int((k & 0xFFFFF) - 1)) for k in packed]
     if not keys:
         warnings.append(f"{report}: no CUDA kernels or copies captured; counted as a rank with zero kernels")
@@ -360,37 +316,43 @@ def trace_export(export: Export, index: int, report: str, key: int | None = None
     per_rank, used = [], []
     for pid, device in keys:
         gpu = ranges = ops = calls = syncs = events = None
+        counts = _no_gpu_counts()
         if pid is not None:
-            gpu, ids = _gpu_items(export, pid, device, is_nccl)
+            gpu, counts = _gpu_items(export, pid, device, is_nccl)
             ranges = _host_ranges(export, pid)
             calls = _host_calls(export, pid, ranges)
-            ops = nccl_ops(export, pid, device)
+            ops = nccl_ops(export, pid, device, is_nccl)
             syncs, events = _sync_records(export, pid, device, own_process=sum(p == pid for p, _ in keys) == 1)
-            used += ids + [ranges.name, calls.name]
-        per_rank.append((pid, device, gpu, ranges, ops, calls, syncs, events))
+            used += [gpu.name, gpu.short_name, ranges.name, calls.name]
+        per_rank.append((pid, device, gpu, ranges, ops, calls, syncs, events, counts))
 
     # One string table for the export's ranks, holding only the names they use, in export order.
     extended = export.strings + ["[CUDA memcpy]", "[CUDA memset]"]
-    ids = np.unique(np.concatenate(used)) if used else np.zeros(0, np.int64)
-    ids = ids[ids >= 0]
-    remap = np.full(len(extended) + 1, -1, dtype=np.int64)
+    # Which ids are used, by marking a table (the last slot stands for -1: none), not by sorting them.
+    present = np.zeros(len(extended) + 1, bool)
+    for column in used:
+        present[np.maximum(column, -1)] = True
+    ids = np.flatnonzero(present[:-1])
+    # Local ids fit in int32 (a table of at most a few thousand names): half the memory of the
+    # name columns held for every rank until the reduce.
+    remap = np.full(len(extended) + 1, -1, dtype=np.int32 if len(extended) < 2**31 - 1 else np.int64)
     remap[ids] = np.arange(len(ids))
     strings = tuple(extended[i] for i in ids.tolist())
 
     def local(column: np.ndarray) -> np.ndarray:
-        return remap[np.where(column >= 0, column, len(extended))]
+        return remap[np.maximum(column, -1)]
 
     traces = []
     # Unique per export, across chunks and processes: id() is reused once an export is released.
     key = secrets.randbits(63) if key is None else key
-    for pid, device, gpu, ranges, ops, calls, syncs, events in per_rank:
+    for pid, device, gpu, ranges, ops, calls, syncs, events, counts in per_rank:
         if gpu is not None:
             gpu = GpuItems(**{**gpu.__dict__, "name": local(gpu.name), "short_name": local(gpu.short_name)})
             ranges = HostRanges(start=ranges.start, end=ranges.end, tid=ranges.tid, name=local(ranges.name))
             calls = HostCalls(**{**calls.__dict__, "name": local(calls.name)})
         traces.append(RankTrace(
             index=index, report=report, host=export.session.hostname, pid=pid, device=device, env_rank=env, file_rank=file,
-            counts=_counts(export, pid, device, is_nccl), strings=strings, ops=ops, gpu=gpu, ranges=ranges, calls=calls,
+            counts=counts, strings=strings, ops=ops, gpu=gpu, ranges=ranges, calls=calls,
             sm_count=sm_count(export, device) if pid is not None else None,
             metrics=metrics, metrics_shared=len(devices) > 1, syncs=syncs, events=events, key=key,
             gpu_name=gpu_name(export, device) if pid is not None else None))
