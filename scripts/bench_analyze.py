@@ -127,13 +127,12 @@ def staged_run(paths: list[Path]) -> tuple[dict[str, list[float]], list[float]]:
     from nsys_collective import attribution, pipeline, result
     from nsys_collective.attribution import build, contention, whatif
     from nsys_collective.attribution.whatif import replay
-    from nsys_collective.ingest import formats
-    from nsys_collective.model import job, trace
+    from nsys_collective.model import job
 
     s = Stages()
-    s.patch(formats, "read", "read (native reader)")
-    s.patch(pipeline, "trace_export", "trace (calls, gaps, ranges)")
-    s.patch(trace, "stream_waits_from_calls", "stream waits (inferred)")
+    # The map reads and traces each input in its own thread (one's trace beside another's read):
+    # one stage, as the stack of own times is one thread's.
+    s.patch(pipeline, "map_inputs", "map: read + trace, inputs in parallel")
     s.patch(pipeline, "build_job", "model: numbering, steps, timing")
     s.patch(job, "match", "model: matching")
     s.patch(job, "align", "model: alignment")
