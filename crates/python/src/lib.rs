@@ -664,6 +664,7 @@ fn native_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(infer_stream_waits, m)?)?;
     m.add_function(wrap_pyfunction!(range_host_time, m)?)?;
     m.add_function(wrap_pyfunction!(range_host_pieces, m)?)?;
+    m.add_function(wrap_pyfunction!(quantiles_of_other_ranks, m)?)?;
     Ok(())
 }
 
@@ -922,4 +923,19 @@ fn replay_collectives<'py>(
     d.set_item("step_rank_end", o.step_rank_end.into_pyarray(py).reshape([n_steps, ranks])?)?;
     d.set_item("rank_end", o.rank_end.into_pyarray(py))?;
     Ok(d)
+}
+
+/// Per quantile q, per row: the value at position floor((n - 1) q) of the n rows with the same keys
+/// on the other ranks, in value order (NaN: none); model/grouping.py.
+#[pyfunction]
+fn quantiles_of_other_ranks<'py>(
+    py: Python<'py>,
+    value: PyReadonlyArray1<'py, i64>,
+    rank: PyReadonlyArray1<'py, i64>,
+    keys: Keys<'py>,
+    quantiles: Vec<f64>,
+) -> PyResult<Vec<Bound<'py, PyArray1<f64>>>> {
+    let (value, rank, keys) = (value.as_slice()?, rank.as_slice()?, key_slices(&keys)?);
+    let out = py.detach(|| grouping::quantiles_of_other_ranks(value, rank, &keys, &quantiles)).map_err(to_py_err)?;
+    Ok(out.into_iter().map(|q| q.into_pyarray(py)).collect())
 }
