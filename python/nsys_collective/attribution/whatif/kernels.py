@@ -26,7 +26,8 @@ CONFIDENT_SLOWDOWN = 0.10
 
 @dataclass
 class KernelRuns:
-    """Every compute kernel run of the job, one row each."""
+    """Every compute kernel run of the job (or every op run), one row each, rank by rank in the
+    graph's rank order."""
 
     rank: np.ndarray
     program: np.ndarray
@@ -35,31 +36,40 @@ class KernelRuns:
     duration: np.ndarray
     op: np.ndarray  # op row in the graph
     occurrence: np.ndarray  # among the same kernel's runs in the same step on the same rank
+    is_kernel: np.ndarray | None = None  # a compute kernel (not a memcpy or memset)
 
-
-def kernel_runs(ctx: Context) -> KernelRuns:
-    """Every compute kernel run of the job, with its step and its occurrence."""
-    return _runs(ctx, copies=False)
+    def by_rank(self) -> dict[int, slice]:
+        """Each rank's rows (one slice each: the runs come rank by rank)."""
+        start = np.flatnonzero(np.r_[True, self.rank[1:] != self.rank[:-1]]) if len(self.rank) else np.zeros(0, np.int64)
+        end = np.r_[start[1:], len(self.rank)]
+        return {int(self.rank[b]): slice(int(b), int(e)) for b, e in zip(start.tolist(), end.tolist())}
 
 
 def op_runs(ctx: Context) -> KernelRuns:
-    """Every GPU op run of the job but the collectives' (kernels, memcpys, memsets)."""
-    return _runs(ctx, copies=True)
-
-
-def _runs(ctx: Context, copies: bool) -> KernelRuns:
+    """Every GPU op run of the job but the collectives' (kernels, memcpys, memsets), with its
+    step and its occurrence."""
     job, g, program = ctx.job, ctx.graph, ctx.program
     parts = []
     for rank in g.ranks:
         w = job.timeline[rank]
-        rows = np.flatnonzero(~w.is_nccl if copies else w.is_kernel & ~w.is_nccl)
+        rows = np.flatnonzero(~w.is_nccl)
         op = g.op_offset[rank] + rows
         parts.append((np.full(len(rows), rank), np.full(len(rows), program[rank]), g.op_step[op], w.name[rows],
-                      (w.end - w.start)[rows], op))
-    cols = [np.concatenate(c).astype(np.int64, copy=False) for c in zip(*parts)]
-    k = KernelRuns(*cols, occurrence=np.zeros(0, np.int64))
-    k.occurrence = grouping.occurrence(k.rank, k.step, k.name)
-    return k
+                      (w.end - w.start)[rows], op, w.is_kernel[rows]))
+    cols = [np.concatenate(c) for c in zip(*parts)]
+    *ints, is_kernel = cols
+    ints = [c.astype(np.int64, copy=False) for c in ints]
+    return KernelRuns(*ints, occurrence=grouping.occurrence(ints[0], ints[2], ints[3]), is_kernel=is_kernel.astype(bool))
+
+
+def kernel_runs(ctx: Context) -> KernelRuns:
+    """Every compute kernel run of the job (the op runs' kernels), with its step and its
+    occurrence among the kernels."""
+    ops = ctx.shared(op_runs)
+    rows = np.flatnonzero(ops.is_kernel)
+    rank, program, step, name, duration, op = (c[rows] for c in (ops.rank, ops.program, ops.step, ops.name, ops.duration, ops.op))
+    return KernelRuns(rank, program, step, name, duration, op, occurrence=grouping.occurrence(rank, step, name),
+                      is_kernel=np.ones(len(rows), bool))
 
 
 def kernel_candidates(ctx: Context) -> list[Candidate]:
@@ -121,12 +131,12 @@ def extra_candidates(ctx: Context) -> list[Candidate]:
         mine = np.flatnonzero(k.program == p)
         # Runs per (step, name, rank), zeros included, as a dense table.
         names = int(k.name[mine].max()) + 1 if len(mine) else 1
-        key, key_of = np.unique(k.step[mine] * names + k.name[mine], return_inverse=True)
+        key, key_of = grouping.unique(k.step[mine] * names + k.name[mine])
         keys = np.stack([key // names, key % names])
         col = np.full(max(members) + 1, -1, dtype=np.int64)
         col[members] = np.arange(len(members))
-        counts = np.zeros((len(key), len(members)), dtype=np.int64)
-        np.add.at(counts, (key_of.ravel(), col[k.rank[mine]]), 1)
+        counts = np.bincount(key_of * len(members) + col[k.rank[mine]],
+                             minlength=len(key) * len(members)).reshape(len(key), len(members))
         peer = np.median(counts, axis=1)
         for j, rank in enumerate(members):
             extra_keys = np.flatnonzero(counts[:, j] > peer)

@@ -47,9 +47,14 @@ def device_candidates(ctx: Context) -> list[Candidate]:
     """`slow_device` per rank, from every op run but the collectives' (kernels, copies, memsets)."""
     job, g, ops, min_excess = ctx.job, ctx.graph, ctx.shared(kernels.op_runs), ctx.min_excess
     ref = _peers_median(ops)
+    known = ~np.isnan(ref)
+    by_rank = ops.by_rank()
     out = []
     for rank in g.ranks:
-        rows = np.flatnonzero((ops.rank == rank) & ~np.isnan(ref))
+        if rank not in by_rank:
+            continue
+        mine = by_rank[rank]
+        rows = mine.start + np.flatnonzero(known[mine])
         if not len(rows):
             continue
         total, total_ref = float(ops.duration[rows].sum()), float(ref[rows].sum())
