@@ -261,13 +261,15 @@ pub fn median_of_others(value: &[i64], keys: &[&[i64]]) -> Result<Vec<f64>, Grou
     Ok(out)
 }
 
-/// For each group and each rank in it, the values of the group's rows on the other ranks: `visit`
-/// gets the i-th of them in value order (`nth`), how many there are, and the rank's own rows.
-/// Ranks with no other rank in the group are skipped.
+/// For each group, its rows: `whole` gets the i-th of their values in value order and the rows
+/// (in no order). For each rank in it, the rows on the other ranks: `visit` gets the i-th of
+/// their values in value order (`nth`), how many there are, and the rank's own rows. Ranks with no
+/// other rank in the group are skipped.
 fn by_other_ranks(
     value: &[i64],
     rank: &[i64],
     keys: &[&[i64]],
+    mut whole: impl FnMut(&dyn Fn(usize) -> i64, &[usize]),
     mut visit: impl FnMut(&dyn Fn(usize) -> i64, usize, &mut dyn Iterator<Item = usize>),
 ) -> Result<(), GroupingError> {
     rows_of(keys, &[value, rank])?;
@@ -277,11 +279,12 @@ fn by_other_ranks(
     let mut counted = Counted::new(rank);
     for (k, &start) in first.iter().enumerate() {
         let members = &mut rows[start..first.get(k + 1).copied().unwrap_or(value.len())];
-        if members.len() > COUNTED_GROUP && counted.visit(value, members, &mut visit) {
+        if members.len() > COUNTED_GROUP && counted.visit(value, members, &mut whole, &mut visit) {
             continue;
         }
         members.sort_unstable_by_key(|&r| value[r]);
         let members = &*members;
+        whole(&|i| value[members[i]], members);
         own.clear();
         own.extend(members.iter().enumerate().map(|(at, &r)| (rank[r], at)));
         own.sort_unstable();
@@ -356,6 +359,7 @@ impl Counted {
         &mut self,
         value: &[i64],
         members: &[usize],
+        whole: &mut impl FnMut(&dyn Fn(usize) -> i64, &[usize]),
         visit: &mut impl FnMut(&dyn Fn(usize) -> i64, usize, &mut dyn Iterator<Item = usize>),
     ) -> bool {
         self.ranks.clear();
@@ -405,6 +409,20 @@ impl Counted {
                 self.rows[*at] = r;
                 *at += 1;
             }
+            let (order, total) = (&self.order, &self.total);
+            whole(
+                &|i| {
+                    let mut seen = 0;
+                    for &d in order {
+                        seen += total[d];
+                        if seen > i {
+                            return values[d];
+                        }
+                    }
+                    unreachable!("fewer rows than counted")
+                },
+                members,
+            );
             for j in 0..width {
                 let count = members.len() - (self.start[j + 1] - self.start[j]);
                 if count == 0 {
@@ -434,11 +452,38 @@ impl Counted {
 /// rank has them): a rank's own rows never pull its reference towards it.
 pub fn median_of_other_ranks(value: &[i64], rank: &[i64], keys: &[&[i64]]) -> Result<Vec<f64>, GroupingError> {
     let mut out = vec![f64::NAN; value.len()];
-    by_other_ranks(value, rank, keys, |nth, count, rows| {
+    by_other_ranks(value, rank, keys, |_, _| {}, |nth, count, rows| {
         let m = median(nth, count);
         rows.for_each(|r| out[r] = m);
     })?;
     Ok(out)
+}
+
+/// `median_of_others` and `median_of_other_ranks` of the same rows from one grouping (a kernel's
+/// reference among its peers, a device's among the other ranks).
+pub fn medians_of_others_and_other_ranks(
+    value: &[i64],
+    rank: &[i64],
+    keys: &[&[i64]],
+) -> Result<(Vec<f64>, Vec<f64>), GroupingError> {
+    let mut others = vec![f64::NAN; value.len()];
+    let mut other_ranks = vec![f64::NAN; value.len()];
+    let whole = |nth: &dyn Fn(usize) -> i64, members: &[usize]| match members {
+        [_] => {}
+        [a, b] => {
+            others[*a] = value[*b] as f64;
+            others[*b] = value[*a] as f64;
+        }
+        _ => {
+            let m = median(nth, members.len());
+            members.iter().for_each(|&r| others[r] = m);
+        }
+    };
+    by_other_ranks(value, rank, keys, whole, |nth, count, rows| {
+        let m = median(nth, count);
+        rows.for_each(|r| other_ranks[r] = m);
+    })?;
+    Ok((others, other_ranks))
 }
 
 /// Per quantile q and row, the value of the rows with the same keys on the other ranks at position
@@ -455,7 +500,7 @@ pub fn quantiles_of_other_ranks(
     }
     let mut out = vec![vec![f64::NAN; value.len()]; quantiles.len()];
     let mut at: Vec<f64> = vec![0.0; quantiles.len()];
-    by_other_ranks(value, rank, keys, |nth, count, rows| {
+    by_other_ranks(value, rank, keys, |_, _| {}, |nth, count, rows| {
         for (v, &q) in at.iter_mut().zip(quantiles) {
             // As numpy truncates `(n - 1) * q` to an index: the same float product.
             *v = nth((((count - 1) as f64) * q) as usize) as f64;
@@ -522,6 +567,8 @@ mod tests {
             let occ = occurrence(&keys).unwrap();
             let others = median_of_others(&value, &keys).unwrap();
             let other_ranks = median_of_other_ranks(&value, &rank, &keys).unwrap();
+            let both = medians_of_others_and_other_ranks(&value, &rank, &keys).unwrap();
+            assert!(same_f64(&both.0, &others) && same_f64(&both.1, &other_ranks), "case {case}");
             let quantiles = quantiles_of_other_ranks(&value, &rank, &keys, &QUANTILES).unwrap();
             for a in 0..n {
                 let peers: Vec<usize> = (0..n).filter(|&b| same_keys(&keys, a, b)).collect();
@@ -569,6 +616,8 @@ mod tests {
             key.iter().map(|&k| if k == 1 { rng.i64(0..1_000_000) } else { rng.i64(0..12) * 100 }).collect();
         let quantiles = quantiles_of_other_ranks(&value, &rank, &[&key], &QUANTILES).unwrap();
         let medians = median_of_other_ranks(&value, &rank, &[&key]).unwrap();
+        let both = medians_of_others_and_other_ranks(&value, &rank, &[&key]).unwrap();
+        assert!(same_f64(&both.0, &median_of_others(&value, &[&key]).unwrap()) && same_f64(&both.1, &medians));
         for a in 0..n {
             let mut theirs: Vec<i64> = (0..n).filter(|&b| key[b] == key[a] && rank[b] != rank[a]).map(|b| value[b]).collect();
             theirs.sort();

@@ -665,6 +665,7 @@ fn native_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(range_host_time, m)?)?;
     m.add_function(wrap_pyfunction!(range_host_pieces, m)?)?;
     m.add_function(wrap_pyfunction!(quantiles_of_other_ranks, m)?)?;
+    m.add_function(wrap_pyfunction!(medians_of_others_and_other_ranks, m)?)?;
     Ok(())
 }
 
@@ -938,4 +939,18 @@ fn quantiles_of_other_ranks<'py>(
     let (value, rank, keys) = (value.as_slice()?, rank.as_slice()?, key_slices(&keys)?);
     let out = py.detach(|| grouping::quantiles_of_other_ranks(value, rank, &keys, &quantiles)).map_err(to_py_err)?;
     Ok(out.into_iter().map(|q| q.into_pyarray(py)).collect())
+}
+
+/// `median_of_others` and `median_of_other_ranks` of the same rows from one grouping.
+#[pyfunction]
+fn medians_of_others_and_other_ranks<'py>(
+    py: Python<'py>,
+    value: PyReadonlyArray1<'py, i64>,
+    rank: PyReadonlyArray1<'py, i64>,
+    keys: Keys<'py>,
+) -> PyResult<(Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>)> {
+    let (value, rank, keys) = (value.as_slice()?, rank.as_slice()?, key_slices(&keys)?);
+    let (others, other_ranks) =
+        py.detach(|| grouping::medians_of_others_and_other_ranks(value, rank, &keys)).map_err(to_py_err)?;
+    Ok((others.into_pyarray(py), other_ranks.into_pyarray(py)))
 }

@@ -37,6 +37,7 @@ class KernelRuns:
     op: np.ndarray  # op row in the graph
     occurrence: np.ndarray  # among the same kernel's runs in the same step on the same rank
     is_kernel: np.ndarray | None = None  # a compute kernel (not a memcpy or memset)
+    of_ops: np.ndarray | None = None  # a kernel run's row in the op runs, where their groups are the same
 
     def by_rank(self) -> dict[int, slice]:
         """Each rank's rows (one slice each: the runs come rank by rank)."""
@@ -67,16 +68,37 @@ def kernel_runs(ctx: Context) -> KernelRuns:
     occurrence among the kernels."""
     ops = ctx.shared(op_runs)
     rows = np.flatnonzero(ops.is_kernel)
-    rank, program, step, name, duration, op = (c[rows] for c in (ops.rank, ops.program, ops.step, ops.name, ops.duration, ops.op))
-    return KernelRuns(rank, program, step, name, duration, op, occurrence=grouping.occurrence(rank, step, name),
-                      is_kernel=np.ones(len(rows), bool))
+    rank, program, step, name, duration, op, occurrence = (
+        c[rows] for c in (ops.rank, ops.program, ops.step, ops.name, ops.duration, ops.op, ops.occurrence))
+    shared = _names_shared(ops)
+    if shared:  # a copy named as a kernel: the ops' occurrence counts it, their groups mix
+        occurrence = grouping.occurrence(rank, step, name)
+    return KernelRuns(rank, program, step, name, duration, op, occurrence=occurrence, is_kernel=np.ones(len(rows), bool),
+                      of_ops=None if shared else rows)
+
+
+def op_references(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
+    """Per op run, the median duration of the same run (program, step, name, occurrence) on the
+    other rows (a kernel's peers: `kernel_candidates`) and on the other ranks (a device's:
+    rank.device_candidates), from one grouping."""
+    ops = ctx.shared(op_runs)
+    return grouping.medians_of_others_and_other_ranks(ops.duration, ops.rank, ops.program, ops.step, ops.name, ops.occurrence)
+
+
+def _names_shared(ops: KernelRuns) -> bool:
+    """Whether a kernel and another op (a memcpy, a memset) have the same name."""
+    other_names, _ = grouping.unique(ops.name[~ops.is_kernel])  # a few names: isin compares with each
+    return bool(np.isin(ops.name[ops.is_kernel], other_names).any())
 
 
 def kernel_candidates(ctx: Context) -> list[Candidate]:
     """Kernels that ran longer than their reference: the same run on the peers, else on the same
     rank in other steps. Fixed: each run as long as its reference."""
     job, k, min_excess = ctx.job, ctx.shared(kernel_runs), ctx.min_excess
-    peers = grouping.median_of_others(k.duration, k.program, k.step, k.name, k.occurrence)
+    if k.of_ops is not None:
+        peers = ctx.shared(op_references)[0][k.of_ops]
+    else:
+        peers = grouping.median_of_others(k.duration, k.program, k.step, k.name, k.occurrence)
     use_peers = ~np.isnan(peers)
     ref = peers.copy()
     alone = np.flatnonzero(~use_peers)  # only runs no other rank has need their own steps

@@ -46,7 +46,10 @@ PART_KINDS = {"slow_device": ("kernel",), "host_bound": ("host",), "api_stall": 
 def device_candidates(ctx: Context) -> list[Candidate]:
     """`slow_device` per rank, from every op run but the collectives' (kernels, copies, memsets)."""
     job, g, ops, min_excess = ctx.job, ctx.graph, ctx.shared(kernels.op_runs), ctx.min_excess
-    ref = _peers_median(ops)
+    # Per op run, the median of the same run (program, step, name, occurrence) on the other ranks
+    # (NaN where none ran it). Not the median of all of them: a slow device must not pull its own
+    # reference up (with four ranks the median of all four is half its own).
+    ref = ctx.shared(kernels.op_references)[1]
     known = ~np.isnan(ref)
     by_rank = ops.by_rank()
     out = []
@@ -75,13 +78,6 @@ def device_candidates(ctx: Context) -> list[Candidate]:
             reference="peers", excess_ns=excess, systematic=bool(systematic), slowdown=float(slowdown),
             runs=len(rows), reference_runs=len(rows), change={"op": ops.op[rows], "op_ns": fixed}))
     return out
-
-
-def _peers_median(ops) -> np.ndarray:
-    """Per op run, the median of the same run (program, step, name, occurrence) on the other ranks
-    (NaN where none ran it). Not the median of all of them: a slow device must not pull its own
-    reference up (with four ranks the median of all four is half its own)."""
-    return grouping.median_of_other_ranks(ops.duration, ops.rank, ops.program, ops.step, ops.name, ops.occurrence)
 
 
 def api_candidates(ctx: Context) -> list[Candidate]:
