@@ -203,6 +203,9 @@ def test_the_core_equals_the_numpy_version(n, columns, span):
         for mine, theirs in zip(grouping.quantiles_of_other_ranks(value, rank, *keys, quantiles=QUANTILES),
                                 ref_quantiles_by_keys(value, rank, *keys, quantiles=QUANTILES)):
             assert same(mine, theirs)
+        others, other_ranks = grouping.medians_of_others_and_other_ranks(value, rank, *keys)
+        assert same(others, ref_median_of_others(value, *keys))
+        assert same(other_ranks, ref_median_of_other_ranks_by_keys(value, rank, *keys))
 
 
 def test_the_keys_of_a_job_with_its_real_shape():
@@ -238,6 +241,11 @@ def test_quantiles_of_an_api_over_many_calls():
         assert same(mine, theirs)
         assert np.isnan(mine[rank == 7]).all() and np.isnan(mine[api == 6]).all()
         assert not np.isnan(mine[(rank != 7) & (api != 6)]).any()
+    # Large groups with few distinct values are counted, not sorted: the medians too.
+    coarse = duration // 1000
+    others, other_ranks = grouping.medians_of_others_and_other_ranks(coarse, rank, program, api)
+    assert same(others, ref_median_of_others(coarse, program, api))
+    assert same(other_ranks, ref_median_of_other_ranks_by_keys(coarse, rank, program, api))
 
 
 def test_group_numbers_follow_first_appearance_or_the_keys():
