@@ -130,6 +130,39 @@ def ref_median_of_other_ranks_by_keys(value, rank, *keys):
     return ref_median_of_other_ranks(value, code, rank)
 
 
+def ref_quantiles_of_other_ranks(value, rank, code, quantiles):
+    """api_stall's numpy version (attribution/whatif/rank.py before the core did it), verbatim but
+    for its names and NaN for its -1: the rows sorted once by (code, value); each rank's peers are
+    that order without its own rows, still sorted; the q-th of n at first + int((n - 1) q)."""
+    out = [np.full(len(value), np.nan) for _ in quantiles]
+    order, _ = ref_sorted_rows((code,), then=value)
+    sorted_code, sorted_value, owner = code[order], value[order], rank[order]
+    groups = np.unique(code)
+    for one in np.unique(rank).tolist():
+        peer_code, peer_value = sorted_code[owner != one], sorted_value[owner != one]
+        first = np.searchsorted(peer_code, groups)
+        last = np.searchsorted(peer_code, groups, side="right")
+        has = last > first
+        n = np.maximum(last - first, 1)
+        mine = np.flatnonzero(rank == one)
+        at = np.searchsorted(groups, code[mine])
+        for o, q in zip(out, quantiles):
+            if not len(peer_value):
+                continue
+            pick = peer_value[np.minimum(first + ((n - 1) * q).astype(np.int64), len(peer_value) - 1)]
+            o[mine] = np.where(has[at], pick[at], np.nan)
+    return out
+
+
+def ref_quantiles_by_keys(value, rank, *keys, quantiles):
+    code = ref_packed(keys)
+    if code is None:
+        code = np.unique(np.stack(keys), axis=1, return_inverse=True)[1].ravel()
+    return ref_quantiles_of_other_ranks(value, rank, code, quantiles)
+
+
+QUANTILES = (0.0, 0.5, 0.9, 1.0)
+
 # ---- the comparison ----
 
 def random_rows(rng: np.random.Generator, n: int, columns: int, span: int):
@@ -167,6 +200,12 @@ def test_the_core_equals_the_numpy_version(n, columns, span):
             assert same(np.asarray(mine), np.asarray(theirs))
         assert same(grouping.median_of_others(value, *keys), ref_median_of_others(value, *keys))
         assert same(grouping.median_of_other_ranks(value, rank, *keys), ref_median_of_other_ranks_by_keys(value, rank, *keys))
+        for mine, theirs in zip(grouping.quantiles_of_other_ranks(value, rank, *keys, quantiles=QUANTILES),
+                                ref_quantiles_by_keys(value, rank, *keys, quantiles=QUANTILES)):
+            assert same(mine, theirs)
+        others, other_ranks = grouping.medians_of_others_and_other_ranks(value, rank, *keys)
+        assert same(others, ref_median_of_others(value, *keys))
+        assert same(other_ranks, ref_median_of_other_ranks_by_keys(value, rank, *keys))
 
 
 def test_the_keys_of_a_job_with_its_real_shape():
@@ -188,6 +227,27 @@ def test_the_keys_of_a_job_with_its_real_shape():
                 ref_median_of_other_ranks_by_keys(duration, rank, program, step, name, occ))
 
 
+def test_quantiles_of_an_api_over_many_calls():
+    """api_stall's shape: a few APIs, thousands of calls each on 8 ranks of two programs, long
+    tails and ties, one rank alone in its program, one API only one rank calls."""
+    rng = np.random.default_rng(5)
+    rank = rng.integers(0, 8, 40_000)
+    api = rng.integers(0, 6, len(rank))
+    api[rank == 3] = np.where(api[rank == 3] == 5, 6, api[rank == 3])  # API 6: rank 3's own
+    program = np.where(rank == 7, 1, 0)
+    duration = (rng.pareto(2.0, len(rank)) * 1000).astype(np.int64) // 10 * 10
+    for mine, theirs in zip(grouping.quantiles_of_other_ranks(duration, rank, program, api, quantiles=QUANTILES),
+                            ref_quantiles_by_keys(duration, rank, program, api, quantiles=QUANTILES)):
+        assert same(mine, theirs)
+        assert np.isnan(mine[rank == 7]).all() and np.isnan(mine[api == 6]).all()
+        assert not np.isnan(mine[(rank != 7) & (api != 6)]).any()
+    # Large groups with few distinct values are counted, not sorted: the medians too.
+    coarse = duration // 1000
+    others, other_ranks = grouping.medians_of_others_and_other_ranks(coarse, rank, program, api)
+    assert same(others, ref_median_of_others(coarse, program, api))
+    assert same(other_ranks, ref_median_of_other_ranks_by_keys(coarse, rank, program, api))
+
+
 def test_group_numbers_follow_first_appearance_or_the_keys():
     ids, count = grouping.group_ids(np.array([7, 3, 7, 9, 3]), np.array([1, 1, 1, 0, 1]))
     assert (ids.tolist(), count) == ([0, 1, 0, 2, 1], 3)
@@ -200,5 +260,7 @@ def test_columns_that_do_not_fit_together_are_refused():
         grouping.occurrence(np.arange(3), np.arange(2))
     with pytest.raises(ValueError, match="at least one key"):
         grouping.occurrence()
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        grouping.quantiles_of_other_ranks(np.arange(2), np.arange(2), np.arange(2), quantiles=(1.5,))
     with pytest.raises(TypeError, match="integer"):
         grouping.median_of_others(np.array([1.5, 2.0]), np.arange(2))

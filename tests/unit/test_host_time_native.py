@@ -27,7 +27,7 @@ def numpy_version(calls, n_ranges: int, row_of: np.ndarray, call_offset: int, wi
 
 def random_calls(rng, n: int, n_ranges: int) -> dict:
     start = np.sort(rng.integers(0, 10_000, n))
-    return {"start": start, "end": start + rng.integers(0, 50, n), "gap_start": start - rng.integers(-20, 100, n),
+    return {"start": start, "end": start + rng.integers(-5, 50, n), "gap_start": start - rng.integers(-20, 100, n),
             "gap_range": rng.integers(-1, n_ranges, n) if n_ranges else np.full(n, -1), "blocking": rng.random(n) < 0.3}
 
 
@@ -56,7 +56,9 @@ def test_the_core_equals_the_numpy_version(seed, with_calls):
         want.append(ref_items)
     mine = [np.concatenate(c) for c in zip(*pieces)]
     theirs = [np.concatenate(c) for c in zip(*want)]
+    # The core leaves out empty pieces (a cut takes nothing from them, host.HostTime.change).
     order = np.argsort(theirs[0], kind="stable")
+    order = order[theirs[3][order] != 0]
     for a, b, dtype in zip(mine, theirs, (np.int64, np.int64, bool, np.int64)):
         assert a.dtype == dtype and np.array_equal(a, b[order].astype(dtype))
 

@@ -85,6 +85,26 @@ def test_runs_beyond_the_peers_count_are_extra_kernels_removed():
     assert c.change["op"].tolist() == [3, 4] and c.change["op_ns"].tolist() == [0, 0]  # the second and third runs
 
 
+def test_the_kernel_runs_are_the_op_runs_kernels_counted_among_kernels():
+    """The kernels reuse the op runs' occurrence and references, unless a copy is named as a
+    kernel: then the copy must not count as one of the kernel's runs."""
+    from nsys_collective.model import grouping
+
+    for copy_name, shared in ((9, False), (1, True)):
+        # gemm twice a step on ranks 0 and 1, a copy between rank 0's two; rank 1's take 150.
+        rank, step, name = a(0, 0, 0, 1, 1, 2, 2), a(0, 0, 0, 0, 0, 0, 0), a(1, copy_name, 1, 1, 1, 1, 1)
+        is_kernel = np.array([True, False, True, True, True, True, True])
+        ops = kernels.KernelRuns(rank=rank, program=a(0, 0, 0, 0, 0, 0, 0), step=step, name=name,
+                                 duration=a(100, 5, 100, 150, 150, 100, 100), op=np.arange(7),
+                                 occurrence=grouping.occurrence(rank, step, name), is_kernel=is_kernel)
+        ctx = context(job({0: "n0", 1: "n0", 2: "n0"}))
+        ctx._shared[kernels.op_runs] = ops
+        k = kernels.kernel_runs(ctx)
+        assert k.occurrence.tolist() == [0, 1, 0, 1, 0, 1] and (k.of_ops is None) == shared
+        (c,) = kernels.kernel_candidates(ctx)
+        assert (c.rank, c.excess_ns, c.change["op"].tolist(), c.change["op_ns"].tolist()) == (1, 100, [3, 4], [100, 100])
+
+
 def host_time(rank, total, end, family=(0,), families=("DataLoader",), program=None) -> host.HostTime:
     """One occurrence per rank of each range, all host time one gap (segment = 10 x row)."""
     from nsys_collective.model import grouping
@@ -94,8 +114,7 @@ def host_time(rank, total, end, family=(0,), families=("DataLoader",), program=N
     return host.HostTime(rank=rank, program=a(*(program or (0,) * n)), step=step, family=fam,
                          occurrence=grouping.occurrence(rank, step, fam), total=a(*total), end=a(*end),
                          range_row=np.full(n, -1), gap_start=np.zeros(n, np.int64),
-                         families=list(families), item_row=np.arange(n), item_call=10 * np.arange(n),
-                         item_is_call=np.zeros(n, bool), item_ns=a(*total))
+                         families=list(families), items=(np.arange(n), 10 * np.arange(n), np.zeros(n, bool), a(*total)))
 
 
 def test_host_time_longer_on_one_rank_is_cut_to_its_peers_from_its_latest_gap():

@@ -74,31 +74,37 @@ pub fn range_time(calls: &Calls, ranges: usize, with_calls: bool) -> Result<Rang
     Ok(out)
 }
 
-/// The pieces of the ranges with a row (`row_of[range]` >= 0; distinct rows), in row order.
+/// The pieces of the ranges with a row (`row_of[range]` >= 0; distinct rows), in row order. Empty
+/// pieces (a gap the call before overlapped, a call not counted) are left out: a cut takes nothing
+/// from them.
 pub fn pieces(calls: &Calls, row_of: &[i64], with_calls: bool) -> Result<Pieces, HostTimeError> {
     calls.check(row_of.len())?;
-    let kept: Vec<_> = calls.pieces(with_calls).filter(|&(_, range, ..)| row_of[range] >= 0).collect();
+    let kept: Vec<_> = calls
+        .pieces(with_calls)
+        .filter(|&(_, range, gap, own)| row_of[range] >= 0 && (gap > 0 || own != 0))
+        .collect();
+    let parts = |gap: i64, own: i64| [(false, gap), (true, own)].into_iter().filter(|&(_, ns)| ns != 0);
     // A stable counting sort by row: rows are distinct per range, so they span at most the ranges.
     let low = kept.iter().map(|&(_, range, ..)| row_of[range]).min().unwrap_or(0);
     let span = kept.iter().map(|&(_, range, ..)| row_of[range] - low + 1).max().unwrap_or(0) as usize;
     let mut next = vec![0usize; span + 1];
-    for &(_, range, ..) in &kept {
-        next[(row_of[range] - low) as usize + 1] += 2;
+    for &(_, range, gap, own) in &kept {
+        next[(row_of[range] - low) as usize + 1] += parts(gap, own).count();
     }
     for k in 0..span {
         next[k + 1] += next[k];
     }
-    let n = 2 * kept.len();
+    let n = next[span];
     let mut out = Pieces { row: vec![0; n], call: vec![0; n], is_call: vec![false; n], ns: vec![0; n] };
     for &(c, range, gap, own) in &kept {
         let slot = &mut next[(row_of[range] - low) as usize];
-        for (k, (is_call, ns)) in [(false, gap), (true, own)].into_iter().enumerate() {
-            out.row[*slot + k] = row_of[range];
-            out.call[*slot + k] = c;
-            out.is_call[*slot + k] = is_call;
-            out.ns[*slot + k] = ns;
+        for (is_call, ns) in parts(gap, own) {
+            out.row[*slot] = row_of[range];
+            out.call[*slot] = c;
+            out.is_call[*slot] = is_call;
+            out.ns[*slot] = ns;
+            *slot += 1;
         }
-        *slot += 2;
     }
     Ok(out)
 }
@@ -123,10 +129,13 @@ mod tests {
         assert_eq!(with_calls.total, vec![2 + 1, 5 + 10 + 12, 0]);
         // Range 1 kept as row 7, range 0 as row 8: row 7's pieces first, in time order.
         let got = pieces(&calls, &[8, 7, -1], true).unwrap();
-        assert_eq!(got.row, vec![7, 7, 7, 7, 8, 8]);
-        assert_eq!(got.call, vec![0, 0, 1, 1, 3, 3]);
-        assert_eq!(got.is_call, vec![false, true, false, true, false, true]);
-        assert_eq!(got.ns, vec![5, 10, 0, 12, 2, 1]);
+        // Call 1's gap is empty (it overlaps call 0) and left out.
+        assert_eq!(got.row, vec![7, 7, 7, 8, 8]);
+        assert_eq!(got.call, vec![0, 0, 1, 3, 3]);
+        assert_eq!(got.is_call, vec![false, true, true, false, true]);
+        assert_eq!(got.ns, vec![5, 10, 12, 2, 1]);
+        let gaps = pieces(&calls, &[8, 7, -1], false).unwrap();
+        assert_eq!((gaps.row, gaps.call, gaps.ns), (vec![7, 8], vec![0, 3], vec![5, 2]));
         assert_eq!(pieces(&calls, &[-1, -1, -1], true).unwrap(), Pieces::default());
     }
 

@@ -666,6 +666,8 @@ fn native_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(range_host_pieces, m)?)?;
     m.add_function(wrap_pyfunction!(trace_gpu_items, m)?)?;
     m.add_function(wrap_pyfunction!(trace_host_calls, m)?)?;
+    m.add_function(wrap_pyfunction!(quantiles_of_other_ranks, m)?)?;
+    m.add_function(wrap_pyfunction!(medians_of_others_and_other_ranks, m)?)?;
     Ok(())
 }
 
@@ -1031,4 +1033,33 @@ fn trace_host_calls<'py>(
     let ranges = rank_trace::Ranges { start: range_start.as_slice()?, end: range_end.as_slice()?, tid: range_tid.as_slice()? };
     let calls = py.detach(|| rank_trace::host_calls(&runtime_of(&rts), pid, &ranges)).map_err(trace_err)?;
     Ok((calls.rows.into_pyarray(py), calls.gap_start.into_pyarray(py), calls.gap_range.into_pyarray(py)))
+}
+
+/// Per quantile q, per row: the value at position floor((n - 1) q) of the n rows with the same keys
+/// on the other ranks, in value order (NaN: none); model/grouping.py.
+#[pyfunction]
+fn quantiles_of_other_ranks<'py>(
+    py: Python<'py>,
+    value: PyReadonlyArray1<'py, i64>,
+    rank: PyReadonlyArray1<'py, i64>,
+    keys: Keys<'py>,
+    quantiles: Vec<f64>,
+) -> PyResult<Vec<Bound<'py, PyArray1<f64>>>> {
+    let (value, rank, keys) = (value.as_slice()?, rank.as_slice()?, key_slices(&keys)?);
+    let out = py.detach(|| grouping::quantiles_of_other_ranks(value, rank, &keys, &quantiles)).map_err(to_py_err)?;
+    Ok(out.into_iter().map(|q| q.into_pyarray(py)).collect())
+}
+
+/// `median_of_others` and `median_of_other_ranks` of the same rows from one grouping.
+#[pyfunction]
+fn medians_of_others_and_other_ranks<'py>(
+    py: Python<'py>,
+    value: PyReadonlyArray1<'py, i64>,
+    rank: PyReadonlyArray1<'py, i64>,
+    keys: Keys<'py>,
+) -> PyResult<(Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>)> {
+    let (value, rank, keys) = (value.as_slice()?, rank.as_slice()?, key_slices(&keys)?);
+    let (others, other_ranks) =
+        py.detach(|| grouping::medians_of_others_and_other_ranks(value, rank, &keys)).map_err(to_py_err)?;
+    Ok((others.into_pyarray(py), other_ranks.into_pyarray(py)))
 }

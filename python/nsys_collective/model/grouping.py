@@ -86,6 +86,19 @@ def median_of_other_ranks(value: np.ndarray, rank: np.ndarray, *keys: np.ndarray
     return _native.median_of_other_ranks(_ints(value), _ints(rank), [_ints(k) for k in keys])
 
 
+def medians_of_others_and_other_ranks(value: np.ndarray, rank: np.ndarray, *keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`median_of_others` and `median_of_other_ranks` of the same rows, from one grouping."""
+    return _native.medians_of_others_and_other_ranks(_ints(value), _ints(rank), [_ints(k) for k in keys])
+
+
+def quantiles_of_other_ranks(value: np.ndarray, rank: np.ndarray, *keys: np.ndarray,
+                             quantiles: tuple[float, ...]) -> list[np.ndarray]:
+    """Per quantile q, per row: the value at position floor((n - 1) q) among the n rows with the
+    same keys on the other ranks, in value order (a value that occurred, not interpolated); NaN
+    where no other rank has them. One grouping for every rank: not each rank's peers masked out."""
+    return _native.quantiles_of_other_ranks(_ints(value), _ints(rank), [_ints(k) for k in keys], list(quantiles))
+
+
 def occurrence(*keys: np.ndarray) -> np.ndarray:
     """Each row's position among the rows with the same keys, in row order."""
     return _native.group_occurrence([_ints(k) for k in keys])

@@ -31,10 +31,11 @@ class HostTime:
     """Host time inside every range occurrence of the job, one row per occurrence: the gaps between
     CUDA calls whose middle fell in it (the innermost range: a parent range gets only the gaps no
     child covers). A call's own time is not host-range time: it belongs to its API (`_api_candidates`),
-    so no two causes remove the same nanosecond. `item_*` lists the gaps, each occurrence's in time
-    order, for `change`. `range_time` is the same with the calls inside each range (not waiting for
-    the GPU) added to it: a range late on every rank of a host is the range as a whole (a
-    bootstrap's cudaFree calls and the gaps between them), a union of parts of both kinds."""
+    so no two causes remove the same nanosecond. `pieces` lists the gaps of some occurrences, each
+    occurrence's in time order, for `change`. `range_time` is the same with the calls inside each
+    range (not waiting for the GPU) added to it: a range late on every rank of a host is the range
+    as a whole (a bootstrap's cudaFree calls and the gaps between them), a union of parts of both
+    kinds."""
 
     rank: np.ndarray
     program: np.ndarray
@@ -46,10 +47,30 @@ class HostTime:
     range_row: np.ndarray  # the occurrence's row in its rank's HostRanges (-1: unknown)
     gap_start: np.ndarray  # where its first gap began (own clock): ranges nested inside that gap are one stall
     families: list[str]
-    item_row: np.ndarray  # the occurrence (row) of each piece; rows ascending, time order within
-    item_call: np.ndarray  # its graph call row: a gap is the segment of that row, a call is that row
-    item_is_call: np.ndarray
-    item_ns: np.ndarray
+    # Per rank: its calls as the core reads them, its range count and its first graph call row.
+    calls: dict[int, tuple] | None = None
+    with_calls: bool = False
+    items: tuple | None = None  # (row, call, is_call, ns) of every occurrence: a host time built by hand
+
+    def pieces(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The pieces of host time of `rows`: (occurrence row, graph call row, is_call, ns) each,
+        rows ascending, each row's in time order; a gap is the segment of its call row. Made on
+        demand (the core, per rank), for the few occurrences a candidate changes: most are none's."""
+        rows = np.unique(rows)
+        if self.items is not None:
+            keep = np.isin(self.items[0], rows)
+            return tuple(c[keep] for c in self.items)
+        out = [(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, np.int64))]
+        rank = self.rank[rows]
+        start = np.flatnonzero(np.r_[True, rank[1:] != rank[:-1]]) if len(rows) else np.zeros(0, np.int64)
+        for b, e in zip(start.tolist(), np.r_[start[1:], len(rows)].tolist()):
+            mine = rows[b:e]
+            columns, n_ranges, call_offset = self.calls[int(rank[b])]
+            row_of = np.full(n_ranges, -1, np.int64)
+            row_of[self.range_row[mine]] = mine
+            row, call, is_call, ns = _native.range_host_pieces(columns, row_of, self.with_calls)
+            out.append((row, call_offset + call, is_call, ns))
+        return tuple(np.concatenate(c) for c in zip(*out))
 
     def excess(self, reference_total: np.ndarray, reference_end: np.ndarray) -> np.ndarray:
         """How much of each occurrence's host time is late: what it took beyond its reference, at
@@ -65,17 +86,18 @@ class HostTime:
         gap is often absorbed by a later wait in the range and moves nothing)."""
         want = np.zeros(len(self.total))
         want[rows] = cut[rows]
-        items = np.flatnonzero(want[self.item_row] > 0)[::-1]  # latest first within each row
-        row, ns = self.item_row[items], self.item_ns[items]
+        item_row, item_call, item_is_call, item_ns = self.pieces(np.flatnonzero(want > 0))
+        items = np.arange(len(item_row))[::-1]  # latest first within each row
+        row, ns = item_row[items], item_ns[items]
         start = np.flatnonzero(np.r_[True, row[1:] != row[:-1]])
         before = np.cumsum(ns) - ns  # taken by the later gaps of the same row ...
         before -= np.repeat(before[start], np.diff(np.r_[start, len(row)]))
         take = np.clip(want[row] - before, 0, ns).round().astype(np.int64)
         items, left = items[take > 0], (ns - take)[take > 0]
-        gap = ~self.item_is_call[items]
-        out = {"segment": self.item_call[items[gap]], "segment_ns": left[gap]}
+        gap = ~item_is_call[items]
+        out = {"segment": item_call[items[gap]], "segment_ns": left[gap]}
         if (~gap).any():
-            out.update(call=self.item_call[items[~gap]], call_ns=left[~gap])
+            out.update(call=item_call[items[~gap]], call_ns=left[~gap])
         return out
 
     def context(self, job, row: int, step_pattern: str) -> list[str] | None:
@@ -107,9 +129,8 @@ def range_time(ctx: Context) -> HostTime:
 def _host_time(ctx: Context, with_calls: bool) -> HostTime:
     job, g, program, step_pattern = ctx.job, ctx.graph, ctx.program, ctx.step_pattern
     family_id: dict[str, int] = {}
-    parts, items = [], []
+    parts, calls_of = [], {}
     step_index = {n: i for i, n in enumerate(g.step_names)}
-    n_rows = 0
     for rank in g.ranks:
         trace = job.traces[rank]
         ranges, calls = trace.ranges, trace.calls
@@ -131,18 +152,10 @@ def _host_time(ctx: Context, with_calls: bool) -> HostTime:
         step = steps_of(job, rank, ranges.start[used], step_index) if g.has_steps else np.zeros(len(used), np.int64)
         parts.append((np.full(len(used), rank), np.full(len(used), program[rank]), step, fam, total[used],
                       job.alignment.correct_rank(rank, ranges.end[used]), used, first_gap[used]))
-        row_of = np.full(len(ranges.start), -1, np.int64)
-        row_of[used] = n_rows + np.arange(len(used))
-        n_rows += len(used)
-        row, call, is_call, ns = _native.range_host_pieces(columns, row_of, with_calls)
-        items.append((row, g.call_offset[rank] + call, is_call, ns))
+        calls_of[rank] = (columns, len(ranges.start), int(g.call_offset[rank]))
     rank, prog, step, fam, total, end, range_row, gap_start = (np.concatenate(c).astype(np.int64, copy=False) for c in zip(*parts))
-    # Each rank's pieces come by row, each row's in time order, and its rows follow the rank
-    # before's: so the concatenation is in row order.
-    item_row, item_call, item_is_call, item_ns = (np.concatenate(c) for c in zip(*items))
     return HostTime(rank, prog, step, fam, grouping.occurrence(rank, step, fam), total, end, range_row, gap_start,
-                    families=sorted(family_id, key=family_id.get), item_row=item_row, item_call=item_call,
-                    item_is_call=item_is_call, item_ns=item_ns)
+                    families=sorted(family_id, key=family_id.get), calls=calls_of, with_calls=with_calls)
 
 
 def _ints(column: np.ndarray) -> np.ndarray:

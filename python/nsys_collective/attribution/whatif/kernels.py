@@ -26,7 +26,8 @@ CONFIDENT_SLOWDOWN = 0.10
 
 @dataclass
 class KernelRuns:
-    """Every compute kernel run of the job, one row each."""
+    """Every compute kernel run of the job (or every op run), one row each, rank by rank in the
+    graph's rank order."""
 
     rank: np.ndarray
     program: np.ndarray
@@ -35,38 +36,69 @@ class KernelRuns:
     duration: np.ndarray
     op: np.ndarray  # op row in the graph
     occurrence: np.ndarray  # among the same kernel's runs in the same step on the same rank
+    is_kernel: np.ndarray | None = None  # a compute kernel (not a memcpy or memset)
+    of_ops: np.ndarray | None = None  # a kernel run's row in the op runs, where their groups are the same
 
-
-def kernel_runs(ctx: Context) -> KernelRuns:
-    """Every compute kernel run of the job, with its step and its occurrence."""
-    return _runs(ctx, copies=False)
+    def by_rank(self) -> dict[int, slice]:
+        """Each rank's rows (one slice each: the runs come rank by rank)."""
+        start = np.flatnonzero(np.r_[True, self.rank[1:] != self.rank[:-1]]) if len(self.rank) else np.zeros(0, np.int64)
+        end = np.r_[start[1:], len(self.rank)]
+        return {int(self.rank[b]): slice(int(b), int(e)) for b, e in zip(start.tolist(), end.tolist())}
 
 
 def op_runs(ctx: Context) -> KernelRuns:
-    """Every GPU op run of the job but the collectives' (kernels, memcpys, memsets)."""
-    return _runs(ctx, copies=True)
-
-
-def _runs(ctx: Context, copies: bool) -> KernelRuns:
+    """Every GPU op run of the job but the collectives' (kernels, memcpys, memsets), with its
+    step and its occurrence."""
     job, g, program = ctx.job, ctx.graph, ctx.program
     parts = []
     for rank in g.ranks:
         w = job.timeline[rank]
-        rows = np.flatnonzero(~w.is_nccl if copies else w.is_kernel & ~w.is_nccl)
+        rows = np.flatnonzero(~w.is_nccl)
         op = g.op_offset[rank] + rows
         parts.append((np.full(len(rows), rank), np.full(len(rows), program[rank]), g.op_step[op], w.name[rows],
-                      (w.end - w.start)[rows], op))
-    cols = [np.concatenate(c).astype(np.int64, copy=False) for c in zip(*parts)]
-    k = KernelRuns(*cols, occurrence=np.zeros(0, np.int64))
-    k.occurrence = grouping.occurrence(k.rank, k.step, k.name)
-    return k
+                      (w.end - w.start)[rows], op, w.is_kernel[rows]))
+    cols = [np.concatenate(c) for c in zip(*parts)]
+    *ints, is_kernel = cols
+    ints = [c.astype(np.int64, copy=False) for c in ints]
+    return KernelRuns(*ints, occurrence=grouping.occurrence(ints[0], ints[2], ints[3]), is_kernel=is_kernel.astype(bool))
+
+
+def kernel_runs(ctx: Context) -> KernelRuns:
+    """Every compute kernel run of the job (the op runs' kernels), with its step and its
+    occurrence among the kernels."""
+    ops = ctx.shared(op_runs)
+    rows = np.flatnonzero(ops.is_kernel)
+    rank, program, step, name, duration, op, occurrence = (
+        c[rows] for c in (ops.rank, ops.program, ops.step, ops.name, ops.duration, ops.op, ops.occurrence))
+    shared = _names_shared(ops)
+    if shared:  # a copy named as a kernel: the ops' occurrence counts it, their groups mix
+        occurrence = grouping.occurrence(rank, step, name)
+    return KernelRuns(rank, program, step, name, duration, op, occurrence=occurrence, is_kernel=np.ones(len(rows), bool),
+                      of_ops=None if shared else rows)
+
+
+def op_references(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
+    """Per op run, the median duration of the same run (program, step, name, occurrence) on the
+    other rows (a kernel's peers: `kernel_candidates`) and on the other ranks (a device's:
+    rank.device_candidates), from one grouping."""
+    ops = ctx.shared(op_runs)
+    return grouping.medians_of_others_and_other_ranks(ops.duration, ops.rank, ops.program, ops.step, ops.name, ops.occurrence)
+
+
+def _names_shared(ops: KernelRuns) -> bool:
+    """Whether a kernel and another op (a memcpy, a memset) have the same name."""
+    other_names, _ = grouping.unique(ops.name[~ops.is_kernel])  # a few names: isin compares with each
+    return bool(np.isin(ops.name[ops.is_kernel], other_names).any())
 
 
 def kernel_candidates(ctx: Context) -> list[Candidate]:
     """Kernels that ran longer than their reference: the same run on the peers, else on the same
     rank in other steps. Fixed: each run as long as its reference."""
     job, k, min_excess = ctx.job, ctx.shared(kernel_runs), ctx.min_excess
-    peers = grouping.median_of_others(k.duration, k.program, k.step, k.name, k.occurrence)
+    if k.of_ops is not None:
+        peers = ctx.shared(op_references)[0][k.of_ops]
+    else:
+        peers = grouping.median_of_others(k.duration, k.program, k.step, k.name, k.occurrence)
     use_peers = ~np.isnan(peers)
     ref = peers.copy()
     alone = np.flatnonzero(~use_peers)  # only runs no other rank has need their own steps
@@ -121,12 +153,12 @@ def extra_candidates(ctx: Context) -> list[Candidate]:
         mine = np.flatnonzero(k.program == p)
         # Runs per (step, name, rank), zeros included, as a dense table.
         names = int(k.name[mine].max()) + 1 if len(mine) else 1
-        key, key_of = np.unique(k.step[mine] * names + k.name[mine], return_inverse=True)
+        key, key_of = grouping.unique(k.step[mine] * names + k.name[mine])
         keys = np.stack([key // names, key % names])
         col = np.full(max(members) + 1, -1, dtype=np.int64)
         col[members] = np.arange(len(members))
-        counts = np.zeros((len(key), len(members)), dtype=np.int64)
-        np.add.at(counts, (key_of.ravel(), col[k.rank[mine]]), 1)
+        counts = np.bincount(key_of * len(members) + col[k.rank[mine]],
+                             minlength=len(key) * len(members)).reshape(len(key), len(members))
         peer = np.median(counts, axis=1)
         for j, rank in enumerate(members):
             extra_keys = np.flatnonzero(counts[:, j] > peer)

@@ -46,10 +46,18 @@ PART_KINDS = {"slow_device": ("kernel",), "host_bound": ("host",), "api_stall": 
 def device_candidates(ctx: Context) -> list[Candidate]:
     """`slow_device` per rank, from every op run but the collectives' (kernels, copies, memsets)."""
     job, g, ops, min_excess = ctx.job, ctx.graph, ctx.shared(kernels.op_runs), ctx.min_excess
-    ref = _peers_median(ops)
+    # Per op run, the median of the same run (program, step, name, occurrence) on the other ranks
+    # (NaN where none ran it). Not the median of all of them: a slow device must not pull its own
+    # reference up (with four ranks the median of all four is half its own).
+    ref = ctx.shared(kernels.op_references)[1]
+    known = ~np.isnan(ref)
+    by_rank = ops.by_rank()
     out = []
     for rank in g.ranks:
-        rows = np.flatnonzero((ops.rank == rank) & ~np.isnan(ref))
+        if rank not in by_rank:
+            continue
+        mine = by_rank[rank]
+        rows = mine.start + np.flatnonzero(known[mine])
         if not len(rows):
             continue
         total, total_ref = float(ops.duration[rows].sum()), float(ref[rows].sum())
@@ -72,13 +80,6 @@ def device_candidates(ctx: Context) -> list[Candidate]:
     return out
 
 
-def _peers_median(ops) -> np.ndarray:
-    """Per op run, the median of the same run (program, step, name, occurrence) on the other ranks
-    (NaN where none ran it). Not the median of all of them: a slow device must not pull its own
-    reference up (with four ranks the median of all four is half its own)."""
-    return grouping.median_of_other_ranks(ops.duration, ops.rank, ops.program, ops.step, ops.name, ops.occurrence)
-
-
 def api_candidates(ctx: Context) -> list[Candidate]:
     """`api_stall` per rank: its non-blocking calls that took API_STALL_FACTOR times the peers' p90
     of their API, at the peers' median. The parts are the APIs (by name, most excess first)."""
@@ -97,35 +98,27 @@ def api_candidates(ctx: Context) -> list[Candidate]:
         dense = np.array([api_id[n] for n in text], dtype=np.int64)
         calls[rank] = (rows, dense[at] if len(rows) else np.zeros(0, np.int64), (c.end - c.start)[rows])
     names = sorted(api_id, key=api_id.get)
-    # Every program's calls sorted once by (API, duration); a rank's peers are that order without
-    # its own calls, still sorted.
-    by_program = {}
-    for p in sorted({program[r] for r in g.ranks}):
-        members = [r for r in g.ranks if program[r] == p]
-        api_all = np.concatenate([calls[r][1] for r in members])
-        duration_all = np.concatenate([calls[r][2] for r in members])
-        owner = np.concatenate([np.full(len(calls[r][1]), r) for r in members])
-        order, _ = grouping.sorted_rows((api_all,), then=duration_all)
-        by_program[p] = (api_all[order], duration_all[order], owner[order])
+    # Per call, the p90 and the median of its API's calls on the other ranks of its program, in
+    # one grouping of every rank's calls (the core, crates/core/src/grouping.rs).
+    ranks = list(g.ranks)
+    sizes = [len(calls[r][1]) for r in ranks]
+    api_all = np.concatenate([calls[r][1] for r in ranks] + [np.zeros(0, np.int64)])
+    duration_all = np.concatenate([calls[r][2] for r in ranks] + [np.zeros(0, np.int64)])
+    owner = np.repeat(np.array(ranks, np.int64), sizes)
+    of_program = np.repeat(np.array([program[r] for r in ranks], np.int64), sizes)
+    p90_all, median_all = grouping.quantiles_of_other_ranks(duration_all, owner, of_program, api_all, quantiles=(0.9, 0.5))
+    ends = np.cumsum(sizes, dtype=np.int64)
     out = []
-    for rank in g.ranks:
-        peers = [r for r in g.ranks if r != rank and program[r] == program[rank]]
-        if not peers:
-            continue
+    for rank, end in zip(ranks, ends.tolist()):
         rows, api, duration = calls[rank]
-        sorted_api, sorted_duration, owner = by_program[program[rank]]
-        peer_api, peer_duration = sorted_api[owner != rank], sorted_duration[owner != rank]
-        first = np.searchsorted(peer_api, np.arange(len(names)))
-        last = np.searchsorted(peer_api, np.arange(len(names)), side="right")
-        has = last > first
-        n = np.maximum(last - first, 1)
-        pick = lambda q: peer_duration[np.minimum(first + ((n - 1) * q).astype(np.int64), len(peer_duration) - 1)]  # noqa: E731
-        p90, median = (np.where(has, pick(q), -1) if len(peer_duration) else np.full(len(names), -1) for q in (0.9, 0.5))
-        limit = np.maximum(API_STALL_FACTOR * p90[api], p90[api] + API_STALL_MIN_NS) if len(api) else np.zeros(0)
-        stalled = (p90[api] >= 0) & (duration > limit) if len(api) else np.zeros(0, bool)
+        begin = end - len(api)
+        p90, median = p90_all[begin:end], median_all[begin:end]
+        limit = np.maximum(API_STALL_FACTOR * p90, p90 + API_STALL_MIN_NS)
+        stalled = (p90 >= 0) & (duration > limit)  # NaN: no peer made that call
         if not stalled.any():
             continue
-        extra = duration[stalled] - median[api[stalled]]
+        reference = median[stalled].astype(np.int64)
+        extra = duration[stalled] - reference
         excess = int(extra.sum())
         if excess < min_excess:
             continue
@@ -137,7 +130,7 @@ def api_candidates(ctx: Context) -> list[Candidate]:
             cause="api_stall", rank=int(rank), host=job.by_number[rank].host, name=names[worst], name_full=names[worst],
             reference="peers", excess_ns=excess, systematic=True, runs=int(stalled.sum()), reference_runs=None,
             parts=parts,
-            change={"call": g.call_offset[rank] + rows[stalled], "call_ns": median[api[stalled]].astype(np.int64)}))
+            change={"call": g.call_offset[rank] + rows[stalled], "call_ns": reference}))
     return out
 
 
