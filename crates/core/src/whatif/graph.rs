@@ -647,6 +647,10 @@ impl Graph {
             }
         }
 
+        drop((corr, records, record_by_corr, stream_waits, by_time));
+        let mut streams = streams;
+        streams.enq = Vec::new(); // enqueue times: only the records needed them
+
         // Ops of each rank by end, for inference.
         // A stream's ops end in order (all but a few), so in stream order the keys come in a run per
         // stream, which the stable sort merges.
@@ -796,42 +800,41 @@ impl Graph {
             let inst = m.instance[row] as usize;
             t_meas[inst] = t_meas[inst].max(o.start[m.op[row] as usize]);
         }
-        // Measured time of the unit's first slot; the origin's sorts first (no edge reads it: an
-        // anchor's lag is its unit's time).
-        let mut ut = vec![0i64; n_units];
-        ut[0] = i64::MIN;
+        let mut ut = vec![0i64; n_units]; // measured time of the unit's first slot
         let mut udur = vec![0i64; n_units]; // measured inline duration (second slot = first + it)
-        let mut ukind = vec![U_ORIGIN; n_units];
-        let mut urow = vec![0u32; n_units];
         for i in 0..nc {
             let u = u_call + i;
             ut[u] = c.start[i];
             udur[u] = if call_end_unit_of[i] == NONE { c.end[i] - c.start[i] } else { 0 };
-            ukind[u] = U_CALL;
-            urow[u] = i as u32;
         }
         for i in 0..no {
             let u = u_op + i;
             ut[u] = o.start[i];
             udur[u] = if op_member[i] == NONE { o.end[i] - o.start[i] } else { 0 };
-            ukind[u] = U_OP;
-            urow[u] = i as u32;
         }
         for (b, &call) in blocking.iter().enumerate() {
             ut[u_cend + b] = c.end[call as usize];
-            ukind[u_cend + b] = U_CALL_END;
-            urow[u_cend + b] = call;
         }
         for (inst, &t) in t_meas.iter().enumerate() {
             ut[u_t + inst] = t;
-            ukind[u_t + inst] = U_TRANSFER;
-            urow[u_t + inst] = inst as u32;
         }
         for row in 0..nm {
             ut[u_mend + row] = o.end[m.op[row] as usize];
-            ukind[u_mend + row] = U_MEMBER_END;
-            urow[u_mend + row] = row as u32;
         }
+        // A unit's kind and row follow from its creation index.
+        let kind_row = |u: usize| -> (u8, u32) {
+            match u {
+                0 => (U_ORIGIN, 0),
+                u if u < u_op => (U_CALL, (u - u_call) as u32),
+                u if u < u_cend => (U_OP, (u - u_op) as u32),
+                u if u < u_t => (U_CALL_END, blocking[u - u_cend]),
+                u if u < u_mend => (U_TRANSFER, (u - u_t) as u32),
+                u => (U_MEMBER_END, (u - u_mend) as u32),
+            }
+        };
+        // The origin's time ties the earliest, so that it sorts first (ties go by unit). No edge
+        // reads it: an anchor's lag is its unit's time.
+        ut[0] = ut[1..].iter().copied().min().unwrap_or(0);
         let op_end_ref = |op: usize| -> u32 {
             match op_member[op] {
                 NONE => 2 * (u_op + op) as u32 + 1,
@@ -904,7 +907,7 @@ impl Graph {
                     edges.push(u_mend + row, 2 * (u_op + op) as u32, 0, EdgeKind::MemberStart);
                 }
                 debug_assert_eq!(edges.dst.len(), n_edges);
-                drop((call_prev, op_prev, op_launch, cross, waits, blocking, by_end, by_end_rank, own_off, own_ops, has_wait));
+                drop((call_prev, op_prev, op_launch, cross, waits, by_end, by_end_rank, own_off, own_ops, has_wait));
                 // Capped lags: no edge is violated by the measurement.
                 let slot_time = |r: u32| ut[(r / 2) as usize] + if r & 1 == 1 { udur[(r / 2) as usize] } else { 0 };
                 for e in 0..edges.dst.len() {
@@ -928,6 +931,7 @@ impl Graph {
                         fill[d as usize] += 1;
                     }
                 }
+                edges.dst = Vec::new(); // by_dst says it now
                 (edges, by_dst_off, by_dst)
             },
         );
@@ -946,11 +950,20 @@ impl Graph {
             (by_dst_off, by_dst) = (kept_off, kept);
         }
         let to_slot = |r: u32| 2 * pos[(r / 2) as usize] + (r & 1);
-        let n_edges = by_dst.len() + n_units; // with padding, at most this many more
+        // Each unit's edges: its in-edges, at least two (an anchor where there is none, padding
+        // where there is one).
+        let in_degree = |u: usize| (by_dst_off[u + 1] - by_dst_off[u]) as usize;
+        let mut first = Vec::with_capacity(n_units + 1);
+        let mut n_edges = 0u32;
+        for &u in &order {
+            first.push(n_edges);
+            n_edges += in_degree(u as usize).max(2) as u32;
+        }
+        first.push(n_edges);
         let mut g = Graph {
-            units: Vec::with_capacity(n_units + 1),
-            edges: Vec::with_capacity(n_edges),
-            edge_kind: Vec::with_capacity(n_edges),
+            units: vec![Unit { first: 0, dur: 0, slack: 0 }; n_units + 1],
+            edges: vec![Edge { src: NULL_SLOT, lag: 0 }; n_edges as usize],
+            edge_kind: vec![EdgeKind::Anchor; n_edges as usize],
             wide_lag: Vec::new(),
             wide_dur: Vec::new(),
             wide_slack: Vec::new(),
@@ -963,7 +976,7 @@ impl Graph {
             transfer: (0..n_inst).map(|i| 2 * pos[u_t + i]).collect(),
             op_member,
             member_op: m.op.iter().map(|&op| op as u32).collect(),
-            member_x_edge: vec![NONE; nm],
+            member_x_edge: Vec::new(),
             inst_off: Vec::new(),
             inst_member: Vec::new(),
             seg_edges: Vec::new(),
@@ -976,64 +989,113 @@ impl Graph {
             fidelity: Fidelity::default(),
             measured: OnceLock::new(),
         };
-        let mut call_gap_edge = vec![NONE; nc];
-        let mut op_slack = vec![i64::MIN; no]; // i64::MIN: anchored
-        let mut slack_ns = 0i64;
-        for (p, &u) in order.iter().enumerate() {
-            let u = u as usize;
-            let first = g.edges.len() as u32;
-            g.unit_kind[p] = ukind[u];
-            g.unit_row[p] = urow[u];
-            if u == 0 {
-                // The origin: its edges are never read (a replay starts at position 1).
-                g.push_edge(NULL_SLOT, 0, EdgeKind::Anchor);
-                g.push_edge(NULL_SLOT, 0, EdgeKind::Anchor);
-                g.units.push(Unit { first, dur: 0, slack: 0 });
-                continue;
-            }
-            let ins = &by_dst[by_dst_off[u] as usize..by_dst_off[u + 1] as usize];
-            let mut reach = i64::MIN;
-            for &e in ins {
-                let e = e as usize;
-                let (r, lag, kind) = (edges.src[e], edges.lag[e], edges.kind[e]);
-                reach = reach.max(slot_time(r) + lag);
-                match kind {
-                    EdgeKind::HostGap => call_gap_edge[urow[u] as usize] = g.edges.len() as u32,
-                    EdgeKind::Transfer => g.member_x_edge[urow[u] as usize] = g.edges.len() as u32,
-                    _ => {}
-                }
-                g.push_edge(to_slot(r), lag, kind);
-            }
-            if ins.is_empty() {
-                g.push_edge(0, ut[u], EdgeKind::Anchor);
-                reach = ut[u];
-            }
-            if g.edges.len() - first as usize == 1 {
-                g.push_edge(NULL_SLOT, 0, EdgeKind::Anchor);
-            }
-            let slack = ut[u] - reach;
-            debug_assert!(slack >= 0);
-            slack_ns += slack;
-            if ukind[u] == U_OP && !ins.is_empty() {
-                op_slack[urow[u] as usize] = slack;
-            }
-            let unit = Unit { first, dur: narrow(udur[u]), slack: narrow(slack) };
-            if unit.dur == WIDE {
-                g.wide_dur.push((p as u32, udur[u]));
-            }
-            if unit.slack == WIDE {
-                g.wide_slack.push((p as u32, slack));
-            }
-            g.units.push(unit);
+        // The layout, in chunks of positions on every core: a chunk writes its units and their
+        // edges, and returns its wide values (in position order) and its slack.
+        #[derive(Default)]
+        struct Wide {
+            lag: Vec<(u32, i64)>,
+            dur: Vec<(u32, i64)>,
+            slack: Vec<(u32, i64)>,
+            slack_ns: i64,
         }
-        g.units.push(Unit { first: g.edges.len() as u32, dur: 0, slack: 0 });
+        const CHUNK: usize = 1 << 16;
+        let mut chunks = Vec::with_capacity(n_units / CHUNK + 1);
+        {
+            let (mut units, mut kinds, mut rows) = (&mut g.units[..n_units], &mut g.unit_kind[..], &mut g.unit_row[..]);
+            let (mut es, mut eks) = (&mut g.edges[..], &mut g.edge_kind[..]);
+            for p0 in (0..n_units).step_by(CHUNK) {
+                let p1 = (p0 + CHUNK).min(n_units);
+                let n_e = (first[p1] - first[p0]) as usize;
+                let (u_head, u_tail) = std::mem::take(&mut units).split_at_mut(p1 - p0);
+                let (k_head, k_tail) = std::mem::take(&mut kinds).split_at_mut(p1 - p0);
+                let (r_head, r_tail) = std::mem::take(&mut rows).split_at_mut(p1 - p0);
+                let (e_head, e_tail) = std::mem::take(&mut es).split_at_mut(n_e);
+                let (ek_head, ek_tail) = std::mem::take(&mut eks).split_at_mut(n_e);
+                chunks.push((p0, u_head, k_head, r_head, e_head, ek_head));
+                (units, kinds, rows, es, eks) = (u_tail, k_tail, r_tail, e_tail, ek_tail);
+            }
+        }
+        use rayon::prelude::*;
+        let wides: Vec<Wide> = chunks
+            .into_par_iter()
+            .map(|(p0, units, kinds, rows, es, eks)| {
+                let mut w = Wide::default();
+                let base = first[p0] as usize;
+                for (k, unit) in units.iter_mut().enumerate() {
+                    let (p, u) = (p0 + k, order[p0 + k] as usize);
+                    let f = first[p] as usize;
+                    (kinds[k], rows[k]) = kind_row(u);
+                    *unit = Unit { first: f as u32, dur: 0, slack: 0 };
+                    if u == 0 {
+                        continue; // the origin: two padding edges, never read (a replay starts at position 1)
+                    }
+                    let mut put = |j: usize, src: u32, lag: i64, kind: EdgeKind| {
+                        let l = narrow(lag);
+                        if l == WIDE {
+                            w.lag.push(((f + j) as u32, lag));
+                        }
+                        es[f + j - base] = Edge { src, lag: l };
+                        eks[f + j - base] = kind;
+                    };
+                    let ins = &by_dst[by_dst_off[u] as usize..by_dst_off[u + 1] as usize];
+                    let mut reach = i64::MIN;
+                    for (j, &e) in ins.iter().enumerate() {
+                        let e = e as usize;
+                        let (r, lag) = (edges.src[e], edges.lag[e]);
+                        reach = reach.max(slot_time(r) + lag);
+                        put(j, to_slot(r), lag, edges.kind[e]);
+                    }
+                    if ins.is_empty() {
+                        put(0, 0, ut[u], EdgeKind::Anchor);
+                        reach = ut[u];
+                    }
+                    let slack = ut[u] - reach;
+                    debug_assert!(slack >= 0);
+                    w.slack_ns += slack;
+                    *unit = Unit { first: f as u32, dur: narrow(udur[u]), slack: narrow(slack) };
+                    if unit.dur == WIDE {
+                        w.dur.push((p as u32, udur[u]));
+                    }
+                    if unit.slack == WIDE {
+                        w.slack.push((p as u32, slack));
+                    }
+                }
+                w
+            })
+            .collect();
+        g.units[n_units] = Unit { first: n_edges, dur: 0, slack: 0 };
+        let mut slack_ns = 0i64;
+        for w in wides {
+            g.wide_lag.extend(w.lag);
+            g.wide_dur.extend(w.dur);
+            g.wide_slack.extend(w.slack);
+            slack_ns += w.slack_ns;
+        }
+        // Each call's host-gap edge, each member's transfer edge, each op's slack (MIN: anchored).
+        let edge_of = |p: u32, kind: EdgeKind| g.edge_range(p as usize).find(|&e| g.edge_kind[e] == kind).map_or(NONE, |e| e as u32);
+        let call_gap_edge: Vec<u32> = (0..nc).into_par_iter().map(|i| edge_of(pos[u_call + i], EdgeKind::HostGap)).collect();
+        let member_x_edge: Vec<u32> = (0..nm).into_par_iter().map(|r| edge_of(pos[u_mend + r], EdgeKind::Transfer)).collect();
+        let op_slack: Vec<i64> = (0..no)
+            .into_par_iter()
+            .map(|i| {
+                let p = pos[u_op + i] as usize;
+                let e = g.units[p].first as usize;
+                if g.edge_kind[e] == EdgeKind::Anchor && g.edges[e].src == 0 {
+                    i64::MIN
+                } else {
+                    g.slack(p)
+                }
+            })
+            .collect();
+        g.member_x_edge = member_x_edge;
         // What makes the replay loop's unchecked reads sound: every unit has two edges or more, and
         // every edge reads an earlier unit's slot.
-        for p in 1..n_units {
+        let sound = (1..n_units).into_par_iter().all(|p| {
             let r = g.edge_range(p);
-            assert!(r.len() >= 2 && g.edges[r].iter().all(|e| (e.src as usize) < 2 * p), "graph not in topological order");
-        }
-        drop((edges, by_dst, by_dst_off, order, ut, udur, ukind, urow));
+            r.len() >= 2 && g.edges[r].iter().all(|e| (e.src as usize) < 2 * p)
+        });
+        assert!(sound, "graph not in topological order");
+        drop((edges, by_dst, by_dst_off, order, first, ut, udur, blocking));
 
         // Instances' members, host-gap segments, step and rank end candidates.
         g.inst_off = vec![0; n_inst + 1];
@@ -1110,15 +1172,6 @@ impl Graph {
         fid.edges = g.edge_kind.iter().zip(&g.edges).filter(|(&k, e)| !(k == EdgeKind::Anchor && e.src == NULL_SLOT)).count();
         g.fidelity = fid;
         Ok(g)
-    }
-
-    fn push_edge(&mut self, src: u32, lag: i64, kind: EdgeKind) {
-        let narrow = narrow(lag);
-        if narrow == WIDE {
-            self.wide_lag.push((self.edges.len() as u32, lag));
-        }
-        self.edges.push(Edge { src, lag: narrow });
-        self.edge_kind.push(kind);
     }
 
     pub(crate) fn n_units(&self) -> usize {
