@@ -848,93 +848,93 @@ impl Graph {
             }
         };
 
-        // The units in time order (sorted beside the edges' construction, which does not need it).
-        let ((by_time, time_rank), (edges, mut by_dst_off, mut by_dst)) = rayon::join(
-            || topo::time_order(&ut),
-            || {
-                // Edges with nominal lags.
-                let n_edges = (0..nc).filter(|&i| call_prev[i] != NONE).count()
-                    + (0..no).filter(|&i| op_prev[i] != NONE).count()
-                    + (0..no).filter(|&i| op_launch[i] != NONE).count()
-                    + cross.len()
-                    + blocking.len()
-                    + waits.len()
-                    + 3 * nm;
-                let mut edges = Edges::with_capacity(n_edges);
-                for i in 0..nc {
-                    if call_prev[i] != NONE {
-                        let prev = call_prev[i] as usize;
-                        edges.push(u_call + i, call_end_ref(prev), c.start[i] - c.end[prev], EdgeKind::HostGap);
+        // The units in time order. (Not beside the edges' construction on another core: what a
+        // rayon worker allocates stays in its malloc arena after the build, about 90 MiB at 1.9M
+        // kernels that malloc_trim does not return.)
+        let (by_time, time_rank) = topo::time_order(&ut);
+        let (edges, mut by_dst_off, mut by_dst) = {
+            // Edges with nominal lags.
+            let n_edges = (0..nc).filter(|&i| call_prev[i] != NONE).count()
+                + (0..no).filter(|&i| op_prev[i] != NONE).count()
+                + (0..no).filter(|&i| op_launch[i] != NONE).count()
+                + cross.len()
+                + blocking.len()
+                + waits.len()
+                + 3 * nm;
+            let mut edges = Edges::with_capacity(n_edges);
+            for i in 0..nc {
+                if call_prev[i] != NONE {
+                    let prev = call_prev[i] as usize;
+                    edges.push(u_call + i, call_end_ref(prev), c.start[i] - c.end[prev], EdgeKind::HostGap);
+                }
+            }
+            for i in 0..no {
+                if op_prev[i] != NONE {
+                    edges.push(u_op + i, op_end_ref(op_prev[i] as usize), 0, EdgeKind::Stream);
+                }
+                if op_launch[i] != NONE {
+                    let l = launch_latency[o.rank[i] as usize];
+                    let call = op_launch[i] as usize;
+                    let from = if o.start[i] >= c.end[call] { call_end_ref(call) } else { 2 * (u_call + call) as u32 };
+                    edges.push(u_op + i, from, l, EdgeKind::Launch);
+                }
+            }
+            for &(a, b, recorded) in &cross {
+                let kind = if recorded { EdgeKind::CrossStream } else { EdgeKind::CrossStreamInferred };
+                edges.push(u_op + b as usize, op_end_ref(a as usize), 0, kind);
+            }
+            {
+                let mut k = 0;
+                for (b, &call) in blocking.iter().enumerate() {
+                    let i = call as usize;
+                    let r = c.rank[i] as usize;
+                    edges.push(u_cend + b, 2 * (u_call + i) as u32, min_duration[r], EdgeKind::Duration);
+                    while k < waits.len() && waits[k].0 == call {
+                        let (_, op, recorded) = waits[k];
+                        let kind = if recorded { EdgeKind::Wait } else { EdgeKind::WaitInferred };
+                        edges.push(u_cend + b, op_end_ref(op as usize), return_latency[r], kind);
+                        k += 1;
                     }
                 }
-                for i in 0..no {
-                    if op_prev[i] != NONE {
-                        edges.push(u_op + i, op_end_ref(op_prev[i] as usize), 0, EdgeKind::Stream);
-                    }
-                    if op_launch[i] != NONE {
-                        let l = launch_latency[o.rank[i] as usize];
-                        let call = op_launch[i] as usize;
-                        let from = if o.start[i] >= c.end[call] { call_end_ref(call) } else { 2 * (u_call + call) as u32 };
-                        edges.push(u_op + i, from, l, EdgeKind::Launch);
-                    }
+            }
+            for row in 0..nm {
+                let (inst, op) = (m.instance[row] as usize, m.op[row] as usize);
+                edges.push(u_t + inst, 2 * (u_op + op) as u32, 0, EdgeKind::Arrival);
+                let x = o.end[op] - t_meas[inst];
+                if x < 0 {
+                    fid.transfer_violations += 1;
                 }
-                for &(a, b, recorded) in &cross {
-                    let kind = if recorded { EdgeKind::CrossStream } else { EdgeKind::CrossStreamInferred };
-                    edges.push(u_op + b as usize, op_end_ref(a as usize), 0, kind);
-                }
-                {
-                    let mut k = 0;
-                    for (b, &call) in blocking.iter().enumerate() {
-                        let i = call as usize;
-                        let r = c.rank[i] as usize;
-                        edges.push(u_cend + b, 2 * (u_call + i) as u32, min_duration[r], EdgeKind::Duration);
-                        while k < waits.len() && waits[k].0 == call {
-                            let (_, op, recorded) = waits[k];
-                            let kind = if recorded { EdgeKind::Wait } else { EdgeKind::WaitInferred };
-                            edges.push(u_cend + b, op_end_ref(op as usize), return_latency[r], kind);
-                            k += 1;
-                        }
-                    }
-                }
-                for row in 0..nm {
-                    let (inst, op) = (m.instance[row] as usize, m.op[row] as usize);
-                    edges.push(u_t + inst, 2 * (u_op + op) as u32, 0, EdgeKind::Arrival);
-                    let x = o.end[op] - t_meas[inst];
-                    if x < 0 {
-                        fid.transfer_violations += 1;
-                    }
-                    edges.push(u_mend + row, 2 * (u_t + inst) as u32, x, EdgeKind::Transfer);
-                    edges.push(u_mend + row, 2 * (u_op + op) as u32, 0, EdgeKind::MemberStart);
-                }
-                debug_assert_eq!(edges.dst.len(), n_edges);
-                drop((call_prev, op_prev, op_launch, cross, waits, by_end, by_end_rank, own_off, own_ops, has_wait));
-                // Capped lags: no edge is violated by the measurement.
-                let slot_time = |r: u32| ut[(r / 2) as usize] + if r & 1 == 1 { udur[(r / 2) as usize] } else { 0 };
-                for e in 0..edges.dst.len() {
-                    let room = ut[edges.dst[e] as usize] - slot_time(edges.src[e]);
-                    edges.lag[e] = edges.lag[e].min(room);
-                }
+                edges.push(u_mend + row, 2 * (u_t + inst) as u32, x, EdgeKind::Transfer);
+                edges.push(u_mend + row, 2 * (u_op + op) as u32, 0, EdgeKind::MemberStart);
+            }
+            debug_assert_eq!(edges.dst.len(), n_edges);
+            drop((call_prev, op_prev, op_launch, cross, waits, by_end, by_end_rank, own_off, own_ops, has_wait));
+            // Capped lags: no edge is violated by the measurement.
+            let slot_time = |r: u32| ut[(r / 2) as usize] + if r & 1 == 1 { udur[(r / 2) as usize] } else { 0 };
+            for e in 0..edges.dst.len() {
+                let room = ut[edges.dst[e] as usize] - slot_time(edges.src[e]);
+                edges.lag[e] = edges.lag[e].min(room);
+            }
 
-                // Edges grouped by destination unit (stable, in creation order).
-                let mut by_dst_off = vec![0u32; n_units + 1];
-                for &d in &edges.dst {
-                    by_dst_off[d as usize + 1] += 1;
+            // Edges grouped by destination unit (stable, in creation order).
+            let mut by_dst_off = vec![0u32; n_units + 1];
+            for &d in &edges.dst {
+                by_dst_off[d as usize + 1] += 1;
+            }
+            for u in 0..n_units {
+                by_dst_off[u + 1] += by_dst_off[u];
+            }
+            let mut by_dst = vec![0u32; edges.dst.len()];
+            {
+                let mut fill = by_dst_off.clone();
+                for (e, &d) in edges.dst.iter().enumerate() {
+                    by_dst[fill[d as usize] as usize] = e as u32;
+                    fill[d as usize] += 1;
                 }
-                for u in 0..n_units {
-                    by_dst_off[u + 1] += by_dst_off[u];
-                }
-                let mut by_dst = vec![0u32; edges.dst.len()];
-                {
-                    let mut fill = by_dst_off.clone();
-                    for (e, &d) in edges.dst.iter().enumerate() {
-                        by_dst[fill[d as usize] as usize] = e as u32;
-                        fill[d as usize] += 1;
-                    }
-                }
-                edges.dst = Vec::new(); // by_dst says it now
-                (edges, by_dst_off, by_dst)
-            },
-        );
+            }
+            edges.dst = Vec::new(); // by_dst says it now
+            (edges, by_dst_off, by_dst)
+        };
         let slot_time = |r: u32| ut[(r / 2) as usize] + if r & 1 == 1 { udur[(r / 2) as usize] } else { 0 };
 
         // Topological order; edges of a broken cycle dropped (out of by_dst).
