@@ -50,7 +50,6 @@
 //! Records that contradict the trace (a waited op that ended after the call returned, a recorded
 //! dependency that ended after the dependent op started) are dropped and counted unresolved.
 
-use rayon::slice::ParallelSliceMut;
 use super::fidelity::Fidelity;
 use super::input::{opt, Job, SyncType};
 use super::topo;
@@ -300,15 +299,48 @@ impl Streams {
     }
 }
 
-/// Calls by (rank, correlation id).
-struct CorrIndex(Vec<(i64, i64, u32)>);
+/// Calls by (rank, correlation id): per rank a table indexed by correlation id where the ids are
+/// dense (the runtime numbers its calls in order), else the sorted (id, row) pairs.
+struct CorrIndex(Vec<CorrTable>);
+
+enum CorrTable {
+    Dense { base: i64, row: Vec<u32> },
+    Sorted(Vec<(i64, u32)>),
+}
 
 impl CorrIndex {
-    fn new(rank: &[i64], corr: &[i64]) -> CorrIndex {
-        let mut v: Vec<(i64, i64, u32)> =
-            (0..rank.len()).filter(|&i| corr[i] >= 0).map(|i| (rank[i], corr[i], i as u32)).collect();
-        v.par_sort_unstable();
-        CorrIndex(v)
+    fn new(rank: &[i64], corr: &[i64], n_ranks: usize) -> CorrIndex {
+        let (mut lo, mut hi, mut count) = (vec![i64::MAX; n_ranks], vec![i64::MIN; n_ranks], vec![0usize; n_ranks]);
+        for (&r, &k) in rank.iter().zip(corr).filter(|(_, &k)| k >= 0) {
+            let r = r as usize;
+            (lo[r], hi[r], count[r]) = (lo[r].min(k), hi[r].max(k), count[r] + 1);
+        }
+        let mut tables: Vec<CorrTable> = (0..n_ranks)
+            .map(|r| match count[r] {
+                0 => CorrTable::Sorted(Vec::new()),
+                n if ((hi[r] - lo[r]) as u64) < 4 * n as u64 + 1024 => {
+                    CorrTable::Dense { base: lo[r], row: vec![NONE; (hi[r] - lo[r] + 1) as usize] }
+                }
+                n => CorrTable::Sorted(Vec::with_capacity(n)),
+            })
+            .collect();
+        for (i, (&r, &k)) in rank.iter().zip(corr).enumerate().filter(|(_, (_, &k))| k >= 0) {
+            match &mut tables[r as usize] {
+                CorrTable::Dense { base, row } => {
+                    let slot = &mut row[(k - *base) as usize];
+                    if *slot == NONE {
+                        *slot = i as u32; // the first row with this id
+                    }
+                }
+                CorrTable::Sorted(v) => v.push((k, i as u32)),
+            }
+        }
+        for t in &mut tables {
+            if let CorrTable::Sorted(v) = t {
+                v.sort_unstable();
+            }
+        }
+        CorrIndex(tables)
     }
 
     /// The first row with this (rank, correlation).
@@ -316,19 +348,80 @@ impl CorrIndex {
         if corr < 0 {
             return None;
         }
-        let k = self.0.partition_point(|&(r, c, _)| (r, c) < (rank, corr));
-        self.0.get(k).filter(|&&(r, c, _)| (r, c) == (rank, corr)).map(|&(_, _, i)| i)
+        match self.0.get(rank as usize)? {
+            CorrTable::Dense { base, row } => {
+                let k = usize::try_from(corr - base).ok()?;
+                row.get(k).copied().filter(|&i| i != NONE)
+            }
+            CorrTable::Sorted(v) => {
+                let k = v.partition_point(|&(c, _)| c < corr);
+                v.get(k).filter(|&&(c, _)| c == corr).map(|&(_, i)| i)
+            }
+        }
     }
 }
 
-/// Row numbers sorted by their keys (ties by row). Sorting is most of building a graph: the
-/// sorts run on every core.
-fn sorted_rows(keys: impl Iterator<Item = (i64, i64, i64, i64, u32)>) -> Vec<u32> {
-    let mut keys: Vec<(i64, i64, i64, i64, u32)> = keys.collect();
-    if !keys.is_sorted() {
-        keys.par_sort_unstable();
+/// Row numbers `0..n` sorted by (group key, key within the group, row). Rows are counted into
+/// their groups (a few threads or streams per rank) in row order, and only a group whose rows
+/// are not already in order is sorted: the traces come in time order, so this is mostly linear.
+fn sorted_rows(n: usize, group: impl Fn(usize) -> (i64, i64), within: impl Fn(usize) -> (i64, i64) + Sync) -> Vec<u32> {
+    let mut id_of: rustc_hash::FxHashMap<(i64, i64), u32> = rustc_hash::FxHashMap::default();
+    let mut keys: Vec<(i64, i64)> = Vec::new();
+    let mut row_group = Vec::with_capacity(n);
+    let mut last: Option<((i64, i64), u32)> = None;
+    for i in 0..n {
+        let k = group(i);
+        let g = match last {
+            Some((lk, g)) if lk == k => g,
+            _ => *id_of.entry(k).or_insert_with(|| {
+                keys.push(k);
+                keys.len() as u32 - 1
+            }),
+        };
+        last = Some((k, g));
+        row_group.push(g);
     }
-    keys.into_iter().map(|k| k.4).collect()
+    let mut by_key: Vec<u32> = (0..keys.len() as u32).collect();
+    by_key.sort_unstable_by_key(|&g| keys[g as usize]);
+    let mut off = vec![0usize; keys.len() + 1];
+    for &g in &row_group {
+        off[g as usize + 1] += 1;
+    }
+    let mut place = vec![0usize; keys.len()]; // per group id: its next place
+    let mut total = 0;
+    for &g in &by_key {
+        place[g as usize] = total;
+        total += off[g as usize + 1];
+    }
+    let mut rows = vec![0u32; n];
+    let mut bounds = Vec::with_capacity(keys.len() + 1);
+    bounds.extend(by_key.iter().map(|&g| place[g as usize]));
+    bounds.push(n);
+    for (i, &g) in row_group.iter().enumerate() {
+        rows[place[g as usize]] = i as u32;
+        place[g as usize] += 1;
+    }
+    drop(row_group);
+    // Each group's slice, sorted by (within, row) where it is not already.
+    let mut slices = Vec::with_capacity(keys.len());
+    let mut rest: &mut [u32] = &mut rows;
+    for w in bounds.windows(2) {
+        let (head, tail) = rest.split_at_mut(w[1] - w[0]);
+        slices.push(head);
+        rest = tail;
+    }
+    use rayon::prelude::*;
+    slices.into_par_iter().for_each(|rows| {
+        if !rows.is_sorted_by_key(|&i| within(i as usize)) {
+            // Stable: ties stay in row order. The rows come in long runs (a stream's ops, by end).
+            let mut keyed: Vec<((i64, i64), u32)> = rows.iter().map(|&i| (within(i as usize), i)).collect();
+            keyed.sort_by_key(|k| k.0);
+            for (r, k) in rows.iter_mut().zip(keyed) {
+                *r = k.1;
+            }
+        }
+    });
+    rows
 }
 
 /// Nearest-rank percentile (p in 0..=1) of v, reordering it; None when empty.
@@ -351,6 +444,10 @@ struct Edges {
 }
 
 impl Edges {
+    fn with_capacity(n: usize) -> Edges {
+        Edges { dst: Vec::with_capacity(n), src: Vec::with_capacity(n), lag: Vec::with_capacity(n), kind: Vec::with_capacity(n) }
+    }
+
     fn push(&mut self, dst: usize, src: u32, lag: i64, kind: EdgeKind) {
         self.dst.push(dst as u32);
         self.src.push(src);
@@ -382,7 +479,7 @@ impl Graph {
 
         // Host threads: calls in order, each with its predecessor.
         // (Sorting keys gathered once, not columns indexed at random in every comparison.)
-        let call_order = sorted_rows((0..nc).map(|i| (c.rank[i], c.thread[i], c.start[i], c.end[i], i as u32)));
+        let call_order = sorted_rows(nc, |i| (c.rank[i], c.thread[i]), |i| (c.start[i], c.end[i]));
         let mut call_prev = vec![NONE; nc];
         let mut call_next = vec![NONE; nc];
         for w in call_order.windows(2) {
@@ -393,14 +490,14 @@ impl Graph {
             }
         }
         drop(call_order);
-        let corr = CorrIndex::new(c.rank, c.correlation);
+        let corr = CorrIndex::new(c.rank, c.correlation, n_ranks);
 
         // Launches.
         let op_launch: Vec<u32> = (0..no).map(|i| corr.find(o.rank[i], o.correlation[i]).unwrap_or(NONE)).collect();
 
         // GPU streams.
         let streams = {
-            let order = sorted_rows((0..no).map(|i| (o.rank[i], o.stream[i], o.start[i], o.end[i], i as u32)));
+            let order = sorted_rows(no, |i| (o.rank[i], o.stream[i]), |i| (o.start[i], o.end[i]));
             let (mut key, mut begin, mut enq) = (Vec::new(), Vec::new(), Vec::with_capacity(no));
             for (p, &op) in order.iter().enumerate() {
                 let i = op as usize;
@@ -492,7 +589,9 @@ impl Graph {
             let since = last.map_or(i64::MIN, |(_, enq)| enq);
             let mut ops: Vec<u32> = last.map(|(op, _)| op).into_iter().collect();
             if let Some(waits) = stream_waits.get(&(rank, stream)) {
-                ops.extend(waits.iter().filter(|&&(at, _)| at > since && at < start).map(|&(_, op)| op));
+                // Made in time order: the waits between two times are a range.
+                let (from, to) = (waits.partition_point(|w| w.0 <= since), waits.partition_point(|w| w.0 < start));
+                ops.extend(waits[from..to.max(from)].iter().map(|&(_, op)| op));
             }
             ops.sort_unstable();
             ops.dedup();
@@ -548,8 +647,19 @@ impl Graph {
             }
         }
 
+        drop((corr, records, record_by_corr, stream_waits, by_time));
+        let mut streams = streams;
+        streams.enq = Vec::new(); // enqueue times: only the records needed them
+
         // Ops of each rank by end, for inference.
-        let by_end = sorted_rows((0..no).map(|i| (o.rank[i], 0, o.end[i], 0, i as u32)));
+        // A stream's ops end in order (all but a few), so in stream order the keys come in a run per
+        // stream, which the stable sort merges.
+        let by_end: Vec<u32> = {
+            let mut keyed: Vec<(i64, i64, u32)> =
+                streams.order.iter().map(|&i| (o.rank[i as usize], o.end[i as usize], i)).collect();
+            keyed.sort();
+            keyed.into_iter().map(|k| k.2).collect()
+        };
         let by_end_rank: Vec<usize> = (0..=n_ranks).map(|r| by_end.partition_point(|&i| o.rank[i as usize] < r as i64)).collect();
         // The op of rank r that ended last at or before t, skipping ops for which `skip` holds.
         let last_ended = |r: usize, t: i64, skip: &dyn Fn(u32) -> bool| -> Option<u32> {
@@ -692,37 +802,39 @@ impl Graph {
         }
         let mut ut = vec![0i64; n_units]; // measured time of the unit's first slot
         let mut udur = vec![0i64; n_units]; // measured inline duration (second slot = first + it)
-        let mut ukind = vec![U_ORIGIN; n_units];
-        let mut urow = vec![0u32; n_units];
         for i in 0..nc {
             let u = u_call + i;
             ut[u] = c.start[i];
             udur[u] = if call_end_unit_of[i] == NONE { c.end[i] - c.start[i] } else { 0 };
-            ukind[u] = U_CALL;
-            urow[u] = i as u32;
         }
         for i in 0..no {
             let u = u_op + i;
             ut[u] = o.start[i];
             udur[u] = if op_member[i] == NONE { o.end[i] - o.start[i] } else { 0 };
-            ukind[u] = U_OP;
-            urow[u] = i as u32;
         }
         for (b, &call) in blocking.iter().enumerate() {
             ut[u_cend + b] = c.end[call as usize];
-            ukind[u_cend + b] = U_CALL_END;
-            urow[u_cend + b] = call;
         }
         for (inst, &t) in t_meas.iter().enumerate() {
             ut[u_t + inst] = t;
-            ukind[u_t + inst] = U_TRANSFER;
-            urow[u_t + inst] = inst as u32;
         }
         for row in 0..nm {
             ut[u_mend + row] = o.end[m.op[row] as usize];
-            ukind[u_mend + row] = U_MEMBER_END;
-            urow[u_mend + row] = row as u32;
         }
+        // A unit's kind and row follow from its creation index.
+        let kind_row = |u: usize| -> (u8, u32) {
+            match u {
+                0 => (U_ORIGIN, 0),
+                u if u < u_op => (U_CALL, (u - u_call) as u32),
+                u if u < u_cend => (U_OP, (u - u_op) as u32),
+                u if u < u_t => (U_CALL_END, blocking[u - u_cend]),
+                u if u < u_mend => (U_TRANSFER, (u - u_t) as u32),
+                u => (U_MEMBER_END, (u - u_mend) as u32),
+            }
+        };
+        // The origin's time ties the earliest, so that it sorts first (ties go by unit). No edge
+        // reads it: an anchor's lag is its unit's time.
+        ut[0] = ut[1..].iter().copied().min().unwrap_or(0);
         let op_end_ref = |op: usize| -> u32 {
             match op_member[op] {
                 NONE => 2 * (u_op + op) as u32 + 1,
@@ -736,98 +848,122 @@ impl Graph {
             }
         };
 
-        // Edges with nominal lags.
-        let mut edges = Edges::default();
-        for i in 0..nc {
-            if call_prev[i] != NONE {
-                let prev = call_prev[i] as usize;
-                edges.push(u_call + i, call_end_ref(prev), c.start[i] - c.end[prev], EdgeKind::HostGap);
-            }
-        }
-        for i in 0..no {
-            if op_prev[i] != NONE {
-                edges.push(u_op + i, op_end_ref(op_prev[i] as usize), 0, EdgeKind::Stream);
-            }
-            if op_launch[i] != NONE {
-                let l = launch_latency[o.rank[i] as usize];
-                let call = op_launch[i] as usize;
-                let from = if o.start[i] >= c.end[call] { call_end_ref(call) } else { 2 * (u_call + call) as u32 };
-                edges.push(u_op + i, from, l, EdgeKind::Launch);
-            }
-        }
-        for &(a, b, recorded) in &cross {
-            let kind = if recorded { EdgeKind::CrossStream } else { EdgeKind::CrossStreamInferred };
-            edges.push(u_op + b as usize, op_end_ref(a as usize), 0, kind);
-        }
-        {
-            let mut k = 0;
-            for (b, &call) in blocking.iter().enumerate() {
-                let i = call as usize;
-                let r = c.rank[i] as usize;
-                edges.push(u_cend + b, 2 * (u_call + i) as u32, min_duration[r], EdgeKind::Duration);
-                while k < waits.len() && waits[k].0 == call {
-                    let (_, op, recorded) = waits[k];
-                    let kind = if recorded { EdgeKind::Wait } else { EdgeKind::WaitInferred };
-                    edges.push(u_cend + b, op_end_ref(op as usize), return_latency[r], kind);
-                    k += 1;
+        // The units in time order. (Not beside the edges' construction on another core: what a
+        // rayon worker allocates stays in its malloc arena after the build, about 90 MiB at 1.9M
+        // kernels that malloc_trim does not return.)
+        let (by_time, time_rank) = topo::time_order(&ut);
+        let (edges, mut by_dst_off, mut by_dst) = {
+            // Edges with nominal lags.
+            let n_edges = (0..nc).filter(|&i| call_prev[i] != NONE).count()
+                + (0..no).filter(|&i| op_prev[i] != NONE).count()
+                + (0..no).filter(|&i| op_launch[i] != NONE).count()
+                + cross.len()
+                + blocking.len()
+                + waits.len()
+                + 3 * nm;
+            let mut edges = Edges::with_capacity(n_edges);
+            for i in 0..nc {
+                if call_prev[i] != NONE {
+                    let prev = call_prev[i] as usize;
+                    edges.push(u_call + i, call_end_ref(prev), c.start[i] - c.end[prev], EdgeKind::HostGap);
                 }
             }
-        }
-        for row in 0..nm {
-            let (inst, op) = (m.instance[row] as usize, m.op[row] as usize);
-            edges.push(u_t + inst, 2 * (u_op + op) as u32, 0, EdgeKind::Arrival);
-            let x = o.end[op] - t_meas[inst];
-            if x < 0 {
-                fid.transfer_violations += 1;
+            for i in 0..no {
+                if op_prev[i] != NONE {
+                    edges.push(u_op + i, op_end_ref(op_prev[i] as usize), 0, EdgeKind::Stream);
+                }
+                if op_launch[i] != NONE {
+                    let l = launch_latency[o.rank[i] as usize];
+                    let call = op_launch[i] as usize;
+                    let from = if o.start[i] >= c.end[call] { call_end_ref(call) } else { 2 * (u_call + call) as u32 };
+                    edges.push(u_op + i, from, l, EdgeKind::Launch);
+                }
             }
-            edges.push(u_mend + row, 2 * (u_t + inst) as u32, x, EdgeKind::Transfer);
-            edges.push(u_mend + row, 2 * (u_op + op) as u32, 0, EdgeKind::MemberStart);
-        }
-        // Capped lags: no edge is violated by the measurement.
-        let slot_time = |r: u32| ut[(r / 2) as usize] + if r & 1 == 1 { udur[(r / 2) as usize] } else { 0 };
-        for e in 0..edges.dst.len() {
-            let room = ut[edges.dst[e] as usize] - slot_time(edges.src[e]);
-            edges.lag[e] = edges.lag[e].min(room);
-        }
+            for &(a, b, recorded) in &cross {
+                let kind = if recorded { EdgeKind::CrossStream } else { EdgeKind::CrossStreamInferred };
+                edges.push(u_op + b as usize, op_end_ref(a as usize), 0, kind);
+            }
+            {
+                let mut k = 0;
+                for (b, &call) in blocking.iter().enumerate() {
+                    let i = call as usize;
+                    let r = c.rank[i] as usize;
+                    edges.push(u_cend + b, 2 * (u_call + i) as u32, min_duration[r], EdgeKind::Duration);
+                    while k < waits.len() && waits[k].0 == call {
+                        let (_, op, recorded) = waits[k];
+                        let kind = if recorded { EdgeKind::Wait } else { EdgeKind::WaitInferred };
+                        edges.push(u_cend + b, op_end_ref(op as usize), return_latency[r], kind);
+                        k += 1;
+                    }
+                }
+            }
+            for row in 0..nm {
+                let (inst, op) = (m.instance[row] as usize, m.op[row] as usize);
+                edges.push(u_t + inst, 2 * (u_op + op) as u32, 0, EdgeKind::Arrival);
+                let x = o.end[op] - t_meas[inst];
+                if x < 0 {
+                    fid.transfer_violations += 1;
+                }
+                edges.push(u_mend + row, 2 * (u_t + inst) as u32, x, EdgeKind::Transfer);
+                edges.push(u_mend + row, 2 * (u_op + op) as u32, 0, EdgeKind::MemberStart);
+            }
+            debug_assert_eq!(edges.dst.len(), n_edges);
+            drop((call_prev, op_prev, op_launch, cross, waits, by_end, by_end_rank, own_off, own_ops, has_wait));
+            // Capped lags: no edge is violated by the measurement.
+            let slot_time = |r: u32| ut[(r / 2) as usize] + if r & 1 == 1 { udur[(r / 2) as usize] } else { 0 };
+            for e in 0..edges.dst.len() {
+                let room = ut[edges.dst[e] as usize] - slot_time(edges.src[e]);
+                edges.lag[e] = edges.lag[e].min(room);
+            }
 
-        // Topological order; edges of a broken cycle dropped.
-        let src_unit: Vec<u32> = edges.src.iter().map(|&r| r / 2).collect();
-        let mut key = ut.clone();
-        key[0] = i64::MIN;
-        let (order, dropped) = topo::order(&key, &src_unit, &edges.dst);
-        drop((key, src_unit));
-        fid.dropped_dependencies = dropped.iter().filter(|&&d| d).count();
-        let mut pos = vec![0u32; n_units];
-        for (p, &u) in order.iter().enumerate() {
-            pos[u as usize] = p as u32;
-        }
-        let to_slot = |r: u32| 2 * pos[(r / 2) as usize] + (r & 1);
-
-        // Edges grouped by destination unit (stable), then laid out by position.
-        let mut by_dst_off = vec![0u32; n_units + 1];
-        for (e, &d) in edges.dst.iter().enumerate() {
-            if !dropped[e] {
+            // Edges grouped by destination unit (stable, in creation order).
+            let mut by_dst_off = vec![0u32; n_units + 1];
+            for &d in &edges.dst {
                 by_dst_off[d as usize + 1] += 1;
             }
-        }
-        for u in 0..n_units {
-            by_dst_off[u + 1] += by_dst_off[u];
-        }
-        let mut by_dst = vec![0u32; by_dst_off[n_units] as usize];
-        {
-            let mut fill = by_dst_off.clone();
-            for (e, &d) in edges.dst.iter().enumerate() {
-                if !dropped[e] {
+            for u in 0..n_units {
+                by_dst_off[u + 1] += by_dst_off[u];
+            }
+            let mut by_dst = vec![0u32; edges.dst.len()];
+            {
+                let mut fill = by_dst_off.clone();
+                for (e, &d) in edges.dst.iter().enumerate() {
                     by_dst[fill[d as usize] as usize] = e as u32;
                     fill[d as usize] += 1;
                 }
             }
+            edges.dst = Vec::new(); // by_dst says it now
+            (edges, by_dst_off, by_dst)
+        };
+        let slot_time = |r: u32| ut[(r / 2) as usize] + if r & 1 == 1 { udur[(r / 2) as usize] } else { 0 };
+
+        // Topological order; edges of a broken cycle dropped (out of by_dst).
+        let (order, pos, dropped) = topo::order(by_time, time_rank, &by_dst_off, &by_dst, |e| edges.src[e as usize] / 2);
+        fid.dropped_dependencies = dropped.len();
+        if !dropped.is_empty() {
+            let mut kept_off = vec![0u32; n_units + 1];
+            let mut kept = Vec::with_capacity(by_dst.len() - dropped.len());
+            for u in 0..n_units {
+                kept.extend(by_dst[by_dst_off[u] as usize..by_dst_off[u + 1] as usize].iter().filter(|e| dropped.binary_search(e).is_err()));
+                kept_off[u + 1] = kept.len() as u32;
+            }
+            (by_dst_off, by_dst) = (kept_off, kept);
         }
-        let n_edges = by_dst.len() + n_units; // with padding, at most this many more
+        let to_slot = |r: u32| 2 * pos[(r / 2) as usize] + (r & 1);
+        // Each unit's edges: its in-edges, at least two (an anchor where there is none, padding
+        // where there is one).
+        let in_degree = |u: usize| (by_dst_off[u + 1] - by_dst_off[u]) as usize;
+        let mut first = Vec::with_capacity(n_units + 1);
+        let mut n_edges = 0u32;
+        for &u in &order {
+            first.push(n_edges);
+            n_edges += in_degree(u as usize).max(2) as u32;
+        }
+        first.push(n_edges);
         let mut g = Graph {
-            units: Vec::with_capacity(n_units + 1),
-            edges: Vec::with_capacity(n_edges),
-            edge_kind: Vec::with_capacity(n_edges),
+            units: vec![Unit { first: 0, dur: 0, slack: 0 }; n_units + 1],
+            edges: vec![Edge { src: NULL_SLOT, lag: 0 }; n_edges as usize],
+            edge_kind: vec![EdgeKind::Anchor; n_edges as usize],
             wide_lag: Vec::new(),
             wide_dur: Vec::new(),
             wide_slack: Vec::new(),
@@ -840,7 +976,7 @@ impl Graph {
             transfer: (0..n_inst).map(|i| 2 * pos[u_t + i]).collect(),
             op_member,
             member_op: m.op.iter().map(|&op| op as u32).collect(),
-            member_x_edge: vec![NONE; nm],
+            member_x_edge: Vec::new(),
             inst_off: Vec::new(),
             inst_member: Vec::new(),
             seg_edges: Vec::new(),
@@ -853,64 +989,113 @@ impl Graph {
             fidelity: Fidelity::default(),
             measured: OnceLock::new(),
         };
-        let mut call_gap_edge = vec![NONE; nc];
-        let mut op_slack = vec![i64::MIN; no]; // i64::MIN: anchored
-        let mut slack_ns = 0i64;
-        for (p, &u) in order.iter().enumerate() {
-            let u = u as usize;
-            let first = g.edges.len() as u32;
-            g.unit_kind[p] = ukind[u];
-            g.unit_row[p] = urow[u];
-            if u == 0 {
-                // The origin: its edges are never read (a replay starts at position 1).
-                g.push_edge(NULL_SLOT, 0, EdgeKind::Anchor);
-                g.push_edge(NULL_SLOT, 0, EdgeKind::Anchor);
-                g.units.push(Unit { first, dur: 0, slack: 0 });
-                continue;
-            }
-            let ins = &by_dst[by_dst_off[u] as usize..by_dst_off[u + 1] as usize];
-            let mut reach = i64::MIN;
-            for &e in ins {
-                let e = e as usize;
-                let (r, lag, kind) = (edges.src[e], edges.lag[e], edges.kind[e]);
-                reach = reach.max(slot_time(r) + lag);
-                match kind {
-                    EdgeKind::HostGap => call_gap_edge[urow[u] as usize] = g.edges.len() as u32,
-                    EdgeKind::Transfer => g.member_x_edge[urow[u] as usize] = g.edges.len() as u32,
-                    _ => {}
-                }
-                g.push_edge(to_slot(r), lag, kind);
-            }
-            if ins.is_empty() {
-                g.push_edge(0, ut[u], EdgeKind::Anchor);
-                reach = ut[u];
-            }
-            if g.edges.len() - first as usize == 1 {
-                g.push_edge(NULL_SLOT, 0, EdgeKind::Anchor);
-            }
-            let slack = ut[u] - reach;
-            debug_assert!(slack >= 0);
-            slack_ns += slack;
-            if ukind[u] == U_OP && !ins.is_empty() {
-                op_slack[urow[u] as usize] = slack;
-            }
-            let unit = Unit { first, dur: narrow(udur[u]), slack: narrow(slack) };
-            if unit.dur == WIDE {
-                g.wide_dur.push((p as u32, udur[u]));
-            }
-            if unit.slack == WIDE {
-                g.wide_slack.push((p as u32, slack));
-            }
-            g.units.push(unit);
+        // The layout, in chunks of positions on every core: a chunk writes its units and their
+        // edges, and returns its wide values (in position order) and its slack.
+        #[derive(Default)]
+        struct Wide {
+            lag: Vec<(u32, i64)>,
+            dur: Vec<(u32, i64)>,
+            slack: Vec<(u32, i64)>,
+            slack_ns: i64,
         }
-        g.units.push(Unit { first: g.edges.len() as u32, dur: 0, slack: 0 });
+        const CHUNK: usize = 1 << 16;
+        let mut chunks = Vec::with_capacity(n_units / CHUNK + 1);
+        {
+            let (mut units, mut kinds, mut rows) = (&mut g.units[..n_units], &mut g.unit_kind[..], &mut g.unit_row[..]);
+            let (mut es, mut eks) = (&mut g.edges[..], &mut g.edge_kind[..]);
+            for p0 in (0..n_units).step_by(CHUNK) {
+                let p1 = (p0 + CHUNK).min(n_units);
+                let n_e = (first[p1] - first[p0]) as usize;
+                let (u_head, u_tail) = std::mem::take(&mut units).split_at_mut(p1 - p0);
+                let (k_head, k_tail) = std::mem::take(&mut kinds).split_at_mut(p1 - p0);
+                let (r_head, r_tail) = std::mem::take(&mut rows).split_at_mut(p1 - p0);
+                let (e_head, e_tail) = std::mem::take(&mut es).split_at_mut(n_e);
+                let (ek_head, ek_tail) = std::mem::take(&mut eks).split_at_mut(n_e);
+                chunks.push((p0, u_head, k_head, r_head, e_head, ek_head));
+                (units, kinds, rows, es, eks) = (u_tail, k_tail, r_tail, e_tail, ek_tail);
+            }
+        }
+        use rayon::prelude::*;
+        let wides: Vec<Wide> = chunks
+            .into_par_iter()
+            .map(|(p0, units, kinds, rows, es, eks)| {
+                let mut w = Wide::default();
+                let base = first[p0] as usize;
+                for (k, unit) in units.iter_mut().enumerate() {
+                    let (p, u) = (p0 + k, order[p0 + k] as usize);
+                    let f = first[p] as usize;
+                    (kinds[k], rows[k]) = kind_row(u);
+                    *unit = Unit { first: f as u32, dur: 0, slack: 0 };
+                    if u == 0 {
+                        continue; // the origin: two padding edges, never read (a replay starts at position 1)
+                    }
+                    let mut put = |j: usize, src: u32, lag: i64, kind: EdgeKind| {
+                        let l = narrow(lag);
+                        if l == WIDE {
+                            w.lag.push(((f + j) as u32, lag));
+                        }
+                        es[f + j - base] = Edge { src, lag: l };
+                        eks[f + j - base] = kind;
+                    };
+                    let ins = &by_dst[by_dst_off[u] as usize..by_dst_off[u + 1] as usize];
+                    let mut reach = i64::MIN;
+                    for (j, &e) in ins.iter().enumerate() {
+                        let e = e as usize;
+                        let (r, lag) = (edges.src[e], edges.lag[e]);
+                        reach = reach.max(slot_time(r) + lag);
+                        put(j, to_slot(r), lag, edges.kind[e]);
+                    }
+                    if ins.is_empty() {
+                        put(0, 0, ut[u], EdgeKind::Anchor);
+                        reach = ut[u];
+                    }
+                    let slack = ut[u] - reach;
+                    debug_assert!(slack >= 0);
+                    w.slack_ns += slack;
+                    *unit = Unit { first: f as u32, dur: narrow(udur[u]), slack: narrow(slack) };
+                    if unit.dur == WIDE {
+                        w.dur.push((p as u32, udur[u]));
+                    }
+                    if unit.slack == WIDE {
+                        w.slack.push((p as u32, slack));
+                    }
+                }
+                w
+            })
+            .collect();
+        g.units[n_units] = Unit { first: n_edges, dur: 0, slack: 0 };
+        let mut slack_ns = 0i64;
+        for w in wides {
+            g.wide_lag.extend(w.lag);
+            g.wide_dur.extend(w.dur);
+            g.wide_slack.extend(w.slack);
+            slack_ns += w.slack_ns;
+        }
+        // Each call's host-gap edge, each member's transfer edge, each op's slack (MIN: anchored).
+        let edge_of = |p: u32, kind: EdgeKind| g.edge_range(p as usize).find(|&e| g.edge_kind[e] == kind).map_or(NONE, |e| e as u32);
+        let call_gap_edge: Vec<u32> = (0..nc).into_par_iter().map(|i| edge_of(pos[u_call + i], EdgeKind::HostGap)).collect();
+        let member_x_edge: Vec<u32> = (0..nm).into_par_iter().map(|r| edge_of(pos[u_mend + r], EdgeKind::Transfer)).collect();
+        let op_slack: Vec<i64> = (0..no)
+            .into_par_iter()
+            .map(|i| {
+                let p = pos[u_op + i] as usize;
+                let e = g.units[p].first as usize;
+                if g.edge_kind[e] == EdgeKind::Anchor && g.edges[e].src == 0 {
+                    i64::MIN
+                } else {
+                    g.slack(p)
+                }
+            })
+            .collect();
+        g.member_x_edge = member_x_edge;
         // What makes the replay loop's unchecked reads sound: every unit has two edges or more, and
         // every edge reads an earlier unit's slot.
-        for p in 1..n_units {
+        let sound = (1..n_units).into_par_iter().all(|p| {
             let r = g.edge_range(p);
-            assert!(r.len() >= 2 && g.edges[r].iter().all(|e| (e.src as usize) < 2 * p), "graph not in topological order");
-        }
-        drop((edges, by_dst, by_dst_off, order, ut, udur, ukind, urow));
+            r.len() >= 2 && g.edges[r].iter().all(|e| (e.src as usize) < 2 * p)
+        });
+        assert!(sound, "graph not in topological order");
+        drop((edges, by_dst, by_dst_off, order, first, ut, udur, blocking));
 
         // Instances' members, host-gap segments, step and rank end candidates.
         g.inst_off = vec![0; n_inst + 1];
@@ -987,15 +1172,6 @@ impl Graph {
         fid.edges = g.edge_kind.iter().zip(&g.edges).filter(|(&k, e)| !(k == EdgeKind::Anchor && e.src == NULL_SLOT)).count();
         g.fidelity = fid;
         Ok(g)
-    }
-
-    fn push_edge(&mut self, src: u32, lag: i64, kind: EdgeKind) {
-        let narrow = narrow(lag);
-        if narrow == WIDE {
-            self.wide_lag.push((self.edges.len() as u32, lag));
-        }
-        self.edges.push(Edge { src, lag: narrow });
-        self.edge_kind.push(kind);
     }
 
     pub(crate) fn n_units(&self) -> usize {

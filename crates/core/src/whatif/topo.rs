@@ -8,106 +8,148 @@
 //! broken by releasing the earliest waiting unit and dropping its edges from units not yet placed;
 //! the dropped edges are reported.
 
-use rayon::slice::ParallelSliceMut;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-/// Returns `order` (position -> unit) and, per edge, whether it was dropped to break a cycle.
-/// `key[u]` is unit u's measured time; ties go by unit index.
-pub(crate) fn order(key: &[i64], src: &[u32], dst: &[u32]) -> (Vec<u32>, Vec<bool>) {
-    let n = key.len();
-    let mut keyed: Vec<(i64, u32)> = key.iter().enumerate().map(|(u, &k)| (k, u as u32)).collect();
-    keyed.par_sort_unstable();
-    let by_time: Vec<u32> = keyed.into_iter().map(|(_, u)| u).collect();
+/// The units by time (`time[u]`, ties by unit index), and each unit's place in that order.
+pub(crate) fn time_order(time: &[i64]) -> (Vec<u32>, Vec<u32>) {
+    // The sort merges the long runs the units come in (each rank's calls, its ops, ... in time
+    // order). Where the times' span leaves room beside the unit index, the keys are one u64 each
+    // (time from the earliest, then the index): half the memory of (time, index) pairs.
+    let n = time.len();
+    let by_time: Vec<u32> = match (time.iter().min(), time.iter().max()) {
+        (Some(&lo), Some(&hi)) if fits_packed(hi.abs_diff(lo), n) => {
+            let bits = usize::BITS - n.leading_zeros();
+            let mut keyed: Vec<u64> = time.iter().enumerate().map(|(u, &t)| (t.abs_diff(lo) << bits) | u as u64).collect();
+            keyed.sort();
+            keyed.into_iter().map(|k| (k & ((1 << bits) - 1)) as u32).collect()
+        }
+        _ => {
+            let mut keyed: Vec<(i64, u32)> = time.iter().enumerate().map(|(u, &t)| (t, u as u32)).collect();
+            keyed.sort(); // stable: ties stay in unit order
+            keyed.into_iter().map(|(_, u)| u).collect()
+        }
+    };
     let mut rank = vec![0u32; n];
     for (p, &u) in by_time.iter().enumerate() {
         rank[u as usize] = p as u32;
     }
-    let mut dropped = vec![false; src.len()];
-    if src.iter().zip(dst).all(|(&s, &d)| rank[s as usize] < rank[d as usize]) {
-        return (by_time, dropped);
+    (by_time, rank)
+}
+
+/// Whether a span of times and the index of one of n units fit in 64 bits together.
+fn fits_packed(span: u64, n: usize) -> bool {
+    let bits = usize::BITS - n.leading_zeros();
+    u64::BITS - span.leading_zeros() + bits <= 64
+}
+
+/// Returns `order` (position -> unit), `pos` (unit -> position) and the edges dropped to break a
+/// cycle, from the units in time order ([`time_order`]). `in_edge[in_off[u]..in_off[u + 1]]` are
+/// the edges into unit u, `src(e)` the unit edge e leaves from.
+pub(crate) fn order(
+    by_time: Vec<u32>,
+    mut rank: Vec<u32>,
+    in_off: &[u32],
+    in_edge: &[u32],
+    src: impl Fn(u32) -> u32,
+) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+    let n = by_time.len();
+    let ins = |u: usize| &in_edge[in_off[u] as usize..in_off[u + 1] as usize];
+    if (0..n).all(|u| ins(u).iter().all(|&e| rank[src(e) as usize] < rank[u])) {
+        return (by_time, rank, Vec::new());
     }
 
-    // Kahn, taking the earliest ready unit each time. Most units become ready before time order
-    // reaches them, so a cursor walks the time order and only the units that become ready after
-    // the cursor passed them (behind a backward edge) wait in a heap: it stays small.
-    let (out_off, out_edge) = csr(n, src);
-    let mut incoming = None; // in-edges by destination, made at the first cycle
-    let mut indeg = vec![0u32; n];
-    for &d in dst {
-        indeg[d as usize] += 1;
-    }
+    // Kahn, taking the earliest ready unit each time. A cursor walks the time order and places
+    // each unit whose sources are placed; the few that are not wait, counting their unplaced
+    // sources, and join a heap (by time) when the count reaches 0, to be placed before the cursor
+    // moves on.
     let mut placed = vec![false; n];
+    let mut pending = vec![0u32; n];
+    let mut waiters: rustc_hash::FxHashMap<u32, Vec<u32>> = rustc_hash::FxHashMap::default(); // source -> waiting units
     let mut late: BinaryHeap<Reverse<u32>> = BinaryHeap::new(); // ready, behind the cursor
     let mut order = Vec::with_capacity(n);
+    let mut dropped = Vec::new();
     let mut cursor = 0usize; // in by_time: the next unit not yet passed
     let mut oldest = 0usize; // in by_time: every unit before it is placed
     while order.len() < n {
-        while cursor < n && (placed[by_time[cursor] as usize] || indeg[by_time[cursor] as usize] > 0) {
-            cursor += 1; // passed: placed, or waiting (it goes to `late` when ready)
-        }
-        let u = match late.peek() {
-            Some(&Reverse(r)) if cursor >= n || (r as usize) < cursor => {
-                late.pop();
-                by_time[r as usize]
-            }
-            _ if cursor < n => by_time[cursor],
-            _ => {
-                // A cycle: release the earliest unit not yet placed, dropping its waiting edges.
-                while placed[by_time[oldest] as usize] {
-                    oldest += 1;
-                }
-                let u = by_time[oldest];
-                let (in_off, in_edge) = incoming.get_or_insert_with(|| csr(n, dst));
-                for &e in &in_edge[in_off[u as usize] as usize..in_off[u as usize + 1] as usize] {
-                    if !placed[src[e as usize] as usize] {
-                        dropped[e as usize] = true;
+        let u = if let Some(Reverse(r)) = late.pop() {
+            by_time[r as usize] as usize
+        } else if cursor < n {
+            let u = by_time[cursor] as usize;
+            cursor += 1;
+            let waiting = ins(u).iter().filter(|&&e| !placed[src(e) as usize]).count();
+            if waiting > 0 {
+                pending[u] = waiting as u32;
+                for &e in ins(u) {
+                    if !placed[src(e) as usize] {
+                        waiters.entry(src(e)).or_default().push(u as u32);
                     }
                 }
-                indeg[u as usize] = 0;
-                u
-            }
-        };
-        if placed[u as usize] {
-            continue;
-        }
-        placed[u as usize] = true;
-        order.push(u);
-        for &e in &out_edge[out_off[u as usize] as usize..out_off[u as usize + 1] as usize] {
-            let d = dst[e as usize] as usize;
-            if dropped[e as usize] || placed[d] {
                 continue;
             }
-            indeg[d] -= 1;
-            if indeg[d] == 0 && (rank[d] as usize) < cursor {
-                late.push(Reverse(rank[d]));
+            u
+        } else {
+            // A cycle: release the earliest unit not yet placed, dropping its waiting edges.
+            while placed[by_time[oldest] as usize] {
+                oldest += 1;
+            }
+            let u = by_time[oldest] as usize;
+            dropped.extend(ins(u).iter().copied().filter(|&e| !placed[src(e) as usize]));
+            u
+        };
+        if placed[u] {
+            continue;
+        }
+        placed[u] = true;
+        order.push(u as u32);
+        if !waiters.is_empty() {
+            for d in waiters.remove(&(u as u32)).unwrap_or_default() {
+                let d = d as usize;
+                if !placed[d] {
+                    pending[d] -= 1;
+                    if pending[d] == 0 {
+                        late.push(Reverse(rank[d]));
+                    }
+                }
             }
         }
     }
-    (order, dropped)
-}
-
-/// Edge ids grouped by `of[e]` (offsets, ids).
-fn csr(n: usize, of: &[u32]) -> (Vec<u32>, Vec<u32>) {
-    let mut off = vec![0u32; n + 1];
-    for &u in of {
-        off[u as usize + 1] += 1;
+    for (p, &u) in order.iter().enumerate() {
+        rank[u as usize] = p as u32;
     }
-    for u in 0..n {
-        off[u + 1] += off[u];
-    }
-    let mut fill = off.clone();
-    let mut ids = vec![0u32; of.len()];
-    for (e, &u) in of.iter().enumerate() {
-        ids[fill[u as usize] as usize] = e as u32;
-        fill[u as usize] += 1;
-    }
-    (off, ids)
+    dropped.sort_unstable();
+    (order, rank, dropped)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// (order, dropped per edge) for edges src[e] -> dst[e].
+    fn order(key: &[i64], src: &[u32], dst: &[u32]) -> (Vec<u32>, Vec<bool>) {
+        let n = key.len();
+        let mut off = vec![0u32; n + 1];
+        for &d in dst {
+            off[d as usize + 1] += 1;
+        }
+        for u in 0..n {
+            off[u + 1] += off[u];
+        }
+        let mut fill = off.clone();
+        let mut ids = vec![0u32; dst.len()];
+        for (e, &d) in dst.iter().enumerate() {
+            ids[fill[d as usize] as usize] = e as u32;
+            fill[d as usize] += 1;
+        }
+        let (by_time, rank) = super::time_order(key);
+        let (order, pos, dropped) = super::order(by_time, rank, &off, &ids, |e| src[e as usize]);
+        assert_eq!(positions(&order), pos);
+        let mut d = vec![false; src.len()];
+        for e in dropped {
+            d[e as usize] = true;
+        }
+        (order, d)
+    }
 
     fn positions(order: &[u32]) -> Vec<u32> {
         let mut pos = vec![0; order.len()];

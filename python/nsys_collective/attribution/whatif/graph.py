@@ -53,6 +53,14 @@ def steps_of(job: Job, rank: int, points: np.ndarray, step_index: dict[str, int]
     return codes[np.where(at >= 0, at, len(steps.label))]
 
 
+def _joined(parts: list[dict]) -> dict | None:
+    """One table from its per-rank parts, column by column: each column's parts are dropped as soon
+    as they are joined, so that the parts and the whole table are never held at once."""
+    if not parts:
+        return None
+    return {k: np.concatenate([p.pop(k) for p in parts]).astype(np.int64, copy=False) for k in list(parts[0])}
+
+
 def _replay_graph(*args, **kwargs):
     graph = _native.ReplayGraph(*args, **kwargs)
     memory.release()  # the build's temporaries, more than the graph itself
@@ -124,15 +132,13 @@ def build_graph(job: Job, tolerance_ns: int, step_pattern: str | None = None) ->
         raise RuntimeError(f"{int((member_rows < 0).sum())} collective members not found in their rank's GPU work")
     members = {"instance": col.obs_instance, "op": member_rows}
 
-    def joined(parts):
-        return {k: np.concatenate([p[k] for p in parts]).astype(np.int64, copy=False) for k in parts[0]} if parts else None
-
+    calls, ops, syncs, events = _joined(calls), _joined(ops), _joined(syncs), _joined(events)
+    op_step = ops["step"]
     # Building the graph is the what-if's largest single cost: it runs beside the candidate picking.
     pool = ThreadPoolExecutor(max_workers=1)
-    building = pool.submit(_replay_graph, joined(calls), joined(ops), members, syncs=joined(syncs),
-                           events=joined(events), tolerance_ns=int(tolerance_ns))
+    building = pool.submit(_replay_graph, calls, ops, members, syncs=syncs, events=events, tolerance_ns=int(tolerance_ns))
     pool.shutdown(wait=False)  # the thread ends with the build
-    op_step = np.concatenate([o["step"] for o in ops])
+    del calls, ops, syncs, events  # the build's own references free them when it ends
     return JobGraph(building=building, ranks=ranks, op_offset=op_offset, call_offset=call_offset,
                   op_step=op_step, member_rows=member_rows, step_names=step_names or ["(the whole capture)"],
                   has_steps=bool(step_names))
