@@ -23,6 +23,7 @@ import warnings
 from pathlib import Path
 
 import matplotlib
+import matplotlib.image
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -109,10 +110,16 @@ class ChartWarning(UserWarning):
 
 
 def save_figure(fig: Figure, stem: Path) -> list[Path]:
-    FigureCanvasAgg(fig)
+    """The figure drawn twice, once per file: the PNG's draw solves the layout and fills the
+    pixels, the SVG keeps that layout. (savefig would draw four times: with a layout engine set it
+    first makes a draw to lay out, for each file.)"""
+    canvas = FigureCanvasAgg(fig)
     png, svg = stem.with_suffix(".png"), stem.with_suffix(".svg")
-    fig.savefig(png, dpi=DPI, metadata={"Software": None})
-    fig.set_layout_engine("none")  # the layout is done: the SVG keeps it instead of solving it again
+    fig.set_dpi(DPI)
+    canvas.draw()  # the constrained layout, then the pixels, at the PNG's resolution
+    matplotlib.image.imsave(png, canvas.buffer_rgba(), format="png", origin="upper", dpi=DPI,
+                            metadata={"Software": None})
+    fig.set_layout_engine(None)  # the layout is done (REPORT_STYLE sets no default engine)
     fig.savefig(svg, metadata={"Date": None})
     return [png, svg]
 
