@@ -97,6 +97,31 @@ def test_demo_charts_are_written_and_not_blank(demo):
     _check_charts(charts)
 
 
+def test_saving_draws_what_savefig_draws(tmp_path):
+    """save_figure draws each figure once per file (not savefig's extra laying-out draws): its PNG
+    must be matplotlib's own savefig PNG of the same figure, pixel for pixel."""
+    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from nsys_collective.render import charts
+
+    result, _ = _analyze(sorted((FIXTURES / "demo-4rank-2host").glob("*.sqlite")))
+    for name in ("timeline", "wait_heatmap"):
+        with matplotlib.rc_context(charts.REPORT_STYLE):
+            fast = charts.save_figure(charts._DRAW[name](result), tmp_path / name)
+            plain = charts._DRAW[name](result)
+            FigureCanvasAgg(plain)
+            plain.savefig(tmp_path / f"{name}-savefig.png", dpi=charts.DPI)
+        assert np.array_equal(matplotlib.image.imread(fast[0]), matplotlib.image.imread(tmp_path / f"{name}-savefig.png")), name
+        ET.parse(fast[1])  # the SVG is whole
+
+
+def test_parallel_order_names_every_chart_once():
+    from nsys_collective.render import charts
+
+    assert sorted(charts.COSTLIEST_FIRST) == sorted(charts.CHART_NAMES)
+
+
 def test_the_transfers_against_compute_chart_where_a_kernel_slowed_them(tmp_path):
     """A generated job where one kernel slows the transfers it overlaps: the chart is drawn, not blank."""
     gen.generate(tmp_path / "job", scenario="kernel_contention", seed=1, ranks=4, hosts=2, steps=6,

@@ -66,7 +66,7 @@ def _chart_drawing(result: Result, out_dir: Path, on_chart) -> Iterator[_Charts]
     chart each, on as many cores as there are (saving a PNG and an SVG is most of `--out`'s time),
     else one after another here. On leaving, every chart is done: `.written` is {name: [png, svg]}
     as write_charts returns it, and the charts that could not be drawn are one ChartWarning."""
-    from nsys_collective.render.charts import CHART_NAMES, ChartWarning, not_drawn
+    from nsys_collective.render.charts import CHART_NAMES, COSTLIEST_FIRST, ChartWarning, not_drawn
 
     charts, done, failed = _Charts(), {}, {}
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -75,7 +75,7 @@ def _chart_drawing(result: Result, out_dir: Path, on_chart) -> Iterator[_Charts]
                                initializer=_die_with_parent, initargs=(os.getpid(),)) if fork and cores > 1 else None
     try:
         _shared["result"] = result
-        futures = [pool.submit(_draw, name, out_dir) for name in CHART_NAMES] if pool else []
+        futures = [pool.submit(_draw, name, out_dir) for name in COSTLIEST_FIRST] if pool else []
         yield charts
         outcomes = (f.result() for f in as_completed(futures)) if pool else (_draw(name, out_dir) for name in CHART_NAMES)
         for k, (name, paths, error, caught) in enumerate(outcomes, 1):
