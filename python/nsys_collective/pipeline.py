@@ -55,7 +55,7 @@ def prepare(paths: Sequence[str | os.PathLike], nsys: str | None = None, cache_d
     return Inputs(reports=reports, readable=readable, limits=limits, warnings=tuple(warnings))
 
 
-def map_input(readable: Path, index: int, report: str, limits: Limits = Limits()) -> Traced:
+def map_input(readable: Path, index: int, report: str | os.PathLike, limits: Limits = Limits()) -> Traced:
     """Read one input and trace its ranks."""
     [export] = formats.read([readable], 1, limits)
     return trace_export(export, index, shown(report))
@@ -102,8 +102,7 @@ def _map_chunk(inputs: Inputs, lo: int, hi: int, threads: int | None) -> list[Tr
     (the chunk was read first, then traced on one core), and each export is released once traced.
     The first unusable input, in input order, raises."""
     def one(k: int) -> Traced:
-        [export] = formats.read([inputs.readable[k]], 1, inputs.limits)
-        return trace_export(export, k, shown(inputs.reports[k]))
+        return map_input(inputs.readable[k], k, inputs.reports[k], inputs.limits)
 
     chunk = range(lo, min(hi, len(inputs.readable)))
     if len(chunk) <= 1:
