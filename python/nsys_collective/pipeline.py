@@ -146,10 +146,22 @@ _prefetch: list[threading.Thread] = []
 
 
 def prefetch_reduce() -> None:
-    """Start loading the reduce's modules in the background (once per process)."""
-    if not _prefetch:
+    """Start loading the reduce's modules in the background (once per process), unless the
+    process's address space is limited (ulimit -v, -d): there the read may need all of it, and
+    scipy's libraries and their BLAS buffers (130 MB or more) would take it from the read, or a
+    library's loading would run out of it, where C code may crash rather than raise. There the
+    reduce imports them itself, on the main thread, once the read succeeded."""
+    if not _prefetch and not _address_space_limited():
         _prefetch.append(threading.Thread(target=_import_quietly, args=(REDUCE_MODULES,), name="prefetch", daemon=True))
         _prefetch[0].start()
+
+
+def _address_space_limited() -> bool:
+    try:
+        import resource
+    except ImportError:  # not a POSIX system: no such limits
+        return False
+    return any(resource.getrlimit(limit)[0] != resource.RLIM_INFINITY for limit in (resource.RLIMIT_AS, resource.RLIMIT_DATA))
 
 
 def _import_quietly(names: Sequence[str]) -> None:

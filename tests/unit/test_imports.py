@@ -65,3 +65,43 @@ def test_the_package_root_loads_its_api_on_first_use():
             "print(before, 'numpy' in sys.modules, nc.__version__ == __import__('nsys_collective.version').version.__version__)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.stdout.split() == ["False", "True", "True"], proc.stderr
+
+
+def test_analyze_json_loads_no_pydantic_and_no_blas_threads():
+    modules = loaded("analyze", str(FIXTURES / "demo-4rank-2host"), "--json")
+    # typer's coercion (a pydantic adapter per parameter) only for values that need converting.
+    assert held(modules, ("pydantic", "typer._adapters")) == []
+    assert held(loaded("analyze", str(FIXTURES / "demo-4rank-2host"), "--json", "--threads", "2"), ("pydantic",)) == ["pydantic"]
+
+
+def test_the_deferred_coercion_gives_what_typer_s_own_gives():
+    """cli.commands._Deferred stands in for typer's pydantic coercion for the values left as they
+    are: each gives the same value of the same type as typer's own for every parameter of every
+    command (and where it would not, it hands the value to typer's)."""
+    from typer._coercion import build_runtime_param
+    from typer.main import get_command
+
+    from nsys_collective.cli import app
+    from nsys_collective.cli.commands import _Deferred
+
+    group = get_command(app)
+    tried = 0
+    for name, command in group.commands.items():
+        ctx = command.make_context(name, [], resilient_parsing=True)
+        for param in command.params:
+            if not hasattr(param, "type_descriptor"):
+                continue
+            for value in (None, param.default, "text", "", ("a", "b"), (), 3, 2.5):
+                theirs = mine = None
+                try:
+                    theirs = build_runtime_param(param.type_descriptor).coerce(value, param=param, ctx=ctx)
+                except Exception as e:
+                    theirs = type(e)
+                try:
+                    mine = _Deferred().coerce(value, param, ctx)
+                except Exception as e:
+                    mine = type(e)
+                param._runtime_param = _Deferred()
+                assert (type(mine), mine) == (type(theirs), theirs), (name, param.name, value)
+                tried += 1
+    assert tried > 100

@@ -24,12 +24,35 @@ class _HelpFlag:
         return option
 
 
+class _Deferred:
+    """What typer 0.29 coerces every parameter's value with, a pydantic adapter (pydantic's 0.12 s
+    of imports, in every command), built only for a value that needs converting: the value of an
+    option left out (None, or its default as typed) and text for text stand as they are, which is
+    what the adapter returns for them (tests/unit/test_imports.py compares the two)."""
+
+    def coerce(self, value, param, ctx):
+        annotation = param.type_descriptor.annotation
+        many = param.multiple or param.nargs == -1
+        if value is None:
+            return () if many else None
+        if many and annotation == list[str] and isinstance(value, (list, tuple)) and all(type(v) is str for v in value):
+            return list(value)
+        if not many and type(value) is annotation and (annotation is str or value is param.default):
+            return value
+        param._runtime_param = None  # typer's own, from now on
+        return param.get_runtime_param().coerce(value, param=param, ctx=ctx)
+
+
 class Group(_HelpFlag, TyperGroup):
     pass
 
 
 class Command(_HelpFlag, TyperCommand):
-    pass
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if getattr(param, "_runtime_param", False) is None:  # typer's, not built yet
+                param._runtime_param = _Deferred()
 
 
 app = typer.Typer(
