@@ -72,12 +72,13 @@ class Alignment:
 
     def correct(self, ranks: np.ndarray, utc: np.ndarray) -> np.ndarray:
         """Aligned times of UTC times, each of the given rank (integer ns)."""
-        return _apply(utc, _lookup(self.clock_of_rank, ranks), self.offset_ns, self.drift_ppm, self.t_ref_ns)
+        clock = _lookup(self.clock_of_rank, ranks)
+        return _apply(utc, self.offset_ns[clock], self.drift_ppm[clock], self.t_ref_ns)
 
     def correct_rank(self, rank: int, utc: np.ndarray) -> np.ndarray:
         """Aligned times of UTC times of one rank."""
-        clock = self.clock_of_rank[rank]
-        return _apply(utc, np.zeros(len(utc), np.int64), self.offset_ns[[clock]], self.drift_ppm[[clock]], self.t_ref_ns)
+        clock = self.clock_of_rank[rank]  # its two numbers, not an array of them per time: the same products
+        return _apply(utc, self.offset_ns[clock], self.drift_ppm[clock], self.t_ref_ns)
 
 
 def _lookup(mapping: dict[int, int], keys: np.ndarray) -> np.ndarray:
@@ -87,9 +88,10 @@ def _lookup(mapping: dict[int, int], keys: np.ndarray) -> np.ndarray:
     return values[np.searchsorted(known, keys)] if len(keys) else np.zeros(0, np.int64)
 
 
-def _apply(t: np.ndarray, clock: np.ndarray, offset: np.ndarray, drift: np.ndarray, t_ref: int) -> np.ndarray:
+def _apply(t: np.ndarray, offset, drift, t_ref: int) -> np.ndarray:
+    """Aligned times of times t, each with its clock's offset (ns) and drift (ppm): per time, or one of each."""
     # The correction is small: compute it in float, add it to the exact integer times.
-    correction = offset[clock] + drift[clock] * 1e-6 * (t - t_ref).astype(np.float64)
+    correction = offset + drift * 1e-6 * (t - t_ref).astype(np.float64)
     return t + np.rint(correction).astype(np.int64)
 
 
@@ -209,8 +211,8 @@ class _Problem:
         active: list[tuple[np.ndarray, float]] = []
         for _ in range(MAX_CONSTRAINTS):
             offset, drift = self.clocks(theta)
-            s = _apply(self.start, self.clock, offset, drift, self.t_ref)
-            e = _apply(self.end, self.clock, offset, drift, self.t_ref)
+            s = _apply(self.start, offset[self.clock], drift[self.clock], self.t_ref)
+            e = _apply(self.end, offset[self.clock], drift[self.clock], self.t_ref)
             last_start = np.full(self.n_inst, np.iinfo(np.int64).min)
             first_end = np.full(self.n_inst, np.iinfo(np.int64).max)
             np.maximum.at(last_start, self.inst, s)
@@ -289,8 +291,9 @@ def align(obs_instance, obs_rank, obs_start, obs_end, sync: np.ndarray, host_of_
     else:
         offset, drift = np.zeros(len(names)), np.zeros(len(names))
         method = "none (one clock)" if len(names) <= 1 else "none (no instance to fit)"
-    a_start = _apply(start, clock_array(), offset, drift, t_ref)
-    a_end = _apply(end, clock_array(), offset, drift, t_ref)
+    clock = clock_array()
+    a_start = _apply(start, offset[clock], drift[clock], t_ref)
+    a_end = _apply(end, offset[clock], drift[clock], t_ref)
     violations_after = count_violations(inst, a_start, a_end)
     if violations_after:
         warnings.append(f"{violations_after} causality violations remain after alignment (mismatched collectives?)")
