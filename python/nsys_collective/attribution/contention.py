@@ -94,7 +94,7 @@ def attribute(job: Job) -> Contention:
     for r in np.unique(rank).tolist():
         rows = np.flatnonzero((rank == r) & (end > last))
         w = work[r]
-        compute = np.flatnonzero(w.is_kernel & ~w.is_nccl)
+        compute = w.compute
         q, i, ns = _native.overlaps(last[rows], end[rows], w.start[compute], w.end[compute])
         sms = job.traces[r].sm_count
         if sms is None:
@@ -311,12 +311,13 @@ def _compute_slowdown(job: Job, min_runs: int = 3) -> tuple[list[dict], list[dic
     parts = []
     for r in ranks:
         w = work[r]
-        compute = np.flatnonzero(w.is_kernel & ~w.is_nccl)
+        compute = w.compute
         nccl = np.flatnonzero(w.is_nccl)
+        start, end = w.start[compute], w.end[compute]
         # The NCCL kernels as the queries: a few thousand searches, not one per compute kernel.
         # Each compute kernel's pairs still come in NCCL order, so its sum is the same.
-        _, i, ns = _native.overlaps(w.start[nccl], w.end[nccl], w.start[compute], w.end[compute])
-        parts.append((compute, w.name[compute], (w.end - w.start)[compute], np.bincount(i, weights=ns, minlength=len(compute))))
+        _, i, ns = _native.overlaps(w.start[nccl], w.end[nccl], start, end)
+        parts.append((compute, w.name[compute], end - start, np.bincount(i, weights=ns, minlength=len(compute))))
     if not parts:
         return [], []
     first_of_rank = np.cumsum([0] + [len(p[0]) for p in parts[:-1]])
@@ -335,9 +336,11 @@ def _compute_slowdown(job: Job, min_runs: int = 3) -> tuple[list[dict], list[dic
     # run per kernel).
     slot = np.full(bins, -1, np.int16)
     slot[wanted] = np.arange(len(wanted))
-    picked = np.flatnonzero(slot[at] >= 0)
-    by_kernel = picked[np.argsort(slot[at[picked]], kind="stable")]
-    bounds = np.r_[0, np.cumsum(np.bincount(slot[at[picked]], minlength=len(wanted)))]
+    slots = slot[at]
+    picked = np.flatnonzero(slots >= 0)
+    slots = slots[picked]
+    by_kernel = picked[np.argsort(slots, kind="stable")]
+    bounds = np.r_[0, np.cumsum(np.bincount(slots, minlength=len(wanted)))]
     out, changes = [], []
     for j, k in enumerate(wanted):
         runs = by_kernel[bounds[j]:bounds[j + 1]]
