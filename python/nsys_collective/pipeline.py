@@ -29,7 +29,6 @@ from nsys_collective.ingest.capture import Limits
 from nsys_collective.ingest.discover import find_inputs, shown
 from nsys_collective.model.job import Filters, Job, build_job
 from nsys_collective.model.trace import InputFacts, RankTrace, trace_export
-from nsys_collective.version import __version__
 
 if TYPE_CHECKING:
     from nsys_collective.result import Result
@@ -126,6 +125,7 @@ def finish(job: Job, traced: Sequence[Traced], source: str = "", filters: Filter
     _wait_for_prefetch()
     from nsys_collective.attribution import attribute
     from nsys_collective.attribution.build import build_result
+    from nsys_collective.version import __version__
 
     attribution = attribute(job, filters.steps if filters else None)
     return build_result(job, attribution, [facts for facts, _ in traced], __version__, source, nic_gbps=nic_gbps)
@@ -141,7 +141,7 @@ def reduce(traced: Sequence[Traced], filters: Filters | None = None, source: str
 # fit's), the attribution and the result. Loaded in a thread while the native readers, which
 # release the GIL, read the inputs.
 REDUCE_MODULES = ("scipy.optimize", "scipy.special", "nsys_collective.attribution", "nsys_collective.attribution.build",
-                  "nsys_collective.result")
+                  "nsys_collective.result", "nsys_collective.version")
 _prefetch: list[threading.Thread] = []
 
 
