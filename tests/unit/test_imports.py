@@ -67,7 +67,7 @@ def test_the_package_root_loads_its_api_on_first_use():
     assert proc.stdout.split() == ["False", "True", "True"], proc.stderr
 
 
-def test_analyze_json_loads_no_pydantic_and_no_blas_threads():
+def test_analyze_json_loads_no_pydantic():
     modules = loaded("analyze", str(FIXTURES / "demo-4rank-2host"), "--json")
     # typer's coercion (a pydantic adapter per parameter) only for values that need converting.
     assert held(modules, ("pydantic", "typer._adapters")) == []
@@ -105,3 +105,35 @@ def test_the_deferred_coercion_gives_what_typer_s_own_gives():
                 assert (type(mine), mine) == (type(theirs), theirs), (name, param.name, value)
                 tried += 1
     assert tried > 100
+
+
+@pytest.mark.parametrize("limited", [False, True])
+def test_no_prefetch_under_an_address_space_limit(limited):
+    """Under `ulimit -v` the read may need all the room there is; scipy's libraries loading beside
+    it would take it, or run out of it where C code spins or crashes instead of raising
+    (pipeline.prefetch_reduce). The reduce then imports them itself, after the read."""
+    code = ("import resource, sys\n"
+            "if sys.argv[1] == 'True': resource.setrlimit(resource.RLIMIT_AS, (1 << 45, resource.RLIM_INFINITY))\n"
+            "from nsys_collective import pipeline\n"
+            "pipeline.prefetch_reduce()\n"
+            "print(bool(pipeline._prefetch))")
+    proc = subprocess.run([sys.executable, "-c", code, str(limited)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == [str(not limited)]
+
+
+@pytest.mark.parametrize("preset, expected", [({}, "1"), ({"OPENBLAS_NUM_THREADS": "4"}, "4"), ({"OMP_NUM_THREADS": "3"}, "None")])
+def test_the_blas_loads_with_one_thread_unless_the_user_chose(preset, expected):
+    """cli.BLAS_THREADS: OpenBLAS reads its thread count when it loads; the command asks for one
+    (the analysis multiplies small matrices), and leaves any count the user set alone."""
+    import os
+
+    code = ("import atexit, os, sys\n"
+            "atexit.register(lambda: print(os.environ.get('OPENBLAS_NUM_THREADS'), file=sys.stderr))\n"
+            "sys.argv = ['collectivetrace-nsys', 'glossary']\n"
+            "from nsys_collective.cli import main\n"
+            "main()")
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, env={**env, **preset})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stderr.split()[-1] == expected
