@@ -100,7 +100,7 @@ def kernel_candidates(ctx: Context) -> list[Candidate]:
     else:
         peers = grouping.median_of_others(k.duration, k.program, k.step, k.name, k.occurrence)
     use_peers = ~np.isnan(peers)
-    ref = peers.copy()
+    ref = peers  # a gather of its own: filled in where no peer ran it
     alone = np.flatnonzero(~use_peers)  # only runs no other rank has need their own steps
     if len(alone):
         ref[alone] = grouping.median_of_others(k.duration[alone], k.rank[alone], k.name[alone], k.occurrence[alone])
@@ -110,15 +110,25 @@ def kernel_candidates(ctx: Context) -> list[Candidate]:
         rows = np.flatnonzero(pick)
         if not len(rows):
             continue
-        order, group, first = grouping.groups(k.rank[rows], k.name[rows])
-        rows = rows[order]
-        total = np.add.reduceat(k.duration[rows].astype(np.float64), first)
-        total_ref = np.add.reduceat(ref[rows], first)
-        over = np.maximum(0, k.duration[rows] - ref[rows])
-        excess = np.add.reduceat(over, first)
+        # Per (rank, kernel), in key order: its runs' time, their references' and their excess
+        # (sums of whole and half nanoseconds: exact in any order). Only the groups that qualify
+        # are gathered, row by row.
+        group, count = grouping.group_ids(k.rank[rows], k.name[rows], sorted=True)
+        duration, reference_ns = k.duration[rows], ref[rows]
+        total = np.bincount(group, weights=duration, minlength=count)
+        total_ref = np.bincount(group, weights=reference_ns, minlength=count)
+        excess = np.bincount(group, weights=np.maximum(0, duration - reference_ns), minlength=count)
+        del duration, reference_ns
         slowdown = total / np.maximum(total_ref, 1) - 1
-        for g_ in np.flatnonzero((slowdown >= MIN_SLOWDOWN) & (excess >= min_excess)).tolist():
-            members = rows[first[g_]:first[g_ + 1] if g_ + 1 < len(first) else len(rows)]
+        found = np.flatnonzero((slowdown >= MIN_SLOWDOWN) & (excess >= min_excess))
+        chosen = np.zeros(count, bool)
+        chosen[found] = True
+        keep = chosen[group]
+        rows, group = rows[keep], group[keep]
+        order, _, first = grouping.groups(group)  # the chosen groups in key order, each in row order
+        rows = rows[order]
+        for g_, at, end in zip(found.tolist(), first.tolist(), np.r_[first[1:], len(rows)].tolist()):
+            members = rows[at:end]
             slow = members[k.duration[members] > ref[members]]
             rank, name = int(k.rank[members[0]]), int(k.name[members[0]])
             out.append(Candidate(
