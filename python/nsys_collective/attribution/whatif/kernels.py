@@ -50,17 +50,22 @@ def op_runs(ctx: Context) -> KernelRuns:
     """Every GPU op run of the job but the collectives' (kernels, memcpys, memsets), with its
     step and its occurrence."""
     job, g, program = ctx.job, ctx.graph, ctx.program
-    parts = []
+    # Each column filled rank by rank in place: no per-rank parts alive beside the whole.
+    rows_of = {rank: np.flatnonzero(~job.timeline[rank].is_nccl) for rank in g.ranks}
+    n = sum(len(rows) for rows in rows_of.values())
+    rank_c, program_c, step, name, duration, op = (np.empty(n, np.int64) for _ in range(6))
+    is_kernel = np.empty(n, bool)
+    at = 0
     for rank in g.ranks:
-        w = job.timeline[rank]
-        rows = np.flatnonzero(~w.is_nccl)
-        op = g.op_offset[rank] + rows
-        parts.append((np.full(len(rows), rank), np.full(len(rows), program[rank]), g.op_step[op], w.name[rows],
-                      (w.end - w.start)[rows], op, w.is_kernel[rows]))
-    cols = [np.concatenate(c) for c in zip(*parts)]
-    *ints, is_kernel = cols
-    ints = [c.astype(np.int64, copy=False) for c in ints]
-    return KernelRuns(*ints, occurrence=grouping.occurrence(ints[0], ints[2], ints[3]), is_kernel=is_kernel.astype(bool))
+        w, rows = job.timeline[rank], rows_of.pop(rank)
+        mine = slice(at, at + len(rows))
+        at += len(rows)
+        rank_c[mine], program_c[mine] = rank, program[rank]
+        op[mine] = g.op_offset[rank] + rows
+        step[mine], name[mine], is_kernel[mine] = g.op_step[op[mine]], w.name[rows], w.is_kernel[rows]
+        duration[mine] = w.end[rows] - w.start[rows]
+    return KernelRuns(rank_c, program_c, step, name, duration, op, occurrence=grouping.occurrence(rank_c, step, name),
+                      is_kernel=is_kernel)
 
 
 def kernel_runs(ctx: Context) -> KernelRuns:
