@@ -26,8 +26,8 @@ CONFIDENT_SLOWDOWN = 0.10
 
 @dataclass
 class KernelRuns:
-    """Every compute kernel run of the job (or every op run), one row each, rank by rank in the
-    graph's rank order."""
+    """Every compute kernel run of the job (or every op run), one row each: the op runs' kernels
+    rank by rank in the graph's rank order, then their other ops likewise (`op_runs`)."""
 
     rank: np.ndarray
     program: np.ndarray
@@ -37,48 +37,64 @@ class KernelRuns:
     op: np.ndarray  # op row in the graph
     occurrence: np.ndarray  # among the same kernel's runs in the same step on the same rank
     is_kernel: np.ndarray | None = None  # a compute kernel (not a memcpy or memset)
-    of_ops: np.ndarray | None = None  # a kernel run's row in the op runs, where their groups are the same
+    # A kernel run's row in the op runs (their first rows: a slice), where their groups are the same.
+    of_ops: np.ndarray | slice | None = None
 
-    def by_rank(self) -> dict[int, slice]:
-        """Each rank's rows (one slice each: the runs come rank by rank)."""
-        start = np.flatnonzero(np.r_[True, self.rank[1:] != self.rank[:-1]]) if len(self.rank) else np.zeros(0, np.int64)
-        end = np.r_[start[1:], len(self.rank)]
-        return {int(self.rank[b]): slice(int(b), int(e)) for b, e in zip(start.tolist(), end.tolist())}
+    def by_rank(self) -> dict[int, np.ndarray]:
+        """Each rank's rows, in op order (its timeline's)."""
+        at = np.full(int(self.op.max()) + 1 if len(self.op) else 0, -1, np.int64)
+        at[self.op] = np.arange(len(self.op))
+        rows = at[at >= 0]
+        rank = self.rank[rows]
+        start = np.flatnonzero(np.r_[True, rank[1:] != rank[:-1]]) if len(rows) else np.zeros(0, np.int64)
+        end = np.r_[start[1:], len(rows)]
+        return {int(rank[b]): rows[b:e] for b, e in zip(start.tolist(), end.tolist())}
 
 
 def op_runs(ctx: Context) -> KernelRuns:
     """Every GPU op run of the job but the collectives' (kernels, memcpys, memsets), with its
-    step and its occurrence."""
+    step and its occurrence (in its rank's timeline order): the kernels first, rank by rank, so
+    that the kernel runs are a slice of them (`kernel_runs`), then the other ops."""
     job, g, program = ctx.job, ctx.graph, ctx.program
-    # Each column filled rank by rank in place: no per-rank parts alive beside the whole.
     rows_of = {rank: np.flatnonzero(~job.timeline[rank].is_nccl) for rank in g.ranks}
-    n = sum(len(rows) for rows in rows_of.values())
-    rank_c, program_c, step, name, duration, op = (np.empty(n, np.int64) for _ in range(6))
-    is_kernel = np.empty(n, bool)
-    at = 0
+    kernel_of = {rank: job.timeline[rank].is_kernel[rows] for rank, rows in rows_of.items()}
+    n, n_kernels = sum(len(r) for r in rows_of.values()), sum(int(k.sum()) for k in kernel_of.values())
+    # Each column filled rank by rank in place: no per-rank parts alive beside the whole.
+    rank_c, program_c, step, name, duration, op, occurrence = (np.empty(n, np.int64) for _ in range(7))
+    is_kernel = np.arange(n) < n_kernels
+    at = {True: 0, False: n_kernels}
     for rank in g.ranks:
-        w, rows = job.timeline[rank], rows_of.pop(rank)
-        mine = slice(at, at + len(rows))
-        at += len(rows)
-        rank_c[mine], program_c[mine] = rank, program[rank]
-        op[mine] = g.op_offset[rank] + rows
-        step[mine], name[mine], is_kernel[mine] = g.op_step[op[mine]], w.name[rows], w.is_kernel[rows]
-        duration[mine] = w.end[rows] - w.start[rows]
-    return KernelRuns(rank_c, program_c, step, name, duration, op, occurrence=grouping.occurrence(rank_c, step, name),
-                      is_kernel=is_kernel)
+        w, all_rows, kernel = job.timeline[rank], rows_of.pop(rank), kernel_of.pop(rank)
+        all_op = g.op_offset[rank] + all_rows
+        all_step, all_name = g.op_step[all_op], w.name[all_rows]
+        all_occurrence = grouping.occurrence(all_step, all_name)  # the rank's, in its timeline order
+        for part in (True, False):
+            pick = kernel if part else ~kernel
+            rows = all_rows[pick]
+            mine = slice(at[part], at[part] + len(rows))
+            at[part] += len(rows)
+            rank_c[mine], program_c[mine], op[mine] = rank, program[rank], all_op[pick]
+            step[mine], name[mine], occurrence[mine] = all_step[pick], all_name[pick], all_occurrence[pick]
+            duration[mine] = w.end[rows] - w.start[rows]
+    return KernelRuns(rank_c, program_c, step, name, duration, op, occurrence=occurrence, is_kernel=is_kernel)
 
 
 def kernel_runs(ctx: Context) -> KernelRuns:
     """Every compute kernel run of the job (the op runs' kernels), with its step and its
-    occurrence among the kernels."""
+    occurrence among the kernels: the op runs' first rows, not a copy, unless a copy is named as
+    a kernel (the ops' occurrence counts it, their groups mix)."""
     ops = ctx.shared(op_runs)
-    rows = np.flatnonzero(ops.is_kernel)
-    rank, program, step, name, duration, op, occurrence = (
-        c[rows] for c in (ops.rank, ops.program, ops.step, ops.name, ops.duration, ops.op, ops.occurrence))
+    n = int(ops.is_kernel.sum())
+    columns = (ops.rank, ops.program, ops.step, ops.name, ops.duration, ops.op, ops.occurrence)
+    if ops.is_kernel[:n].all():
+        rows = slice(0, n)
+    else:  # op runs built by hand, in another order
+        rows = np.flatnonzero(ops.is_kernel)
+    rank, program, step, name, duration, op, occurrence = (c[rows] for c in columns)
     shared = _names_shared(ops)
-    if shared:  # a copy named as a kernel: the ops' occurrence counts it, their groups mix
+    if shared:
         occurrence = grouping.occurrence(rank, step, name)
-    return KernelRuns(rank, program, step, name, duration, op, occurrence=occurrence, is_kernel=np.ones(len(rows), bool),
+    return KernelRuns(rank, program, step, name, duration, op, occurrence=occurrence, is_kernel=np.ones(n, bool),
                       of_ops=None if shared else rows)
 
 
@@ -102,6 +118,8 @@ def kernel_candidates(ctx: Context) -> list[Candidate]:
     job, k, min_excess = ctx.job, ctx.shared(kernel_runs), ctx.min_excess
     if k.of_ops is not None:
         peers = ctx.shared(op_references)[0][k.of_ops]
+        if isinstance(k.of_ops, slice):
+            peers = peers.copy()  # a view of the shared references: filled in below
     else:
         peers = grouping.median_of_others(k.duration, k.program, k.step, k.name, k.occurrence)
     use_peers = ~np.isnan(peers)

@@ -57,7 +57,7 @@ def device_candidates(ctx: Context) -> list[Candidate]:
         if rank not in by_rank:
             continue
         mine = by_rank[rank]
-        rows = mine.start + np.flatnonzero(known[mine])
+        rows = mine[known[mine]]
         if not len(rows):
             continue
         total, total_ref = float(ops.duration[rows].sum()), float(ref[rows].sum())
