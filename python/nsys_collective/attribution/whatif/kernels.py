@@ -114,52 +114,63 @@ def _names_shared(ops: KernelRuns) -> bool:
 
 def kernel_candidates(ctx: Context) -> list[Candidate]:
     """Kernels that ran longer than their reference: the same run on the peers, else on the same
-    rank in other steps. Fixed: each run as long as its reference."""
-    job, k, min_excess = ctx.job, ctx.shared(kernel_runs), ctx.min_excess
+    rank in other steps. Fixed: each run as long as its reference. Rank by rank (each one's
+    temporaries freed before the next's): only the peers' reference crosses ranks."""
+    k = ctx.shared(kernel_runs)
     if k.of_ops is not None:
-        peers = ctx.shared(op_references)[0][k.of_ops]
-        if isinstance(k.of_ops, slice):
-            peers = peers.copy()  # a view of the shared references: filled in below
+        peers = ctx.shared(op_references)[0][k.of_ops]  # read only: the rank's part is gathered
     else:
         peers = grouping.median_of_others(k.duration, k.program, k.step, k.name, k.occurrence)
-    use_peers = ~np.isnan(peers)
-    ref = peers  # a gather of its own: filled in where no peer ran it
+    order, _, first = grouping.groups(k.rank)  # each rank's runs, ranks ascending, each in row order
+    found = {"peers": [], "self": []}
+    for at, end in zip(first.tolist(), np.r_[first[1:], len(order)].tolist()):
+        for reference, got in _rank_kernel_candidates(ctx, k, order[at:end], peers).items():
+            found[reference] += got
+    return found["peers"] + found["self"]
+
+
+def _rank_kernel_candidates(ctx: Context, k: KernelRuns, mine: np.ndarray, peers: np.ndarray) -> dict[str, list[Candidate]]:
+    """One rank's kernel candidates (`mine`: its rows), by reference."""
+    job, min_excess = ctx.job, ctx.min_excess
+    ref = peers[mine]  # a gather of its own: filled in where no peer ran it
+    use_peers = ~np.isnan(ref)
     alone = np.flatnonzero(~use_peers)  # only runs no other rank has need their own steps
     if len(alone):
-        ref[alone] = grouping.median_of_others(k.duration[alone], k.rank[alone], k.name[alone], k.occurrence[alone])
+        ref[alone] = grouping.median_of_others(k.duration[mine[alone]], k.name[mine[alone]], k.occurrence[mine[alone]])
     known = ~np.isnan(ref)
-    out = []
+    out: dict[str, list[Candidate]] = {}
     for reference, pick in (("peers", known & use_peers), ("self", known & ~use_peers)):
-        rows = np.flatnonzero(pick)
-        if not len(rows):
+        out[reference] = []
+        at = np.flatnonzero(pick)  # positions in `mine`
+        if not len(at):
             continue
-        # Per (rank, kernel), in key order: its runs' time, their references' and their excess
-        # (sums of whole and half nanoseconds: exact in any order). Only the groups that qualify
-        # are gathered, row by row.
-        group, count = grouping.group_ids(k.rank[rows], k.name[rows], sorted=True)
-        duration, reference_ns = k.duration[rows], ref[rows]
+        # Per kernel, in name order: its runs' time, their references' and their excess (sums of
+        # whole and half nanoseconds: exact in any order). Only the kernels that qualify are
+        # gathered, run by run.
+        group, count = grouping.group_ids(k.name[mine[at]], sorted=True)
+        duration, reference_ns = k.duration[mine[at]], ref[at]
         total = np.bincount(group, weights=duration, minlength=count)
         total_ref = np.bincount(group, weights=reference_ns, minlength=count)
         excess = np.bincount(group, weights=np.maximum(0, duration - reference_ns), minlength=count)
-        del duration, reference_ns
         slowdown = total / np.maximum(total_ref, 1) - 1
         found = np.flatnonzero((slowdown >= MIN_SLOWDOWN) & (excess >= min_excess))
         chosen = np.zeros(count, bool)
         chosen[found] = True
         keep = chosen[group]
-        rows, group = rows[keep], group[keep]
-        order, _, first = grouping.groups(group)  # the chosen groups in key order, each in row order
-        rows = rows[order]
-        for g_, at, end in zip(found.tolist(), first.tolist(), np.r_[first[1:], len(rows)].tolist()):
-            members = rows[at:end]
-            slow = members[k.duration[members] > ref[members]]
-            rank, name = int(k.rank[members[0]]), int(k.name[members[0]])
-            out.append(Candidate(
+        at, group = at[keep], group[keep]
+        order, _, first = grouping.groups(group)  # the chosen kernels in name order, each in row order
+        at = at[order]
+        for g_, b, e in zip(found.tolist(), first.tolist(), np.r_[first[1:], len(at)].tolist()):
+            members = at[b:e]
+            rows = mine[members]
+            slow = members[k.duration[rows] > ref[members]]
+            rank, name = int(k.rank[rows[0]]), int(k.name[rows[0]])
+            out[reference].append(Candidate(
                 cause="kernel", rank=rank, host=job.by_number[rank].host, name=_short(job, name),
                 name_full=job.timeline.names.values[name], reference=reference, excess_ns=int(excess[g_]),
                 systematic=bool(slowdown[g_] >= CONFIDENT_SLOWDOWN), slowdown=float(slowdown[g_]),
                 runs=len(members), reference_runs=len(members),
-                change={"op": k.op[slow], "op_ns": np.round(ref[slow]).astype(np.int64)}))
+                change={"op": k.op[mine[slow]], "op_ns": np.round(ref[slow]).astype(np.int64)}))
     return out
 
 
