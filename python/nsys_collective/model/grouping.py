@@ -4,7 +4,9 @@ reference among its peers, and each row's occurrence among the rows with the sam
 The core does the work (crates/core/src/grouping.rs): each row's keys packed into one integer and
 hashed, the distinct keys sorted, values sorted within each group; no sort of all rows, which the
 numpy version spent most of the what-if's candidate picking on. tests/unit/test_grouping.py keeps
-that numpy version as the definition these must equal."""
+that numpy version as the definition these must equal.
+Where a figure depends on a group's values only, each rank's rows go in condensed to a histogram
+(`value_counts`), and numpy takes the figure from the histograms (`counted_quantiles_of_other_ranks`)."""
 
 from __future__ import annotations
 
