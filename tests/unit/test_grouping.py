@@ -264,3 +264,25 @@ def test_columns_that_do_not_fit_together_are_refused():
         grouping.quantiles_of_other_ranks(np.arange(2), np.arange(2), np.arange(2), quantiles=(1.5,))
     with pytest.raises(TypeError, match="integer"):
         grouping.median_of_others(np.array([1.5, 2.0]), np.arange(2))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_quantiles_from_histograms_equal_those_of_every_row(seed):
+    """Each rank's rows condensed to (keys, value, count) give every row the quantiles of the
+    other ranks that the rows themselves give: ties, a rank alone in a group, empty groups."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 400))
+    rank = rng.integers(0, 4, n)
+    program = rng.integers(0, 2, n)
+    api = rng.integers(0, 5, n)
+    value = rng.integers(0, [3, 50, 10_000][seed % 3], n)
+    quantiles = (0.0, 0.5, 0.9, 1.0)
+    expect = grouping.quantiles_of_other_ranks(value, rank, program, api, quantiles=quantiles)
+    (r, p, a), v, count = grouping.value_counts(value, rank, program, api)
+    assert count.sum() == n
+    got = grouping.counted_quantiles_of_other_ranks(v, count, r, p, a, quantiles=quantiles)
+    # Per original row: its distinct row's figure.
+    at = {key: k for k, key in enumerate(zip(r.tolist(), p.tolist(), a.tolist(), v.tolist()))}
+    rows = np.array([at[key] for key in zip(rank.tolist(), program.tolist(), api.tolist(), value.tolist())], np.int64)
+    for e, g in zip(expect, got):
+        np.testing.assert_array_equal(e, g[rows] if n else g)

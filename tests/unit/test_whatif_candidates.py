@@ -181,3 +181,17 @@ def test_gpu_idle_nothing_explains_is_the_graphs_slack():
     assert late.tolist()[0] == 0 and late[1] > 40
     assert (c.cause, c.rank, c.host, c.excess_ns) == ("idle", 0, "n0", int(late[1]))
     assert c.change["zero_slack"].tolist() == native.nodes("op_start", a(1)).tolist()
+
+
+def test_each_ranks_op_runs_come_back_in_its_timeline_order():
+    """The op runs hold the kernels first (the kernel runs are a slice of them), then the copies;
+    a rank's rows still come back in op order, for a device's change."""
+    # Ranks 0 and 1: ops 0-2 and 3-5; op 1 and op 5 are copies.
+    ops = kernels.KernelRuns(rank=a(0, 0, 1, 1, 0, 1), program=a(0, 0, 0, 0, 0, 0), step=a(0, 0, 0, 0, 0, 0),
+                             name=a(1, 1, 1, 1, 9, 9), duration=a(1, 1, 1, 1, 1, 1), op=a(0, 2, 3, 4, 1, 5),
+                             occurrence=a(0, 1, 0, 1, 0, 0), is_kernel=np.array([True] * 4 + [False] * 2))
+    assert {r: rows.tolist() for r, rows in ops.by_rank().items()} == {0: [0, 4, 1], 1: [2, 3, 5]}
+    ctx = context(job({0: "n0", 1: "n0"}))
+    ctx._shared[kernels.op_runs] = ops
+    k = kernels.kernel_runs(ctx)
+    assert k.of_ops == slice(0, 4) and k.op.tolist() == [0, 2, 3, 4] and np.shares_memory(k.op, ops.op)

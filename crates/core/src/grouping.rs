@@ -276,10 +276,10 @@ fn by_other_ranks(
     let groups = group_ids(keys, Order::FirstAppearance)?;
     let (mut rows, first) = by_group(&groups);
     let mut own: Vec<(i64, usize)> = Vec::new(); // (rank, position in the group's sorted values)
-    let mut counted = Counted::new(rank);
+    let mut counted = Counted::new();
     for (k, &start) in first.iter().enumerate() {
         let members = &mut rows[start..first.get(k + 1).copied().unwrap_or(value.len())];
-        if members.len() > COUNTED_GROUP && counted.visit(value, members, &mut whole, &mut visit) {
+        if members.len() > COUNTED_GROUP && counted.visit(value, rank, members, &mut whole, &mut visit) {
             continue;
         }
         members.sort_unstable_by_key(|&r| value[r]);
@@ -318,7 +318,7 @@ const COUNTED_GROUP: usize = 256;
 /// durations) counted per rank and distinct value: only the distinct values are sorted. The
 /// buffers are reused from group to group.
 struct Counted {
-    rank_id: Vec<usize>, // each row's rank as a dense number over the job
+    rank_id: Vec<usize>, // each row's rank as a dense number over the job (numbered at the first large group)
     slot: Vec<usize>,    // a dense rank's column in the group's counts (NONE: not in it)
     ranks: Vec<usize>,   // the group's dense ranks, by column
     distinct: FxHashMap<i64, usize>,
@@ -335,11 +335,10 @@ struct Counted {
 impl Counted {
     const NONE: usize = usize::MAX;
 
-    fn new(rank: &[i64]) -> Counted {
-        let ids = number(&rank.iter().map(|&r| ordered(r)).collect::<Vec<_>>(), Order::FirstAppearance);
+    fn new() -> Counted {
         Counted {
-            rank_id: ids.id,
-            slot: vec![Self::NONE; ids.count],
+            rank_id: Vec::new(),
+            slot: Vec::new(),
             ranks: Vec::new(),
             distinct: FxHashMap::default(),
             values: Vec::new(),
@@ -358,10 +357,17 @@ impl Counted {
     fn visit(
         &mut self,
         value: &[i64],
+        rank: &[i64],
         members: &[usize],
         whole: &mut impl FnMut(&dyn Fn(usize) -> i64, &[usize]),
         visit: &mut impl FnMut(&dyn Fn(usize) -> i64, usize, &mut dyn Iterator<Item = usize>),
     ) -> bool {
+        if self.rank_id.len() != rank.len() {
+            // Most groupings have no large group (a kernel run once per rank): no ranks to number.
+            let ids = number(&rank.iter().map(|&r| ordered(r)).collect::<Vec<_>>(), Order::FirstAppearance);
+            self.rank_id = ids.id;
+            self.slot = vec![Self::NONE; ids.count];
+        }
         self.ranks.clear();
         self.distinct.clear();
         self.values.clear();

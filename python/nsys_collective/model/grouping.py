@@ -4,7 +4,9 @@ reference among its peers, and each row's occurrence among the rows with the sam
 The core does the work (crates/core/src/grouping.rs): each row's keys packed into one integer and
 hashed, the distinct keys sorted, values sorted within each group; no sort of all rows, which the
 numpy version spent most of the what-if's candidate picking on. tests/unit/test_grouping.py keeps
-that numpy version as the definition these must equal."""
+that numpy version as the definition these must equal.
+Where a figure depends on a group's values only, each rank's rows go in condensed to a histogram
+(`value_counts`), and numpy takes the figure from the histograms (`counted_quantiles_of_other_ranks`)."""
 
 from __future__ import annotations
 
@@ -102,3 +104,42 @@ def quantiles_of_other_ranks(value: np.ndarray, rank: np.ndarray, *keys: np.ndar
 def occurrence(*keys: np.ndarray) -> np.ndarray:
     """Each row's position among the rows with the same keys, in row order."""
     return _native.group_occurrence([_ints(k) for k in keys])
+
+
+def value_counts(value: np.ndarray, *keys: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    """The distinct rows of (keys, value), in the order of the keys then the value: their keys,
+    their values, and how many rows each stands for. A group's values as a histogram (an API's
+    call durations on a rank: a quarter of a million calls, a few thousand distinct durations)."""
+    columns = [_ints(k) for k in keys] + [_ints(value)]
+    ids, count = _native.group_ids(columns, sorted=True)
+    one = np.empty(count, np.int64)
+    one[ids] = np.arange(len(ids))  # a row of each
+    *distinct_keys, distinct_value = (c[one] for c in columns)
+    return distinct_keys, distinct_value, np.bincount(ids, minlength=count)
+
+
+def counted_quantiles_of_other_ranks(value: np.ndarray, count: np.ndarray, rank: np.ndarray, *keys: np.ndarray,
+                                     quantiles: tuple[float, ...]) -> list[np.ndarray]:
+    """`quantiles_of_other_ranks` of rows that each stand for `count` rows of their value (the
+    ranks' `value_counts`): the same figures from each rank's histograms, not from every row."""
+    value, count, rank = _ints(value), _ints(count), _ints(rank)
+    out = [np.full(len(value), np.nan) for _ in quantiles]
+    if not len(value):
+        return out
+    order, new = sorted_rows(keys, then=value)  # each group's rows together, by value
+    first = np.flatnonzero(new)
+    group = np.cumsum(new) - 1
+    v, c, r = value[order], count[order], rank[order]
+    for one in np.unique(r).tolist():
+        others = np.where(r != one, c, 0)
+        seen = np.cumsum(others)  # the other ranks' rows up to each sorted row, over all groups
+        n = np.add.reduceat(others, first)
+        mine = np.flatnonzero(r == one)
+        g = group[mine]
+        have = n[g] > 0
+        mine, g = mine[have], g[have]
+        before = (seen - others)[first][g]
+        for o, q in zip(out, quantiles):
+            k = ((n[g] - 1).astype(np.float64) * q).astype(np.int64)  # the core's index: the same float product
+            o[order[mine]] = v[np.searchsorted(seen, before + k, side="right")]
+    return out

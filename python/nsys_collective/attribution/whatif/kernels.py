@@ -26,8 +26,8 @@ CONFIDENT_SLOWDOWN = 0.10
 
 @dataclass
 class KernelRuns:
-    """Every compute kernel run of the job (or every op run), one row each, rank by rank in the
-    graph's rank order."""
+    """Every compute kernel run of the job (or every op run), one row each: the op runs' kernels
+    rank by rank in the graph's rank order, then their other ops likewise (`op_runs`)."""
 
     rank: np.ndarray
     program: np.ndarray
@@ -37,43 +37,64 @@ class KernelRuns:
     op: np.ndarray  # op row in the graph
     occurrence: np.ndarray  # among the same kernel's runs in the same step on the same rank
     is_kernel: np.ndarray | None = None  # a compute kernel (not a memcpy or memset)
-    of_ops: np.ndarray | None = None  # a kernel run's row in the op runs, where their groups are the same
+    # A kernel run's row in the op runs (their first rows: a slice), where their groups are the same.
+    of_ops: np.ndarray | slice | None = None
 
-    def by_rank(self) -> dict[int, slice]:
-        """Each rank's rows (one slice each: the runs come rank by rank)."""
-        start = np.flatnonzero(np.r_[True, self.rank[1:] != self.rank[:-1]]) if len(self.rank) else np.zeros(0, np.int64)
-        end = np.r_[start[1:], len(self.rank)]
-        return {int(self.rank[b]): slice(int(b), int(e)) for b, e in zip(start.tolist(), end.tolist())}
+    def by_rank(self) -> dict[int, np.ndarray]:
+        """Each rank's rows, in op order (its timeline's)."""
+        at = np.full(int(self.op.max()) + 1 if len(self.op) else 0, -1, np.int64)
+        at[self.op] = np.arange(len(self.op))
+        rows = at[at >= 0]
+        rank = self.rank[rows]
+        start = np.flatnonzero(np.r_[True, rank[1:] != rank[:-1]]) if len(rows) else np.zeros(0, np.int64)
+        end = np.r_[start[1:], len(rows)]
+        return {int(rank[b]): rows[b:e] for b, e in zip(start.tolist(), end.tolist())}
 
 
 def op_runs(ctx: Context) -> KernelRuns:
     """Every GPU op run of the job but the collectives' (kernels, memcpys, memsets), with its
-    step and its occurrence."""
+    step and its occurrence (in its rank's timeline order): the kernels first, rank by rank, so
+    that the kernel runs are a slice of them (`kernel_runs`), then the other ops."""
     job, g, program = ctx.job, ctx.graph, ctx.program
-    parts = []
+    rows_of = {rank: np.flatnonzero(~job.timeline[rank].is_nccl) for rank in g.ranks}
+    kernel_of = {rank: job.timeline[rank].is_kernel[rows] for rank, rows in rows_of.items()}
+    n, n_kernels = sum(len(r) for r in rows_of.values()), sum(int(k.sum()) for k in kernel_of.values())
+    # Each column filled rank by rank in place: no per-rank parts alive beside the whole.
+    rank_c, program_c, step, name, duration, op, occurrence = (np.empty(n, np.int64) for _ in range(7))
+    is_kernel = np.arange(n) < n_kernels
+    at = {True: 0, False: n_kernels}
     for rank in g.ranks:
-        w = job.timeline[rank]
-        rows = np.flatnonzero(~w.is_nccl)
-        op = g.op_offset[rank] + rows
-        parts.append((np.full(len(rows), rank), np.full(len(rows), program[rank]), g.op_step[op], w.name[rows],
-                      (w.end - w.start)[rows], op, w.is_kernel[rows]))
-    cols = [np.concatenate(c) for c in zip(*parts)]
-    *ints, is_kernel = cols
-    ints = [c.astype(np.int64, copy=False) for c in ints]
-    return KernelRuns(*ints, occurrence=grouping.occurrence(ints[0], ints[2], ints[3]), is_kernel=is_kernel.astype(bool))
+        w, all_rows, kernel = job.timeline[rank], rows_of.pop(rank), kernel_of.pop(rank)
+        all_op = g.op_offset[rank] + all_rows
+        all_step, all_name = g.op_step[all_op], w.name[all_rows]
+        all_occurrence = grouping.occurrence(all_step, all_name)  # the rank's, in its timeline order
+        for part in (True, False):
+            pick = kernel if part else ~kernel
+            rows = all_rows[pick]
+            mine = slice(at[part], at[part] + len(rows))
+            at[part] += len(rows)
+            rank_c[mine], program_c[mine], op[mine] = rank, program[rank], all_op[pick]
+            step[mine], name[mine], occurrence[mine] = all_step[pick], all_name[pick], all_occurrence[pick]
+            duration[mine] = w.end[rows] - w.start[rows]
+    return KernelRuns(rank_c, program_c, step, name, duration, op, occurrence=occurrence, is_kernel=is_kernel)
 
 
 def kernel_runs(ctx: Context) -> KernelRuns:
     """Every compute kernel run of the job (the op runs' kernels), with its step and its
-    occurrence among the kernels."""
+    occurrence among the kernels: the op runs' first rows, not a copy, unless a copy is named as
+    a kernel (the ops' occurrence counts it, their groups mix)."""
     ops = ctx.shared(op_runs)
-    rows = np.flatnonzero(ops.is_kernel)
-    rank, program, step, name, duration, op, occurrence = (
-        c[rows] for c in (ops.rank, ops.program, ops.step, ops.name, ops.duration, ops.op, ops.occurrence))
+    n = int(ops.is_kernel.sum())
+    columns = (ops.rank, ops.program, ops.step, ops.name, ops.duration, ops.op, ops.occurrence)
+    if ops.is_kernel[:n].all():
+        rows = slice(0, n)
+    else:  # op runs built by hand, in another order
+        rows = np.flatnonzero(ops.is_kernel)
+    rank, program, step, name, duration, op, occurrence = (c[rows] for c in columns)
     shared = _names_shared(ops)
-    if shared:  # a copy named as a kernel: the ops' occurrence counts it, their groups mix
+    if shared:
         occurrence = grouping.occurrence(rank, step, name)
-    return KernelRuns(rank, program, step, name, duration, op, occurrence=occurrence, is_kernel=np.ones(len(rows), bool),
+    return KernelRuns(rank, program, step, name, duration, op, occurrence=occurrence, is_kernel=np.ones(n, bool),
                       of_ops=None if shared else rows)
 
 
@@ -93,40 +114,63 @@ def _names_shared(ops: KernelRuns) -> bool:
 
 def kernel_candidates(ctx: Context) -> list[Candidate]:
     """Kernels that ran longer than their reference: the same run on the peers, else on the same
-    rank in other steps. Fixed: each run as long as its reference."""
-    job, k, min_excess = ctx.job, ctx.shared(kernel_runs), ctx.min_excess
+    rank in other steps. Fixed: each run as long as its reference. Rank by rank (each one's
+    temporaries freed before the next's): only the peers' reference crosses ranks."""
+    k = ctx.shared(kernel_runs)
     if k.of_ops is not None:
-        peers = ctx.shared(op_references)[0][k.of_ops]
+        peers = ctx.shared(op_references)[0][k.of_ops]  # read only: the rank's part is gathered
     else:
         peers = grouping.median_of_others(k.duration, k.program, k.step, k.name, k.occurrence)
-    use_peers = ~np.isnan(peers)
-    ref = peers.copy()
+    order, _, first = grouping.groups(k.rank)  # each rank's runs, ranks ascending, each in row order
+    found = {"peers": [], "self": []}
+    for at, end in zip(first.tolist(), np.r_[first[1:], len(order)].tolist()):
+        for reference, got in _rank_kernel_candidates(ctx, k, order[at:end], peers).items():
+            found[reference] += got
+    return found["peers"] + found["self"]
+
+
+def _rank_kernel_candidates(ctx: Context, k: KernelRuns, mine: np.ndarray, peers: np.ndarray) -> dict[str, list[Candidate]]:
+    """One rank's kernel candidates (`mine`: its rows), by reference."""
+    job, min_excess = ctx.job, ctx.min_excess
+    ref = peers[mine]  # a gather of its own: filled in where no peer ran it
+    use_peers = ~np.isnan(ref)
     alone = np.flatnonzero(~use_peers)  # only runs no other rank has need their own steps
     if len(alone):
-        ref[alone] = grouping.median_of_others(k.duration[alone], k.rank[alone], k.name[alone], k.occurrence[alone])
+        ref[alone] = grouping.median_of_others(k.duration[mine[alone]], k.name[mine[alone]], k.occurrence[mine[alone]])
     known = ~np.isnan(ref)
-    out = []
+    out: dict[str, list[Candidate]] = {}
     for reference, pick in (("peers", known & use_peers), ("self", known & ~use_peers)):
-        rows = np.flatnonzero(pick)
-        if not len(rows):
+        out[reference] = []
+        at = np.flatnonzero(pick)  # positions in `mine`
+        if not len(at):
             continue
-        order, group, first = grouping.groups(k.rank[rows], k.name[rows])
-        rows = rows[order]
-        total = np.add.reduceat(k.duration[rows].astype(np.float64), first)
-        total_ref = np.add.reduceat(ref[rows], first)
-        over = np.maximum(0, k.duration[rows] - ref[rows])
-        excess = np.add.reduceat(over, first)
+        # Per kernel, in name order: its runs' time, their references' and their excess (sums of
+        # whole and half nanoseconds: exact in any order). Only the kernels that qualify are
+        # gathered, run by run.
+        group, count = grouping.group_ids(k.name[mine[at]], sorted=True)
+        duration, reference_ns = k.duration[mine[at]], ref[at]
+        total = np.bincount(group, weights=duration, minlength=count)
+        total_ref = np.bincount(group, weights=reference_ns, minlength=count)
+        excess = np.bincount(group, weights=np.maximum(0, duration - reference_ns), minlength=count)
         slowdown = total / np.maximum(total_ref, 1) - 1
-        for g_ in np.flatnonzero((slowdown >= MIN_SLOWDOWN) & (excess >= min_excess)).tolist():
-            members = rows[first[g_]:first[g_ + 1] if g_ + 1 < len(first) else len(rows)]
-            slow = members[k.duration[members] > ref[members]]
-            rank, name = int(k.rank[members[0]]), int(k.name[members[0]])
-            out.append(Candidate(
+        found = np.flatnonzero((slowdown >= MIN_SLOWDOWN) & (excess >= min_excess))
+        chosen = np.zeros(count, bool)
+        chosen[found] = True
+        keep = chosen[group]
+        at, group = at[keep], group[keep]
+        order, _, first = grouping.groups(group)  # the chosen kernels in name order, each in row order
+        at = at[order]
+        for g_, b, e in zip(found.tolist(), first.tolist(), np.r_[first[1:], len(at)].tolist()):
+            members = at[b:e]
+            rows = mine[members]
+            slow = members[k.duration[rows] > ref[members]]
+            rank, name = int(k.rank[rows[0]]), int(k.name[rows[0]])
+            out[reference].append(Candidate(
                 cause="kernel", rank=rank, host=job.by_number[rank].host, name=_short(job, name),
                 name_full=job.timeline.names.values[name], reference=reference, excess_ns=int(excess[g_]),
                 systematic=bool(slowdown[g_] >= CONFIDENT_SLOWDOWN), slowdown=float(slowdown[g_]),
                 runs=len(members), reference_runs=len(members),
-                change={"op": k.op[slow], "op_ns": np.round(ref[slow]).astype(np.int64)}))
+                change={"op": k.op[mine[slow]], "op_ns": np.round(ref[slow]).astype(np.int64)}))
     return out
 
 

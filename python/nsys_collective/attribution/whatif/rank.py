@@ -57,7 +57,7 @@ def device_candidates(ctx: Context) -> list[Candidate]:
         if rank not in by_rank:
             continue
         mine = by_rank[rank]
-        rows = mine.start + np.flatnonzero(known[mine])
+        rows = mine[known[mine]]
         if not len(rows):
             continue
         total, total_ref = float(ops.duration[rows].sum()), float(ref[rows].sum())
@@ -84,10 +84,13 @@ def api_candidates(ctx: Context) -> list[Candidate]:
     """`api_stall` per rank: its non-blocking calls that took API_STALL_FACTOR times the peers' p90
     of their API, at the peers' median. The parts are the APIs (by name, most excess first)."""
     job, g, program, min_excess = ctx.job, ctx.graph, ctx.program, ctx.min_excess
-    # Per rank: each call's API (a dense id over the job) and duration, non-blocking calls only.
+    # Per rank: each call's API (a dense id over the job) and duration, non-blocking calls only,
+    # and the histogram of each API's durations (a quarter of a million calls, a few thousand
+    # distinct durations): what the other ranks' quantiles are taken from.
     api_id: dict[str, int] = {}
-    calls = {}
-    for rank in g.ranks:
+    calls, hist = {}, []
+    ranks = list(g.ranks)
+    for rank in ranks:
         c = job.traces[rank].calls
         rows = np.flatnonzero(~c.blocking)
         # Each distinct name id once; the job's API ids are given in name order, rank by rank.
@@ -96,28 +99,26 @@ def api_candidates(ctx: Context) -> list[Candidate]:
         for name in sorted(set(text)):
             api_id.setdefault(name, len(api_id))
         dense = np.array([api_id[n] for n in text], dtype=np.int64)
-        calls[rank] = (rows, dense[at] if len(rows) else np.zeros(0, np.int64), (c.end - c.start)[rows])
+        api, duration = (dense[at] if len(rows) else np.zeros(0, np.int64)), (c.end - c.start)[rows]
+        calls[rank] = (rows, api, duration)
+        (api_h,), value, count = grouping.value_counts(duration, api)
+        hist.append((np.full(len(value), rank), np.full(len(value), program[rank]), api_h, value, count))
     names = sorted(api_id, key=api_id.get)
-    # Per call, the p90 and the median of its API's calls on the other ranks of its program, in
-    # one grouping of every rank's calls (the core, crates/core/src/grouping.rs).
-    ranks = list(g.ranks)
-    sizes = [len(calls[r][1]) for r in ranks]
-    api_all = np.concatenate([calls[r][1] for r in ranks] + [np.zeros(0, np.int64)])
-    duration_all = np.concatenate([calls[r][2] for r in ranks] + [np.zeros(0, np.int64)])
-    owner = np.repeat(np.array(ranks, np.int64), sizes)
-    of_program = np.repeat(np.array([program[r] for r in ranks], np.int64), sizes)
-    p90_all, median_all = grouping.quantiles_of_other_ranks(duration_all, owner, of_program, api_all, quantiles=(0.9, 0.5))
-    ends = np.cumsum(sizes, dtype=np.int64)
+    # Per (rank, API), the p90 and the median of that API's calls on the other ranks of its program
+    # (model/grouping.py), from the histograms: each (rank, API) has one of each.
+    owner, of_program, api_h, value, count = (np.concatenate([h[k] for h in hist] + [np.zeros(0, np.int64)]) for k in range(5))
+    p90_h, median_h = grouping.counted_quantiles_of_other_ranks(value, count, owner, of_program, api_h, quantiles=(0.9, 0.5))
     out = []
-    for rank, end in zip(ranks, ends.tolist()):
+    for rank in ranks:
         rows, api, duration = calls[rank]
-        begin = end - len(api)
-        p90, median = p90_all[begin:end], median_all[begin:end]
-        limit = np.maximum(API_STALL_FACTOR * p90, p90 + API_STALL_MIN_NS)
-        stalled = (p90 >= 0) & (duration > limit)  # NaN: no peer made that call
+        mine = owner == rank
+        p90_of, median_of = np.full(len(names), np.nan), np.full(len(names), np.nan)
+        p90_of[api_h[mine]], median_of[api_h[mine]] = p90_h[mine], median_h[mine]
+        limit = np.where(p90_of >= 0, np.maximum(API_STALL_FACTOR * p90_of, p90_of + API_STALL_MIN_NS), np.inf)
+        stalled = duration > limit[api]  # an API no peer called: never stalled
         if not stalled.any():
             continue
-        reference = median[stalled].astype(np.int64)
+        reference = median_of[api[stalled]].astype(np.int64)
         extra = duration[stalled] - reference
         excess = int(extra.sum())
         if excess < min_excess:

@@ -183,6 +183,7 @@ def analyze(job: Job, kind: np.ndarray, tolerance_ns: int, step_pattern: str | N
         candidates = candidates[:MAX_CANDIDATES]
     compute = compute_changes(g, contention, min_excess)
     changes = [c.change for c in candidates] + [ch for _, ch in compute]
+    del ctx  # what the pickers shared (the op runs, their references, the host time)
     memory.release()  # what picking the candidates freed, before the replays
     base = g.graph.replay()
     outcomes = g.graph.replay_many(changes, threads=os.cpu_count())
