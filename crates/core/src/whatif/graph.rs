@@ -410,17 +410,14 @@ fn sorted_rows(n: usize, group: impl Fn(usize) -> (i64, i64), within: impl Fn(us
         slices.push(head);
         rest = tail;
     }
+    // Checked on every core; the few unsorted groups sorted here, in place: what a rayon worker
+    // allocates stays in its malloc arena after the build.
     use rayon::prelude::*;
-    slices.into_par_iter().for_each(|rows| {
-        if !rows.is_sorted_by_key(|&i| within(i as usize)) {
-            // Stable: ties stay in row order. The rows come in long runs (a stream's ops, by end).
-            let mut keyed: Vec<((i64, i64), u32)> = rows.iter().map(|&i| (within(i as usize), i)).collect();
-            keyed.sort_by_key(|k| k.0);
-            for (r, k) in rows.iter_mut().zip(keyed) {
-                *r = k.1;
-            }
-        }
-    });
+    let sorted: Vec<bool> = slices.par_iter().map(|rows| rows.is_sorted_by_key(|&i| within(i as usize))).collect();
+    for (rows, _) in slices.into_iter().zip(sorted).filter(|(_, sorted)| !sorted) {
+        // Ties in row order (the row ends the key). Stable, to merge the long runs the rows come in.
+        rows.sort_by_key(|&i| (within(i as usize), i));
+    }
     rows
 }
 
@@ -433,27 +430,13 @@ pub(crate) fn percentile(v: &mut [i64], p: f64) -> Option<i64> {
     Some(*v.select_nth_unstable(k).1)
 }
 
-/// Edges under construction: destination unit, source slot reference (2 * unit + end flag,
-/// before units have positions), nominal lag, kind.
+/// Edges under construction, grouped by destination unit (the offsets beside them): source slot
+/// reference (2 * unit + end flag, before units have positions), lag, kind.
 #[derive(Default)]
-struct Edges {
-    dst: Vec<u32>,
+struct InEdges {
     src: Vec<u32>,
     lag: Vec<i64>,
     kind: Vec<EdgeKind>,
-}
-
-impl Edges {
-    fn with_capacity(n: usize) -> Edges {
-        Edges { dst: Vec::with_capacity(n), src: Vec::with_capacity(n), lag: Vec::with_capacity(n), kind: Vec::with_capacity(n) }
-    }
-
-    fn push(&mut self, dst: usize, src: u32, lag: i64, kind: EdgeKind) {
-        self.dst.push(dst as u32);
-        self.src.push(src);
-        self.lag.push(lag);
-        self.kind.push(kind);
-    }
 }
 
 impl Graph {
@@ -654,11 +637,11 @@ impl Graph {
         // Ops of each rank by end, for inference.
         // A stream's ops end in order (all but a few), so in stream order the keys come in a run per
         // stream, which the stable sort merges.
+        // (Rows sorted by a key read from the columns, not a table of keys: a third of the memory.)
         let by_end: Vec<u32> = {
-            let mut keyed: Vec<(i64, i64, u32)> =
-                streams.order.iter().map(|&i| (o.rank[i as usize], o.end[i as usize], i)).collect();
-            keyed.sort();
-            keyed.into_iter().map(|k| k.2).collect()
+            let mut rows = streams.order.clone();
+            rows.sort_by_key(|&i| (o.rank[i as usize], o.end[i as usize], i));
+            rows
         };
         let by_end_rank: Vec<usize> = (0..=n_ranks).map(|r| by_end.partition_point(|&i| o.rank[i as usize] < r as i64)).collect();
         // The op of rank r that ended last at or before t, skipping ops for which `skip` holds.
@@ -746,7 +729,7 @@ impl Graph {
                 cross.push((j, i as u32, false));
             }
         }
-        drop(explained_at);
+        drop((explained_at, by_end, by_end_rank, own_off, own_ops, has_wait));
         fid.recorded_stream_waits = cross.iter().filter(|x| x.2).count();
         fid.inferred_stream_waits = cross.len() - fid.recorded_stream_waits;
         fid.recorded_syncs = waits.iter().filter(|w| w.2).count();
@@ -852,102 +835,87 @@ impl Graph {
         // rayon worker allocates stays in its malloc arena after the build, about 90 MiB at 1.9M
         // kernels that malloc_trim does not return.)
         let (by_time, time_rank) = topo::time_order(&ut);
-        let (edges, mut by_dst_off, mut by_dst) = {
-            // Edges with nominal lags.
-            let n_edges = (0..nc).filter(|&i| call_prev[i] != NONE).count()
-                + (0..no).filter(|&i| op_prev[i] != NONE).count()
-                + (0..no).filter(|&i| op_launch[i] != NONE).count()
-                + cross.len()
-                + blocking.len()
-                + waits.len()
-                + 3 * nm;
-            let mut edges = Edges::with_capacity(n_edges);
+        let slot_time = |r: u32| ut[(r / 2) as usize] + if r & 1 == 1 { udur[(r / 2) as usize] } else { 0 };
+        // Every edge, in creation order, with its nominal lag; run twice: to count each unit's
+        // in-edges, then to place them.
+        let each_edge = |put: &mut dyn FnMut(usize, u32, i64, EdgeKind)| {
             for i in 0..nc {
                 if call_prev[i] != NONE {
                     let prev = call_prev[i] as usize;
-                    edges.push(u_call + i, call_end_ref(prev), c.start[i] - c.end[prev], EdgeKind::HostGap);
+                    put(u_call + i, call_end_ref(prev), c.start[i] - c.end[prev], EdgeKind::HostGap);
                 }
             }
             for i in 0..no {
                 if op_prev[i] != NONE {
-                    edges.push(u_op + i, op_end_ref(op_prev[i] as usize), 0, EdgeKind::Stream);
+                    put(u_op + i, op_end_ref(op_prev[i] as usize), 0, EdgeKind::Stream);
                 }
                 if op_launch[i] != NONE {
                     let l = launch_latency[o.rank[i] as usize];
                     let call = op_launch[i] as usize;
                     let from = if o.start[i] >= c.end[call] { call_end_ref(call) } else { 2 * (u_call + call) as u32 };
-                    edges.push(u_op + i, from, l, EdgeKind::Launch);
+                    put(u_op + i, from, l, EdgeKind::Launch);
                 }
             }
             for &(a, b, recorded) in &cross {
                 let kind = if recorded { EdgeKind::CrossStream } else { EdgeKind::CrossStreamInferred };
-                edges.push(u_op + b as usize, op_end_ref(a as usize), 0, kind);
+                put(u_op + b as usize, op_end_ref(a as usize), 0, kind);
             }
-            {
-                let mut k = 0;
-                for (b, &call) in blocking.iter().enumerate() {
-                    let i = call as usize;
-                    let r = c.rank[i] as usize;
-                    edges.push(u_cend + b, 2 * (u_call + i) as u32, min_duration[r], EdgeKind::Duration);
-                    while k < waits.len() && waits[k].0 == call {
-                        let (_, op, recorded) = waits[k];
-                        let kind = if recorded { EdgeKind::Wait } else { EdgeKind::WaitInferred };
-                        edges.push(u_cend + b, op_end_ref(op as usize), return_latency[r], kind);
-                        k += 1;
-                    }
+            let mut k = 0;
+            for (b, &call) in blocking.iter().enumerate() {
+                let i = call as usize;
+                let r = c.rank[i] as usize;
+                put(u_cend + b, 2 * (u_call + i) as u32, min_duration[r], EdgeKind::Duration);
+                while k < waits.len() && waits[k].0 == call {
+                    let (_, op, recorded) = waits[k];
+                    let kind = if recorded { EdgeKind::Wait } else { EdgeKind::WaitInferred };
+                    put(u_cend + b, op_end_ref(op as usize), return_latency[r], kind);
+                    k += 1;
                 }
             }
             for row in 0..nm {
                 let (inst, op) = (m.instance[row] as usize, m.op[row] as usize);
-                edges.push(u_t + inst, 2 * (u_op + op) as u32, 0, EdgeKind::Arrival);
-                let x = o.end[op] - t_meas[inst];
-                if x < 0 {
-                    fid.transfer_violations += 1;
-                }
-                edges.push(u_mend + row, 2 * (u_t + inst) as u32, x, EdgeKind::Transfer);
-                edges.push(u_mend + row, 2 * (u_op + op) as u32, 0, EdgeKind::MemberStart);
+                put(u_t + inst, 2 * (u_op + op) as u32, 0, EdgeKind::Arrival);
+                put(u_mend + row, 2 * (u_t + inst) as u32, o.end[op] - t_meas[inst], EdgeKind::Transfer);
+                put(u_mend + row, 2 * (u_op + op) as u32, 0, EdgeKind::MemberStart);
             }
-            debug_assert_eq!(edges.dst.len(), n_edges);
-            drop((call_prev, op_prev, op_launch, cross, waits, by_end, by_end_rank, own_off, own_ops, has_wait));
-            // Capped lags: no edge is violated by the measurement.
-            let slot_time = |r: u32| ut[(r / 2) as usize] + if r & 1 == 1 { udur[(r / 2) as usize] } else { 0 };
-            for e in 0..edges.dst.len() {
-                let room = ut[edges.dst[e] as usize] - slot_time(edges.src[e]);
-                edges.lag[e] = edges.lag[e].min(room);
-            }
-
-            // Edges grouped by destination unit (stable, in creation order).
-            let mut by_dst_off = vec![0u32; n_units + 1];
-            for &d in &edges.dst {
-                by_dst_off[d as usize + 1] += 1;
-            }
-            for u in 0..n_units {
-                by_dst_off[u + 1] += by_dst_off[u];
-            }
-            let mut by_dst = vec![0u32; edges.dst.len()];
-            {
-                let mut fill = by_dst_off.clone();
-                for (e, &d) in edges.dst.iter().enumerate() {
-                    by_dst[fill[d as usize] as usize] = e as u32;
-                    fill[d as usize] += 1;
-                }
-            }
-            edges.dst = Vec::new(); // by_dst says it now
-            (edges, by_dst_off, by_dst)
         };
-        let slot_time = |r: u32| ut[(r / 2) as usize] + if r & 1 == 1 { udur[(r / 2) as usize] } else { 0 };
+        fid.transfer_violations = (0..nm).filter(|&row| o.end[m.op[row] as usize] < t_meas[m.instance[row] as usize]).count();
+        // The edges grouped by destination unit (CSR; a unit's in creation order), their lags
+        // capped: no edge is violated by the measurement. `by_dst_off[u + 2]` counts unit u's
+        // edges, then (summed) `by_dst_off[u + 1]` is where its next edge goes, and in the end
+        // `by_dst_off[u]..by_dst_off[u + 1]` are its edges.
+        let mut by_dst_off = vec![0u32; n_units + 2];
+        each_edge(&mut |dst, _, _, _| by_dst_off[dst + 2] += 1);
+        for u in 2..n_units + 2 {
+            by_dst_off[u] += by_dst_off[u - 1];
+        }
+        let n_in = by_dst_off[n_units + 1] as usize;
+        let mut edges = InEdges { src: vec![0; n_in], lag: vec![0; n_in], kind: vec![EdgeKind::Anchor; n_in] };
+        each_edge(&mut |dst, src, lag, kind| {
+            let e = by_dst_off[dst + 1] as usize;
+            by_dst_off[dst + 1] += 1;
+            (edges.src[e], edges.lag[e], edges.kind[e]) = (src, lag.min(ut[dst] - slot_time(src)), kind);
+        });
+        by_dst_off.truncate(n_units + 1);
+        drop((call_prev, op_prev, op_launch, cross, waits));
 
-        // Topological order; edges of a broken cycle dropped (out of by_dst).
-        let (order, pos, dropped) = topo::order(by_time, time_rank, &by_dst_off, &by_dst, |e| edges.src[e as usize] / 2);
+        // Topological order; edges of a broken cycle dropped.
+        let (order, pos, dropped) = topo::order(by_time, time_rank, &by_dst_off, |e| edges.src[e] / 2);
         fid.dropped_dependencies = dropped.len();
         if !dropped.is_empty() {
             let mut kept_off = vec![0u32; n_units + 1];
-            let mut kept = Vec::with_capacity(by_dst.len() - dropped.len());
+            let mut kept = InEdges::default();
             for u in 0..n_units {
-                kept.extend(by_dst[by_dst_off[u] as usize..by_dst_off[u + 1] as usize].iter().filter(|e| dropped.binary_search(e).is_err()));
-                kept_off[u + 1] = kept.len() as u32;
+                for e in by_dst_off[u] as usize..by_dst_off[u + 1] as usize {
+                    if dropped.binary_search(&(e as u32)).is_err() {
+                        kept.src.push(edges.src[e]);
+                        kept.lag.push(edges.lag[e]);
+                        kept.kind.push(edges.kind[e]);
+                    }
+                }
+                kept_off[u + 1] = kept.src.len() as u32;
             }
-            (by_dst_off, by_dst) = (kept_off, kept);
+            (by_dst_off, edges) = (kept_off, kept);
         }
         let to_slot = |r: u32| 2 * pos[(r / 2) as usize] + (r & 1);
         // Each unit's edges: its in-edges, at least two (an anchor where there is none, padding
@@ -1037,10 +1005,9 @@ impl Graph {
                         es[f + j - base] = Edge { src, lag: l };
                         eks[f + j - base] = kind;
                     };
-                    let ins = &by_dst[by_dst_off[u] as usize..by_dst_off[u + 1] as usize];
+                    let ins = by_dst_off[u] as usize..by_dst_off[u + 1] as usize;
                     let mut reach = i64::MIN;
-                    for (j, &e) in ins.iter().enumerate() {
-                        let e = e as usize;
+                    for (j, e) in ins.clone().enumerate() {
                         let (r, lag) = (edges.src[e], edges.lag[e]);
                         reach = reach.max(slot_time(r) + lag);
                         put(j, to_slot(r), lag, edges.kind[e]);
@@ -1095,7 +1062,7 @@ impl Graph {
             r.len() >= 2 && g.edges[r].iter().all(|e| (e.src as usize) < 2 * p)
         });
         assert!(sound, "graph not in topological order");
-        drop((edges, by_dst, by_dst_off, order, first, ut, udur, blocking));
+        drop((edges, by_dst_off, order, first, ut, udur, blocking));
 
         // Instances' members, host-gap segments, step and rank end candidates.
         g.inst_off = vec![0; n_inst + 1];
