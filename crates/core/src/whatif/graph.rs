@@ -1141,6 +1141,11 @@ impl Graph {
         Ok(g)
     }
 
+    /// [`Graph::build`] from an owned job, freed once the graph is built.
+    pub fn build_owned(job: super::JobData, options: &Options) -> Result<Graph, WhatIfError> {
+        Graph::build(&job.view(), options)
+    }
+
     pub(crate) fn n_units(&self) -> usize {
         self.units.len() - 1
     }
