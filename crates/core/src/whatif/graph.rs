@@ -874,10 +874,6 @@ impl Graph {
         // The origin's time ties the earliest, so that it sorts first (ties go by unit). No edge
         // reads it: an anchor's lag is its unit's time.
         ut[0] = ut[1..].iter().copied().min().unwrap_or(0);
-        // The units in time order. (Not beside the edges' construction on another core: what a
-        // rayon worker allocates stays in its malloc arena after the build, about 90 MiB at 1.9M
-        // kernels that malloc_trim does not return.)
-        let (by_time, time_rank) = topo::time_order(&ut);
         let time_of = |r: u32| slot_time(&ut, &udur, r);
         // Every edge, in creation order, with its nominal lag; run twice: to count each unit's
         // in-edges, then to place them.
@@ -993,6 +989,10 @@ impl Graph {
 
         Ok(move || {
             // Topological order; edges of a broken cycle dropped.
+            // The units in time order, once the job is freed. (Not beside other work on another
+            // core: what a rayon worker allocates stays in its malloc arena after the build, about
+            // 90 MiB at 1.9M kernels that malloc_trim does not return.)
+            let (by_time, time_rank) = topo::time_order(&ut);
             let (order, pos, dropped) = topo::order(by_time, time_rank, &by_dst_off, |e| edges.src[e] / 2);
             fid.dropped_dependencies = dropped.len();
             if !dropped.is_empty() {
