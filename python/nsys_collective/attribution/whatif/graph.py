@@ -60,7 +60,7 @@ def _replay_graph(job: _native.ReplayJob, tolerance_ns: int):
 
 
 def rank_tables(job: Job, rank: int, dense: int, step_index: dict[str, int], call_base: int) -> dict:
-    """One rank's rows of the graph's tables, as `dense` (its rank column): calls (a list of two
+    """One rank's rows of the graph's tables, as parts of rank `dense` (one int): calls (a list of two
     parts: its calls, then the anchors of its threads' first calls), ops, syncs and events (lists
     of at most one part); segment ids are job call rows, from `call_base` (its first)."""
     trace, work = job.traces[rank], job.timeline[rank]
