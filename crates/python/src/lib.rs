@@ -649,6 +649,7 @@ fn native_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(overlaps, m)?)?;
     m.add_function(wrap_pyfunction!(innermost_covering, m)?)?;
     m.add_class::<ReplayGraph>()?;
+    m.add_class::<ReplayJob>()?;
     m.add_function(wrap_pyfunction!(rank_summaries, m)?)?;
     m.add_function(wrap_pyfunction!(replay_collectives, m)?)?;
     m.add("CollectiveTraceError", m.py().get_type::<CollectiveTraceError>())?;
@@ -1062,4 +1063,197 @@ fn medians_of_others_and_other_ranks<'py>(
     let (others, other_ranks) =
         py.detach(|| grouping::medians_of_others_and_other_ranks(value, rank, &keys)).map_err(to_py_err)?;
     Ok((others.into_pyarray(py), other_ranks.into_pyarray(py)))
+}
+
+// The what-if graph's input gathered from the ranks' own columns (python/.../whatif/graph.py): no
+// job-wide table on the Python side, no int64 copy of narrower columns there.
+
+/// One table's parts: a dict of columns, or a list of them (rows in list order). Columns are 1-D
+/// numpy arrays of any integer or bool dtype; a part's `rank` may be a plain int (every row's).
+fn table_parts<'py>(table: &str, value: Option<&Bound<'py, PyAny>>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+    let Some(value) = value.filter(|v| !v.is_none()) else { return Ok(Vec::new()) };
+    if let Ok(d) = value.cast::<PyDict>() {
+        return Ok(vec![d.clone()]);
+    }
+    value.extract::<Vec<Bound<'py, PyDict>>>().map_err(|_| bad_input(format!("{table}: a dict of columns or a list of them is needed")))
+}
+
+/// Appends a column's values to `out` as i64, whatever its integer dtype; returns how many.
+fn extend_ints(out: &mut Vec<i64>, value: &Bound<'_, PyAny>, what: &str) -> PyResult<usize> {
+    macro_rules! try_dtype {
+        ($($t:ty),*) => {$(
+            if let Ok(a) = value.extract::<PyReadonlyArray1<'_, $t>>() {
+                let a = a.as_array();
+                out.extend(a.iter().map(|&v| v as i64));
+                return Ok(a.len());
+            }
+        )*};
+    }
+    try_dtype!(i64, i32, u32, i16, u16, i8, u8);
+    if let Ok(a) = value.extract::<PyReadonlyArray1<'_, bool>>() {
+        let a = a.as_array();
+        out.extend(a.iter().map(|&v| v as i64));
+        return Ok(a.len());
+    }
+    if let Ok(a) = value.extract::<PyReadonlyArray1<'_, u64>>() {
+        let a = a.as_array();
+        if let Some(v) = a.iter().find(|&&v| v > i64::MAX as u64) {
+            return Err(bad_input(format!("{what}: value {v} out of range")));
+        }
+        out.extend(a.iter().map(|&v| v as i64));
+        return Ok(a.len());
+    }
+    Err(bad_input(format!("{what}: a 1-D numpy array of integers is needed")))
+}
+
+/// Gathers one table's parts into `columns` (by name, in the order given; optional ones left
+/// empty when no part has them, filled with their default where some part lacks them).
+fn gather(
+    table: &str,
+    parts: &[Bound<'_, PyDict>],
+    columns: &mut [(&'static str, &mut Vec<i64>)],
+    optional: &[(&'static str, i64)],
+) -> PyResult<()> {
+    let has = |name: &str| parts.iter().any(|p| p.contains(name).unwrap_or(false));
+    let mut n_total = 0usize;
+    let mut sizes = Vec::with_capacity(parts.len());
+    for (k, part) in parts.iter().enumerate() {
+        for key in part.keys() {
+            let key: String = key.extract()?;
+            if !columns.iter().any(|(n, _)| *n == key) {
+                let names: Vec<&str> = columns.iter().map(|(n, _)| *n).collect();
+                return Err(bad_input(format!("{table}[{k}]: unknown column {key:?} (columns: {})", names.join(", "))));
+            }
+        }
+        // The part's length: that of its first array column.
+        let mut n = None;
+        for (name, _) in columns.iter() {
+            if let Some(v) = part.get_item(*name)? {
+                if v.extract::<i64>().is_err() {
+                    n = Some(v.len()?);
+                    break;
+                }
+            }
+        }
+        let n = n.unwrap_or(0);
+        sizes.push(n);
+        n_total += n;
+    }
+    for (name, out) in columns.iter_mut() {
+        let default = optional.iter().find(|(n, _)| n == name).map(|x| x.1);
+        if default.is_some() && !has(name) {
+            continue;
+        }
+        out.reserve_exact(n_total);
+        for (k, part) in parts.iter().enumerate() {
+            let what = format!("{table}[{k}][{name:?}]");
+            match (part.get_item(*name)?, default) {
+                (Some(v), _) => match v.extract::<i64>() {
+                    Ok(scalar) => out.extend(std::iter::repeat_n(scalar, sizes[k])),
+                    Err(_) => {
+                        if extend_ints(out, &v, &what)? != sizes[k] {
+                            return Err(bad_input(format!("{what}: {} rows, the part's other columns {}", v.len()?, sizes[k])));
+                        }
+                    }
+                },
+                (None, Some(d)) => out.extend(std::iter::repeat_n(d, sizes[k])),
+                (None, None) => return Err(bad_input(format!("{table}[{k}]: column {name:?} missing"))),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The input of a job's ReplayGraph, gathered from per-rank parts (see ReplayGraph for the
+/// tables): ReplayJob(calls, ops, members, syncs=None, events=None), each table a dict of columns
+/// or a list of them (one or more per rank, rows in list order), columns of any integer or bool
+/// dtype, a part's `rank` an array or one int. `build(...)` (ReplayGraph's keywords) makes the
+/// graph without the GIL and frees the input: a job is built once.
+#[pyclass(frozen, module = "nsys_collective._native")]
+struct ReplayJob {
+    data: Mutex<Option<whatif::JobData>>,
+}
+
+#[pymethods]
+impl ReplayJob {
+    #[new]
+    #[pyo3(signature = (calls, ops, members, syncs = None, events = None))]
+    fn new(
+        calls: &Bound<'_, PyAny>,
+        ops: &Bound<'_, PyAny>,
+        members: &Bound<'_, PyAny>,
+        syncs: Option<&Bound<'_, PyAny>>,
+        events: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<ReplayJob> {
+        let mut d = whatif::JobData::default();
+        gather(
+            "calls",
+            &table_parts("calls", Some(calls))?,
+            &mut [
+                ("rank", &mut d.call_rank),
+                ("thread", &mut d.call_thread),
+                ("start", &mut d.call_start),
+                ("end", &mut d.call_end),
+                ("correlation", &mut d.call_correlation),
+                ("blocking", &mut d.call_blocking),
+                ("segment", &mut d.call_segment),
+            ],
+            &[("blocking", 0), ("segment", -1)],
+        )?;
+        gather(
+            "ops",
+            &table_parts("ops", Some(ops))?,
+            &mut [
+                ("rank", &mut d.op_rank),
+                ("stream", &mut d.op_stream),
+                ("start", &mut d.op_start),
+                ("end", &mut d.op_end),
+                ("correlation", &mut d.op_correlation),
+                ("step", &mut d.op_step),
+            ],
+            &[("step", -1)],
+        )?;
+        gather(
+            "members",
+            &table_parts("members", Some(members))?,
+            &mut [("instance", &mut d.member_instance), ("op", &mut d.member_op)],
+            &[],
+        )?;
+        gather(
+            "syncs",
+            &table_parts("syncs", syncs)?,
+            &mut [
+                ("rank", &mut d.sync_rank),
+                ("kind", &mut d.sync_kind),
+                ("stream", &mut d.sync_stream),
+                ("event", &mut d.sync_event),
+                ("correlation", &mut d.sync_correlation),
+                ("record_correlation", &mut d.sync_record_correlation),
+                ("inferred", &mut d.sync_inferred),
+            ],
+            &[("record_correlation", -1), ("inferred", 0)],
+        )?;
+        gather(
+            "events",
+            &table_parts("events", events)?,
+            &mut [
+                ("rank", &mut d.event_rank),
+                ("stream", &mut d.event_stream),
+                ("event", &mut d.event_event),
+                ("correlation", &mut d.event_correlation),
+            ],
+            &[],
+        )?;
+        Ok(ReplayJob { data: Mutex::new(Some(d)) })
+    }
+
+    /// The job's ReplayGraph (its input freed as it goes); raises InputError as ReplayGraph does,
+    /// CollectiveTraceError when the job was built already.
+    #[pyo3(signature = (*, tolerance_ns = 5000, launch_latency_ns = None, latency_percentile = 0.05))]
+    fn build(&self, py: Python<'_>, tolerance_ns: i64, launch_latency_ns: Option<i64>, latency_percentile: f64) -> PyResult<ReplayGraph> {
+        let data = self.data.lock().unwrap().take().ok_or_else(|| CollectiveTraceError::new_err("this ReplayJob was built already"))?;
+        let options = whatif::Options { tolerance_ns, launch_latency_ns, latency_percentile };
+        let graph = py.detach(move || Graph::build_owned(data, &options)).map_err(to_py_err)?;
+        Ok(ReplayGraph { graph, spare: Mutex::new(Vec::new()) })
+    }
 }

@@ -51,7 +51,7 @@
 //! dependency that ended after the dependent op started) are dropped and counted unresolved.
 
 use super::fidelity::Fidelity;
-use super::input::{opt, Job, SyncType};
+use super::input::{opt, Job, JobData, SyncType};
 use super::topo;
 use super::{input_error, Options, WhatIfError};
 use std::collections::BTreeMap;
@@ -410,17 +410,14 @@ fn sorted_rows(n: usize, group: impl Fn(usize) -> (i64, i64), within: impl Fn(us
         slices.push(head);
         rest = tail;
     }
+    // Checked on every core; the few unsorted groups sorted here, in place: what a rayon worker
+    // allocates stays in its malloc arena after the build.
     use rayon::prelude::*;
-    slices.into_par_iter().for_each(|rows| {
-        if !rows.is_sorted_by_key(|&i| within(i as usize)) {
-            // Stable: ties stay in row order. The rows come in long runs (a stream's ops, by end).
-            let mut keyed: Vec<((i64, i64), u32)> = rows.iter().map(|&i| (within(i as usize), i)).collect();
-            keyed.sort_by_key(|k| k.0);
-            for (r, k) in rows.iter_mut().zip(keyed) {
-                *r = k.1;
-            }
-        }
-    });
+    let sorted: Vec<bool> = slices.par_iter().map(|rows| rows.is_sorted_by_key(|&i| within(i as usize))).collect();
+    for (rows, _) in slices.into_iter().zip(sorted).filter(|(_, sorted)| !sorted) {
+        // Ties in row order (the row ends the key). Stable, to merge the long runs the rows come in.
+        rows.sort_by_key(|&i| (within(i as usize), i));
+    }
     rows
 }
 
@@ -433,35 +430,87 @@ pub(crate) fn percentile(v: &mut [i64], p: f64) -> Option<i64> {
     Some(*v.select_nth_unstable(k).1)
 }
 
-/// Edges under construction: destination unit, source slot reference (2 * unit + end flag,
-/// before units have positions), nominal lag, kind.
+/// Edges under construction, grouped by destination unit (the offsets beside them): source slot
+/// reference (2 * unit + end flag, before units have positions), lag, kind.
 #[derive(Default)]
-struct Edges {
-    dst: Vec<u32>,
+struct InEdges {
     src: Vec<u32>,
     lag: Vec<i64>,
     kind: Vec<EdgeKind>,
 }
 
-impl Edges {
-    fn with_capacity(n: usize) -> Edges {
-        Edges { dst: Vec::with_capacity(n), src: Vec::with_capacity(n), lag: Vec::with_capacity(n), kind: Vec::with_capacity(n) }
+/// Where each kind of unit starts in creation order (origin, calls, ops, blocking call ends,
+/// transfers, member ends), and which unit holds each end.
+struct UnitIds {
+    u_call: usize,
+    u_op: usize,
+    u_cend: usize,
+    u_t: usize,
+    u_mend: usize,
+    /// Per op: its member row, or NONE.
+    op_member: Vec<u32>,
+    /// Per call: its blocking call end unit (from u_cend), or NONE.
+    call_end_unit_of: Vec<u32>,
+    /// Per blocking call end unit: its call row.
+    blocking: Vec<u32>,
+}
+
+impl UnitIds {
+    /// A unit's kind and row.
+    fn kind_row(&self, u: usize) -> (u8, u32) {
+        match u {
+            0 => (U_ORIGIN, 0),
+            u if u < self.u_op => (U_CALL, (u - self.u_call) as u32),
+            u if u < self.u_cend => (U_OP, (u - self.u_op) as u32),
+            u if u < self.u_t => (U_CALL_END, self.blocking[u - self.u_cend]),
+            u if u < self.u_mend => (U_TRANSFER, (u - self.u_t) as u32),
+            u => (U_MEMBER_END, (u - self.u_mend) as u32),
+        }
     }
 
-    fn push(&mut self, dst: usize, src: u32, lag: i64, kind: EdgeKind) {
-        self.dst.push(dst as u32);
-        self.src.push(src);
-        self.lag.push(lag);
-        self.kind.push(kind);
+    /// The slot reference (2 * unit + end flag) of an op's end.
+    fn op_end_ref(&self, op: usize) -> u32 {
+        match self.op_member[op] {
+            NONE => 2 * (self.u_op + op) as u32 + 1,
+            row => 2 * (self.u_mend + row as usize) as u32,
+        }
     }
+
+    /// The slot reference of a call's end.
+    fn call_end_ref(&self, call: usize) -> u32 {
+        match self.call_end_unit_of[call] {
+            NONE => 2 * (self.u_call + call) as u32 + 1,
+            b => 2 * (self.u_cend + b as usize) as u32,
+        }
+    }
+}
+
+/// The measured time of a slot reference.
+fn slot_time(ut: &[i64], udur: &[i64], r: u32) -> i64 {
+    ut[(r / 2) as usize] + if r & 1 == 1 { udur[(r / 2) as usize] } else { 0 }
 }
 
 impl Graph {
     /// Builds the graph of a job (see the module docs for what it holds). Fails with
     /// [`WhatIfError::Input`] on inconsistent input: unequal column lengths, an end before its
     /// start, ranks, steps or instances that are not dense, an unknown or shared member op.
-    #[allow(clippy::needless_range_loop)] // rows index several parallel columns at once
     pub fn build(job: &Job, options: &Options) -> Result<Graph, WhatIfError> {
+        Ok(Graph::plan(job, options)?())
+    }
+
+    /// [`Graph::build`] from an owned job, freed as soon as every edge is made: before the graph
+    /// is laid out, so that the job and the graph are never held at once.
+    pub fn build_owned(job: JobData, options: &Options) -> Result<Graph, WhatIfError> {
+        let finish = Graph::plan(&job.view(), options)?;
+        drop(job);
+        Ok(finish())
+    }
+
+    /// The build in two halves: what reads the job (every edge with its lag, the candidates for
+    /// step and rank ends), then, in the closure returned, what needs only those: the topological
+    /// order and the layout.
+    #[allow(clippy::needless_range_loop)] // rows index several parallel columns at once
+    fn plan(job: &Job, options: &Options) -> Result<impl FnOnce() -> Graph, WhatIfError> {
         let (n_ranks, n_inst, n_steps) = job.check()?;
         if options.tolerance_ns < 0 {
             return Err(input_error(format!("tolerance_ns is {} (0 or more)", options.tolerance_ns)));
@@ -654,11 +703,11 @@ impl Graph {
         // Ops of each rank by end, for inference.
         // A stream's ops end in order (all but a few), so in stream order the keys come in a run per
         // stream, which the stable sort merges.
+        // (Rows sorted by a key read from the columns, not a table of keys: a third of the memory.)
         let by_end: Vec<u32> = {
-            let mut keyed: Vec<(i64, i64, u32)> =
-                streams.order.iter().map(|&i| (o.rank[i as usize], o.end[i as usize], i)).collect();
-            keyed.sort();
-            keyed.into_iter().map(|k| k.2).collect()
+            let mut rows = streams.order.clone();
+            rows.sort_by_key(|&i| (o.rank[i as usize], o.end[i as usize], i));
+            rows
         };
         let by_end_rank: Vec<usize> = (0..=n_ranks).map(|r| by_end.partition_point(|&i| o.rank[i as usize] < r as i64)).collect();
         // The op of rank r that ended last at or before t, skipping ops for which `skip` holds.
@@ -746,7 +795,7 @@ impl Graph {
                 cross.push((j, i as u32, false));
             }
         }
-        drop(explained_at);
+        drop((explained_at, by_end, by_end_rank, own_off, own_ops, has_wait));
         fid.recorded_stream_waits = cross.iter().filter(|x| x.2).count();
         fid.inferred_stream_waits = cross.len() - fid.recorded_stream_waits;
         fid.recorded_syncs = waits.iter().filter(|w| w.2).count();
@@ -795,6 +844,7 @@ impl Graph {
         for (row, &op) in m.op.iter().enumerate() {
             op_member[op as usize] = row as u32;
         }
+        let mut ids = UnitIds { u_call, u_op, u_cend, u_t, u_mend, op_member, call_end_unit_of, blocking };
         let mut t_meas = vec![i64::MIN; n_inst];
         for row in 0..nm {
             let inst = m.instance[row] as usize;
@@ -805,14 +855,14 @@ impl Graph {
         for i in 0..nc {
             let u = u_call + i;
             ut[u] = c.start[i];
-            udur[u] = if call_end_unit_of[i] == NONE { c.end[i] - c.start[i] } else { 0 };
+            udur[u] = if ids.call_end_unit_of[i] == NONE { c.end[i] - c.start[i] } else { 0 };
         }
         for i in 0..no {
             let u = u_op + i;
             ut[u] = o.start[i];
-            udur[u] = if op_member[i] == NONE { o.end[i] - o.start[i] } else { 0 };
+            udur[u] = if ids.op_member[i] == NONE { o.end[i] - o.start[i] } else { 0 };
         }
-        for (b, &call) in blocking.iter().enumerate() {
+        for (b, &call) in ids.blocking.iter().enumerate() {
             ut[u_cend + b] = c.end[call as usize];
         }
         for (inst, &t) in t_meas.iter().enumerate() {
@@ -821,306 +871,77 @@ impl Graph {
         for row in 0..nm {
             ut[u_mend + row] = o.end[m.op[row] as usize];
         }
-        // A unit's kind and row follow from its creation index.
-        let kind_row = |u: usize| -> (u8, u32) {
-            match u {
-                0 => (U_ORIGIN, 0),
-                u if u < u_op => (U_CALL, (u - u_call) as u32),
-                u if u < u_cend => (U_OP, (u - u_op) as u32),
-                u if u < u_t => (U_CALL_END, blocking[u - u_cend]),
-                u if u < u_mend => (U_TRANSFER, (u - u_t) as u32),
-                u => (U_MEMBER_END, (u - u_mend) as u32),
-            }
-        };
         // The origin's time ties the earliest, so that it sorts first (ties go by unit). No edge
         // reads it: an anchor's lag is its unit's time.
         ut[0] = ut[1..].iter().copied().min().unwrap_or(0);
-        let op_end_ref = |op: usize| -> u32 {
-            match op_member[op] {
-                NONE => 2 * (u_op + op) as u32 + 1,
-                row => 2 * (u_mend + row as usize) as u32,
-            }
-        };
-        let call_end_ref = |call: usize| -> u32 {
-            match call_end_unit_of[call] {
-                NONE => 2 * (u_call + call) as u32 + 1,
-                b => 2 * (u_cend + b as usize) as u32,
-            }
-        };
-
-        // The units in time order. (Not beside the edges' construction on another core: what a
-        // rayon worker allocates stays in its malloc arena after the build, about 90 MiB at 1.9M
-        // kernels that malloc_trim does not return.)
-        let (by_time, time_rank) = topo::time_order(&ut);
-        let (edges, mut by_dst_off, mut by_dst) = {
-            // Edges with nominal lags.
-            let n_edges = (0..nc).filter(|&i| call_prev[i] != NONE).count()
-                + (0..no).filter(|&i| op_prev[i] != NONE).count()
-                + (0..no).filter(|&i| op_launch[i] != NONE).count()
-                + cross.len()
-                + blocking.len()
-                + waits.len()
-                + 3 * nm;
-            let mut edges = Edges::with_capacity(n_edges);
+        let time_of = |r: u32| slot_time(&ut, &udur, r);
+        // Every edge, in creation order, with its nominal lag; run twice: to count each unit's
+        // in-edges, then to place them.
+        let each_edge = |put: &mut dyn FnMut(usize, u32, i64, EdgeKind)| {
             for i in 0..nc {
                 if call_prev[i] != NONE {
                     let prev = call_prev[i] as usize;
-                    edges.push(u_call + i, call_end_ref(prev), c.start[i] - c.end[prev], EdgeKind::HostGap);
+                    put(u_call + i, ids.call_end_ref(prev), c.start[i] - c.end[prev], EdgeKind::HostGap);
                 }
             }
             for i in 0..no {
                 if op_prev[i] != NONE {
-                    edges.push(u_op + i, op_end_ref(op_prev[i] as usize), 0, EdgeKind::Stream);
+                    put(u_op + i, ids.op_end_ref(op_prev[i] as usize), 0, EdgeKind::Stream);
                 }
                 if op_launch[i] != NONE {
                     let l = launch_latency[o.rank[i] as usize];
                     let call = op_launch[i] as usize;
-                    let from = if o.start[i] >= c.end[call] { call_end_ref(call) } else { 2 * (u_call + call) as u32 };
-                    edges.push(u_op + i, from, l, EdgeKind::Launch);
+                    let from = if o.start[i] >= c.end[call] { ids.call_end_ref(call) } else { 2 * (u_call + call) as u32 };
+                    put(u_op + i, from, l, EdgeKind::Launch);
                 }
             }
             for &(a, b, recorded) in &cross {
                 let kind = if recorded { EdgeKind::CrossStream } else { EdgeKind::CrossStreamInferred };
-                edges.push(u_op + b as usize, op_end_ref(a as usize), 0, kind);
+                put(u_op + b as usize, ids.op_end_ref(a as usize), 0, kind);
             }
-            {
-                let mut k = 0;
-                for (b, &call) in blocking.iter().enumerate() {
-                    let i = call as usize;
-                    let r = c.rank[i] as usize;
-                    edges.push(u_cend + b, 2 * (u_call + i) as u32, min_duration[r], EdgeKind::Duration);
-                    while k < waits.len() && waits[k].0 == call {
-                        let (_, op, recorded) = waits[k];
-                        let kind = if recorded { EdgeKind::Wait } else { EdgeKind::WaitInferred };
-                        edges.push(u_cend + b, op_end_ref(op as usize), return_latency[r], kind);
-                        k += 1;
-                    }
+            let mut k = 0;
+            for (b, &call) in ids.blocking.iter().enumerate() {
+                let i = call as usize;
+                let r = c.rank[i] as usize;
+                put(u_cend + b, 2 * (u_call + i) as u32, min_duration[r], EdgeKind::Duration);
+                while k < waits.len() && waits[k].0 == call {
+                    let (_, op, recorded) = waits[k];
+                    let kind = if recorded { EdgeKind::Wait } else { EdgeKind::WaitInferred };
+                    put(u_cend + b, ids.op_end_ref(op as usize), return_latency[r], kind);
+                    k += 1;
                 }
             }
             for row in 0..nm {
                 let (inst, op) = (m.instance[row] as usize, m.op[row] as usize);
-                edges.push(u_t + inst, 2 * (u_op + op) as u32, 0, EdgeKind::Arrival);
-                let x = o.end[op] - t_meas[inst];
-                if x < 0 {
-                    fid.transfer_violations += 1;
-                }
-                edges.push(u_mend + row, 2 * (u_t + inst) as u32, x, EdgeKind::Transfer);
-                edges.push(u_mend + row, 2 * (u_op + op) as u32, 0, EdgeKind::MemberStart);
+                put(u_t + inst, 2 * (u_op + op) as u32, 0, EdgeKind::Arrival);
+                put(u_mend + row, 2 * (u_t + inst) as u32, o.end[op] - t_meas[inst], EdgeKind::Transfer);
+                put(u_mend + row, 2 * (u_op + op) as u32, 0, EdgeKind::MemberStart);
             }
-            debug_assert_eq!(edges.dst.len(), n_edges);
-            drop((call_prev, op_prev, op_launch, cross, waits, by_end, by_end_rank, own_off, own_ops, has_wait));
-            // Capped lags: no edge is violated by the measurement.
-            let slot_time = |r: u32| ut[(r / 2) as usize] + if r & 1 == 1 { udur[(r / 2) as usize] } else { 0 };
-            for e in 0..edges.dst.len() {
-                let room = ut[edges.dst[e] as usize] - slot_time(edges.src[e]);
-                edges.lag[e] = edges.lag[e].min(room);
-            }
-
-            // Edges grouped by destination unit (stable, in creation order).
-            let mut by_dst_off = vec![0u32; n_units + 1];
-            for &d in &edges.dst {
-                by_dst_off[d as usize + 1] += 1;
-            }
-            for u in 0..n_units {
-                by_dst_off[u + 1] += by_dst_off[u];
-            }
-            let mut by_dst = vec![0u32; edges.dst.len()];
-            {
-                let mut fill = by_dst_off.clone();
-                for (e, &d) in edges.dst.iter().enumerate() {
-                    by_dst[fill[d as usize] as usize] = e as u32;
-                    fill[d as usize] += 1;
-                }
-            }
-            edges.dst = Vec::new(); // by_dst says it now
-            (edges, by_dst_off, by_dst)
         };
-        let slot_time = |r: u32| ut[(r / 2) as usize] + if r & 1 == 1 { udur[(r / 2) as usize] } else { 0 };
-
-        // Topological order; edges of a broken cycle dropped (out of by_dst).
-        let (order, pos, dropped) = topo::order(by_time, time_rank, &by_dst_off, &by_dst, |e| edges.src[e as usize] / 2);
-        fid.dropped_dependencies = dropped.len();
-        if !dropped.is_empty() {
-            let mut kept_off = vec![0u32; n_units + 1];
-            let mut kept = Vec::with_capacity(by_dst.len() - dropped.len());
-            for u in 0..n_units {
-                kept.extend(by_dst[by_dst_off[u] as usize..by_dst_off[u + 1] as usize].iter().filter(|e| dropped.binary_search(e).is_err()));
-                kept_off[u + 1] = kept.len() as u32;
-            }
-            (by_dst_off, by_dst) = (kept_off, kept);
+        fid.transfer_violations = (0..nm).filter(|&row| o.end[m.op[row] as usize] < t_meas[m.instance[row] as usize]).count();
+        // The edges grouped by destination unit (CSR; a unit's in creation order), their lags
+        // capped: no edge is violated by the measurement. `by_dst_off[u + 2]` counts unit u's
+        // edges, then (summed) `by_dst_off[u + 1]` is where its next edge goes, and in the end
+        // `by_dst_off[u]..by_dst_off[u + 1]` are its edges.
+        let mut by_dst_off = vec![0u32; n_units + 2];
+        each_edge(&mut |dst, _, _, _| by_dst_off[dst + 2] += 1);
+        for u in 2..n_units + 2 {
+            by_dst_off[u] += by_dst_off[u - 1];
         }
-        let to_slot = |r: u32| 2 * pos[(r / 2) as usize] + (r & 1);
-        // Each unit's edges: its in-edges, at least two (an anchor where there is none, padding
-        // where there is one).
-        let in_degree = |u: usize| (by_dst_off[u + 1] - by_dst_off[u]) as usize;
-        let mut first = Vec::with_capacity(n_units + 1);
-        let mut n_edges = 0u32;
-        for &u in &order {
-            first.push(n_edges);
-            n_edges += in_degree(u as usize).max(2) as u32;
-        }
-        first.push(n_edges);
-        let mut g = Graph {
-            units: vec![Unit { first: 0, dur: 0, slack: 0 }; n_units + 1],
-            edges: vec![Edge { src: NULL_SLOT, lag: 0 }; n_edges as usize],
-            edge_kind: vec![EdgeKind::Anchor; n_edges as usize],
-            wide_lag: Vec::new(),
-            wide_dur: Vec::new(),
-            wide_slack: Vec::new(),
-            unit_kind: vec![U_ORIGIN; n_units],
-            unit_row: vec![0; n_units],
-            op_start: (0..no).map(|i| 2 * pos[u_op + i]).collect(),
-            op_end: (0..no).map(|i| to_slot(op_end_ref(i))).collect(),
-            call_start: (0..nc).map(|i| 2 * pos[u_call + i]).collect(),
-            call_end: (0..nc).map(|i| to_slot(call_end_ref(i))).collect(),
-            transfer: (0..n_inst).map(|i| 2 * pos[u_t + i]).collect(),
-            op_member,
-            member_op: m.op.iter().map(|&op| op as u32).collect(),
-            member_x_edge: Vec::new(),
-            inst_off: Vec::new(),
-            inst_member: Vec::new(),
-            seg_edges: Vec::new(),
-            step_off: Vec::new(),
-            step_slot: Vec::new(),
-            rank_off: Vec::new(),
-            rank_slot: Vec::new(),
-            n_ranks,
-            n_steps,
-            fidelity: Fidelity::default(),
-            measured: OnceLock::new(),
-        };
-        // The layout, in chunks of positions on every core: a chunk writes its units and their
-        // edges, and returns its wide values (in position order) and its slack.
-        #[derive(Default)]
-        struct Wide {
-            lag: Vec<(u32, i64)>,
-            dur: Vec<(u32, i64)>,
-            slack: Vec<(u32, i64)>,
-            slack_ns: i64,
-        }
-        const CHUNK: usize = 1 << 16;
-        let mut chunks = Vec::with_capacity(n_units / CHUNK + 1);
-        {
-            let (mut units, mut kinds, mut rows) = (&mut g.units[..n_units], &mut g.unit_kind[..], &mut g.unit_row[..]);
-            let (mut es, mut eks) = (&mut g.edges[..], &mut g.edge_kind[..]);
-            for p0 in (0..n_units).step_by(CHUNK) {
-                let p1 = (p0 + CHUNK).min(n_units);
-                let n_e = (first[p1] - first[p0]) as usize;
-                let (u_head, u_tail) = std::mem::take(&mut units).split_at_mut(p1 - p0);
-                let (k_head, k_tail) = std::mem::take(&mut kinds).split_at_mut(p1 - p0);
-                let (r_head, r_tail) = std::mem::take(&mut rows).split_at_mut(p1 - p0);
-                let (e_head, e_tail) = std::mem::take(&mut es).split_at_mut(n_e);
-                let (ek_head, ek_tail) = std::mem::take(&mut eks).split_at_mut(n_e);
-                chunks.push((p0, u_head, k_head, r_head, e_head, ek_head));
-                (units, kinds, rows, es, eks) = (u_tail, k_tail, r_tail, e_tail, ek_tail);
-            }
-        }
-        use rayon::prelude::*;
-        let wides: Vec<Wide> = chunks
-            .into_par_iter()
-            .map(|(p0, units, kinds, rows, es, eks)| {
-                let mut w = Wide::default();
-                let base = first[p0] as usize;
-                for (k, unit) in units.iter_mut().enumerate() {
-                    let (p, u) = (p0 + k, order[p0 + k] as usize);
-                    let f = first[p] as usize;
-                    (kinds[k], rows[k]) = kind_row(u);
-                    *unit = Unit { first: f as u32, dur: 0, slack: 0 };
-                    if u == 0 {
-                        continue; // the origin: two padding edges, never read (a replay starts at position 1)
-                    }
-                    let mut put = |j: usize, src: u32, lag: i64, kind: EdgeKind| {
-                        let l = narrow(lag);
-                        if l == WIDE {
-                            w.lag.push(((f + j) as u32, lag));
-                        }
-                        es[f + j - base] = Edge { src, lag: l };
-                        eks[f + j - base] = kind;
-                    };
-                    let ins = &by_dst[by_dst_off[u] as usize..by_dst_off[u + 1] as usize];
-                    let mut reach = i64::MIN;
-                    for (j, &e) in ins.iter().enumerate() {
-                        let e = e as usize;
-                        let (r, lag) = (edges.src[e], edges.lag[e]);
-                        reach = reach.max(slot_time(r) + lag);
-                        put(j, to_slot(r), lag, edges.kind[e]);
-                    }
-                    if ins.is_empty() {
-                        put(0, 0, ut[u], EdgeKind::Anchor);
-                        reach = ut[u];
-                    }
-                    let slack = ut[u] - reach;
-                    debug_assert!(slack >= 0);
-                    w.slack_ns += slack;
-                    *unit = Unit { first: f as u32, dur: narrow(udur[u]), slack: narrow(slack) };
-                    if unit.dur == WIDE {
-                        w.dur.push((p as u32, udur[u]));
-                    }
-                    if unit.slack == WIDE {
-                        w.slack.push((p as u32, slack));
-                    }
-                }
-                w
-            })
-            .collect();
-        g.units[n_units] = Unit { first: n_edges, dur: 0, slack: 0 };
-        let mut slack_ns = 0i64;
-        for w in wides {
-            g.wide_lag.extend(w.lag);
-            g.wide_dur.extend(w.dur);
-            g.wide_slack.extend(w.slack);
-            slack_ns += w.slack_ns;
-        }
-        // Each call's host-gap edge, each member's transfer edge, each op's slack (MIN: anchored).
-        let edge_of = |p: u32, kind: EdgeKind| g.edge_range(p as usize).find(|&e| g.edge_kind[e] == kind).map_or(NONE, |e| e as u32);
-        let call_gap_edge: Vec<u32> = (0..nc).into_par_iter().map(|i| edge_of(pos[u_call + i], EdgeKind::HostGap)).collect();
-        let member_x_edge: Vec<u32> = (0..nm).into_par_iter().map(|r| edge_of(pos[u_mend + r], EdgeKind::Transfer)).collect();
-        let op_slack: Vec<i64> = (0..no)
-            .into_par_iter()
-            .map(|i| {
-                let p = pos[u_op + i] as usize;
-                let e = g.units[p].first as usize;
-                if g.edge_kind[e] == EdgeKind::Anchor && g.edges[e].src == 0 {
-                    i64::MIN
-                } else {
-                    g.slack(p)
-                }
-            })
-            .collect();
-        g.member_x_edge = member_x_edge;
-        // What makes the replay loop's unchecked reads sound: every unit has two edges or more, and
-        // every edge reads an earlier unit's slot.
-        let sound = (1..n_units).into_par_iter().all(|p| {
-            let r = g.edge_range(p);
-            r.len() >= 2 && g.edges[r].iter().all(|e| (e.src as usize) < 2 * p)
+        let n_in = by_dst_off[n_units + 1] as usize;
+        let mut edges = InEdges { src: vec![0; n_in], lag: vec![0; n_in], kind: vec![EdgeKind::Anchor; n_in] };
+        each_edge(&mut |dst, src, lag, kind| {
+            let e = by_dst_off[dst + 1] as usize;
+            by_dst_off[dst + 1] += 1;
+            (edges.src[e], edges.lag[e], edges.kind[e]) = (src, lag.min(ut[dst] - time_of(src)), kind);
         });
-        assert!(sound, "graph not in topological order");
-        drop((edges, by_dst, by_dst_off, order, first, ut, udur, blocking));
+        by_dst_off.truncate(n_units + 1);
+        drop((call_prev, op_prev, op_launch, cross, waits));
 
-        // Instances' members, host-gap segments, step and rank end candidates.
-        g.inst_off = vec![0; n_inst + 1];
-        for &inst in m.instance {
-            g.inst_off[inst as usize + 1] += 1;
-        }
-        for i in 0..n_inst {
-            g.inst_off[i + 1] += g.inst_off[i];
-        }
-        g.inst_member = vec![0; nm];
-        {
-            let mut fill = g.inst_off.clone();
-            for (row, &inst) in m.instance.iter().enumerate() {
-                g.inst_member[fill[inst as usize] as usize] = row as u32;
-                fill[inst as usize] += 1;
-            }
-        }
-        g.seg_edges = (0..nc)
-            .filter(|&i| call_gap_edge[i] != NONE && opt(c.segment, i, -1) >= 0)
-            .map(|i| (c.segment[i], i as u32, call_gap_edge[i]))
-            .collect();
-        g.seg_edges.sort_unstable();
-        // Ends are non-decreasing along a stream and a thread (lags >= 0 on those edges), so only
-        // the last op of each run of a step on a stream, and the last op and call of each stream and
-        // thread, can be latest; where the trace overlaps two neighbours, both are kept.
+        // What the layout needs of the job. Ends are non-decreasing along a stream and a thread
+        // (lags >= 0 on those edges), so only the last op of each run of a step on a stream, and
+        // the last op and call of each stream and thread, can be latest; where the trace overlaps
+        // two neighbours, both are kept. (By end slot reference: the slots come with the order.)
         let mut step_cand: Vec<(u32, u32, u32)> = Vec::new(); // (step, rank, slot)
         let mut rank_cand: Vec<(u32, u32)> = Vec::new();
         for si in 0..streams.key.len() {
@@ -1131,47 +952,253 @@ impl Graph {
                 let overlapped = next.is_some_and(|j| o.start[j] < o.end[i]);
                 let step = opt(o.step, i, -1);
                 if step >= 0 && (overlapped || next.is_none_or(|j| opt(o.step, j, -1) != step)) {
-                    step_cand.push((step as u32, o.rank[i] as u32, g.op_end[i]));
+                    step_cand.push((step as u32, o.rank[i] as u32, ids.op_end_ref(i)));
                 }
                 if overlapped || next.is_none() {
-                    rank_cand.push((o.rank[i] as u32, g.op_end[i]));
+                    rank_cand.push((o.rank[i] as u32, ids.op_end_ref(i)));
                 }
             }
         }
         for i in 0..nc {
             let next = call_next[i];
             if next == NONE || c.start[next as usize] < c.end[i] {
-                rank_cand.push((c.rank[i] as u32, g.call_end[i]));
+                rank_cand.push((c.rank[i] as u32, ids.call_end_ref(i)));
             }
         }
-        step_cand.sort_unstable();
-        rank_cand.sort_unstable();
-        g.step_off = (0..=n_steps * n_ranks)
-            .map(|k| step_cand.partition_point(|&(s, r, _)| (s as usize * n_ranks + r as usize) < k) as u32)
-            .collect();
-        g.step_slot = step_cand.iter().map(|x| x.2).collect();
-        g.rank_off = (0..=n_ranks).map(|k| rank_cand.partition_point(|&(r, _)| (r as usize) < k) as u32).collect();
-        g.rank_slot = rank_cand.iter().map(|x| x.1).collect();
+        drop((streams, call_next));
+        // Host-gap segments (their edges come with the layout).
+        let mut seg_edges: Vec<(i64, u32, u32)> =
+            (0..nc).filter(|&i| opt(c.segment, i, -1) >= 0).map(|i| (c.segment[i], i as u32, NONE)).collect();
+        // Instances' members.
+        let member_op: Vec<u32> = m.op.iter().map(|&op| op as u32).collect();
+        let mut inst_off = vec![0u32; n_inst + 1];
+        for &inst in m.instance {
+            inst_off[inst as usize + 1] += 1;
+        }
+        for i in 0..n_inst {
+            inst_off[i + 1] += inst_off[i];
+        }
+        let mut inst_member = vec![0u32; nm];
+        {
+            let mut fill = inst_off.clone();
+            for (row, &inst) in m.instance.iter().enumerate() {
+                inst_member[fill[inst as usize] as usize] = row as u32;
+                fill[inst as usize] += 1;
+            }
+        }
 
-        // Fidelity.
-        let mut errors: Vec<i64> = op_slack.iter().copied().filter(|&s| s != i64::MIN).collect();
-        fid.anchored_op_starts = no - errors.len();
-        fid.explained_op_starts = errors.iter().filter(|&&s| s <= tol).count();
-        fid.explained_start_share = if no == 0 { 1.0 } else { fid.explained_op_starts as f64 / no as f64 };
-        fid.start_error_p50 = percentile(&mut errors, 0.5).unwrap_or(0);
-        fid.start_error_p99 = percentile(&mut errors, 0.99).unwrap_or(0);
-        fid.start_error_max = errors.iter().copied().max().unwrap_or(0);
-        fid.op_start_slack_ns = errors.iter().sum();
-        fid.slack_ns = slack_ns;
-        fid.recorded_dependencies = fid.recorded_stream_waits + fid.recorded_syncs;
-        fid.inferred_dependencies = fid.inferred_stream_waits + fid.inferred_syncs;
-        fid.launch_latency_ns = launch_latency;
-        fid.return_latency_ns = return_latency;
-        fid.blocking_min_duration_ns = min_duration;
-        fid.nodes = 2 * n_units;
-        fid.edges = g.edge_kind.iter().zip(&g.edges).filter(|(&k, e)| !(k == EdgeKind::Anchor && e.src == NULL_SLOT)).count();
-        g.fidelity = fid;
-        Ok(g)
+        Ok(move || {
+            // Topological order; edges of a broken cycle dropped.
+            // The units in time order, once the job is freed. (Not beside other work on another
+            // core: what a rayon worker allocates stays in its malloc arena after the build, about
+            // 90 MiB at 1.9M kernels that malloc_trim does not return.)
+            let (by_time, time_rank) = topo::time_order(&ut);
+            let (order, pos, dropped) = topo::order(by_time, time_rank, &by_dst_off, |e| edges.src[e] / 2);
+            fid.dropped_dependencies = dropped.len();
+            if !dropped.is_empty() {
+                let mut kept_off = vec![0u32; n_units + 1];
+                let mut kept = InEdges::default();
+                for u in 0..n_units {
+                    for e in by_dst_off[u] as usize..by_dst_off[u + 1] as usize {
+                        if dropped.binary_search(&(e as u32)).is_err() {
+                            kept.src.push(edges.src[e]);
+                            kept.lag.push(edges.lag[e]);
+                            kept.kind.push(edges.kind[e]);
+                        }
+                    }
+                    kept_off[u + 1] = kept.src.len() as u32;
+                }
+                (by_dst_off, edges) = (kept_off, kept);
+            }
+            let to_slot = |r: u32| 2 * pos[(r / 2) as usize] + (r & 1);
+            // Each unit's edges: its in-edges, at least two (an anchor where there is none, padding
+            // where there is one).
+            let in_degree = |u: usize| (by_dst_off[u + 1] - by_dst_off[u]) as usize;
+            let mut first = Vec::with_capacity(n_units + 1);
+            let mut n_edges = 0u32;
+            for &u in &order {
+                first.push(n_edges);
+                n_edges += in_degree(u as usize).max(2) as u32;
+            }
+            first.push(n_edges);
+            let mut g = Graph {
+                units: vec![Unit { first: 0, dur: 0, slack: 0 }; n_units + 1],
+                edges: vec![Edge { src: NULL_SLOT, lag: 0 }; n_edges as usize],
+                edge_kind: vec![EdgeKind::Anchor; n_edges as usize],
+                wide_lag: Vec::new(),
+                wide_dur: Vec::new(),
+                wide_slack: Vec::new(),
+                unit_kind: vec![U_ORIGIN; n_units],
+                unit_row: vec![0; n_units],
+                op_start: (0..no).map(|i| 2 * pos[u_op + i]).collect(),
+                op_end: (0..no).map(|i| to_slot(ids.op_end_ref(i))).collect(),
+                call_start: (0..nc).map(|i| 2 * pos[u_call + i]).collect(),
+                call_end: (0..nc).map(|i| to_slot(ids.call_end_ref(i))).collect(),
+                transfer: (0..n_inst).map(|i| 2 * pos[u_t + i]).collect(),
+                op_member: std::mem::take(&mut ids.op_member),
+                member_op,
+                member_x_edge: Vec::new(),
+                inst_off,
+                inst_member,
+                seg_edges: Vec::new(),
+                step_off: Vec::new(),
+                step_slot: Vec::new(),
+                rank_off: Vec::new(),
+                rank_slot: Vec::new(),
+                n_ranks,
+                n_steps,
+                fidelity: Fidelity::default(),
+                measured: OnceLock::new(),
+            };
+            // The layout, in chunks of positions on every core: a chunk writes its units and their
+            // edges, and returns its wide values (in position order) and its slack.
+            #[derive(Default)]
+            struct Wide {
+                lag: Vec<(u32, i64)>,
+                dur: Vec<(u32, i64)>,
+                slack: Vec<(u32, i64)>,
+                slack_ns: i64,
+            }
+            const CHUNK: usize = 1 << 16;
+            let mut chunks = Vec::with_capacity(n_units / CHUNK + 1);
+            {
+                let (mut units, mut kinds, mut rows) = (&mut g.units[..n_units], &mut g.unit_kind[..], &mut g.unit_row[..]);
+                let (mut es, mut eks) = (&mut g.edges[..], &mut g.edge_kind[..]);
+                for p0 in (0..n_units).step_by(CHUNK) {
+                    let p1 = (p0 + CHUNK).min(n_units);
+                    let n_e = (first[p1] - first[p0]) as usize;
+                    let (u_head, u_tail) = std::mem::take(&mut units).split_at_mut(p1 - p0);
+                    let (k_head, k_tail) = std::mem::take(&mut kinds).split_at_mut(p1 - p0);
+                    let (r_head, r_tail) = std::mem::take(&mut rows).split_at_mut(p1 - p0);
+                    let (e_head, e_tail) = std::mem::take(&mut es).split_at_mut(n_e);
+                    let (ek_head, ek_tail) = std::mem::take(&mut eks).split_at_mut(n_e);
+                    chunks.push((p0, u_head, k_head, r_head, e_head, ek_head));
+                    (units, kinds, rows, es, eks) = (u_tail, k_tail, r_tail, e_tail, ek_tail);
+                }
+            }
+            use rayon::prelude::*;
+            let wides: Vec<Wide> = chunks
+                .into_par_iter()
+                .map(|(p0, units, kinds, rows, es, eks)| {
+                    let mut w = Wide::default();
+                    let base = first[p0] as usize;
+                    for (k, unit) in units.iter_mut().enumerate() {
+                        let (p, u) = (p0 + k, order[p0 + k] as usize);
+                        let f = first[p] as usize;
+                        (kinds[k], rows[k]) = ids.kind_row(u);
+                        *unit = Unit { first: f as u32, dur: 0, slack: 0 };
+                        if u == 0 {
+                            continue; // the origin: two padding edges, never read (a replay starts at position 1)
+                        }
+                        let mut put = |j: usize, src: u32, lag: i64, kind: EdgeKind| {
+                            let l = narrow(lag);
+                            if l == WIDE {
+                                w.lag.push(((f + j) as u32, lag));
+                            }
+                            es[f + j - base] = Edge { src, lag: l };
+                            eks[f + j - base] = kind;
+                        };
+                        let ins = by_dst_off[u] as usize..by_dst_off[u + 1] as usize;
+                        let mut reach = i64::MIN;
+                        for (j, e) in ins.clone().enumerate() {
+                            let (r, lag) = (edges.src[e], edges.lag[e]);
+                            reach = reach.max(slot_time(&ut, &udur, r) + lag);
+                            put(j, to_slot(r), lag, edges.kind[e]);
+                        }
+                        if ins.is_empty() {
+                            put(0, 0, ut[u], EdgeKind::Anchor);
+                            reach = ut[u];
+                        }
+                        let slack = ut[u] - reach;
+                        debug_assert!(slack >= 0);
+                        w.slack_ns += slack;
+                        *unit = Unit { first: f as u32, dur: narrow(udur[u]), slack: narrow(slack) };
+                        if unit.dur == WIDE {
+                            w.dur.push((p as u32, udur[u]));
+                        }
+                        if unit.slack == WIDE {
+                            w.slack.push((p as u32, slack));
+                        }
+                    }
+                    w
+                })
+                .collect();
+            g.units[n_units] = Unit { first: n_edges, dur: 0, slack: 0 };
+            let mut slack_ns = 0i64;
+            for w in wides {
+                g.wide_lag.extend(w.lag);
+                g.wide_dur.extend(w.dur);
+                g.wide_slack.extend(w.slack);
+                slack_ns += w.slack_ns;
+            }
+            // Each call's host-gap edge, each member's transfer edge, each op's slack (MIN: anchored).
+            let edge_of = |p: u32, kind: EdgeKind| g.edge_range(p as usize).find(|&e| g.edge_kind[e] == kind).map_or(NONE, |e| e as u32);
+            let call_gap_edge: Vec<u32> = (0..nc).into_par_iter().map(|i| edge_of(pos[u_call + i], EdgeKind::HostGap)).collect();
+            let member_x_edge: Vec<u32> = (0..nm).into_par_iter().map(|r| edge_of(pos[u_mend + r], EdgeKind::Transfer)).collect();
+            let op_slack: Vec<i64> = (0..no)
+                .into_par_iter()
+                .map(|i| {
+                    let p = pos[u_op + i] as usize;
+                    let e = g.units[p].first as usize;
+                    if g.edge_kind[e] == EdgeKind::Anchor && g.edges[e].src == 0 {
+                        i64::MIN
+                    } else {
+                        g.slack(p)
+                    }
+                })
+                .collect();
+            g.member_x_edge = member_x_edge;
+            // What makes the replay loop's unchecked reads sound: every unit has two edges or more, and
+            // every edge reads an earlier unit's slot.
+            let sound = (1..n_units).into_par_iter().all(|p| {
+                let r = g.edge_range(p);
+                r.len() >= 2 && g.edges[r].iter().all(|e| (e.src as usize) < 2 * p)
+            });
+            assert!(sound, "graph not in topological order");
+            drop((edges, by_dst_off, order, first, ut, udur, ids));
+
+            // Host-gap segments, step and rank end candidates.
+            for s in &mut seg_edges {
+                s.2 = call_gap_edge[s.1 as usize];
+            }
+            seg_edges.retain(|s| s.2 != NONE);
+            seg_edges.sort_unstable();
+            g.seg_edges = seg_edges;
+            for x in &mut step_cand {
+                x.2 = to_slot(x.2);
+            }
+            for x in &mut rank_cand {
+                x.1 = to_slot(x.1);
+            }
+            step_cand.sort_unstable();
+            rank_cand.sort_unstable();
+            g.step_off = (0..=n_steps * n_ranks)
+                .map(|k| step_cand.partition_point(|&(s, r, _)| (s as usize * n_ranks + r as usize) < k) as u32)
+                .collect();
+            g.step_slot = step_cand.iter().map(|x| x.2).collect();
+            g.rank_off = (0..=n_ranks).map(|k| rank_cand.partition_point(|&(r, _)| (r as usize) < k) as u32).collect();
+            g.rank_slot = rank_cand.iter().map(|x| x.1).collect();
+
+            // Fidelity.
+            let mut errors: Vec<i64> = op_slack.iter().copied().filter(|&s| s != i64::MIN).collect();
+            fid.anchored_op_starts = no - errors.len();
+            fid.explained_op_starts = errors.iter().filter(|&&s| s <= tol).count();
+            fid.explained_start_share = if no == 0 { 1.0 } else { fid.explained_op_starts as f64 / no as f64 };
+            fid.start_error_p50 = percentile(&mut errors, 0.5).unwrap_or(0);
+            fid.start_error_p99 = percentile(&mut errors, 0.99).unwrap_or(0);
+            fid.start_error_max = errors.iter().copied().max().unwrap_or(0);
+            fid.op_start_slack_ns = errors.iter().sum();
+            fid.slack_ns = slack_ns;
+            fid.recorded_dependencies = fid.recorded_stream_waits + fid.recorded_syncs;
+            fid.inferred_dependencies = fid.inferred_stream_waits + fid.inferred_syncs;
+            fid.launch_latency_ns = launch_latency;
+            fid.return_latency_ns = return_latency;
+            fid.blocking_min_duration_ns = min_duration;
+            fid.nodes = 2 * n_units;
+            fid.edges = g.edge_kind.iter().zip(&g.edges).filter(|(&k, e)| !(k == EdgeKind::Anchor && e.src == NULL_SLOT)).count();
+            g.fidelity = fid;
+            g
+        })
     }
 
     pub(crate) fn n_units(&self) -> usize {

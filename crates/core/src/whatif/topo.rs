@@ -44,18 +44,12 @@ fn fits_packed(span: u64, n: usize) -> bool {
 }
 
 /// Returns `order` (position -> unit), `pos` (unit -> position) and the edges dropped to break a
-/// cycle, from the units in time order ([`time_order`]). `in_edge[in_off[u]..in_off[u + 1]]` are
-/// the edges into unit u, `src(e)` the unit edge e leaves from.
-pub(crate) fn order(
-    by_time: Vec<u32>,
-    mut rank: Vec<u32>,
-    in_off: &[u32],
-    in_edge: &[u32],
-    src: impl Fn(u32) -> u32,
-) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+/// cycle, from the units in time order ([`time_order`]). Edges are numbered by destination:
+/// `in_off[u]..in_off[u + 1]` are the edges into unit u, `src(e)` the unit edge e leaves from.
+pub(crate) fn order(by_time: Vec<u32>, mut rank: Vec<u32>, in_off: &[u32], src: impl Fn(usize) -> u32) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
     let n = by_time.len();
-    let ins = |u: usize| &in_edge[in_off[u] as usize..in_off[u + 1] as usize];
-    if (0..n).all(|u| ins(u).iter().all(|&e| rank[src(e) as usize] < rank[u])) {
+    let ins = |u: usize| in_off[u] as usize..in_off[u + 1] as usize;
+    if (0..n).all(|u| ins(u).all(|e| rank[src(e) as usize] < rank[u])) {
         return (by_time, rank, Vec::new());
     }
 
@@ -77,10 +71,10 @@ pub(crate) fn order(
         } else if cursor < n {
             let u = by_time[cursor] as usize;
             cursor += 1;
-            let waiting = ins(u).iter().filter(|&&e| !placed[src(e) as usize]).count();
+            let waiting = ins(u).filter(|&e| !placed[src(e) as usize]).count();
             if waiting > 0 {
                 pending[u] = waiting as u32;
-                for &e in ins(u) {
+                for e in ins(u) {
                     if !placed[src(e) as usize] {
                         waiters.entry(src(e)).or_default().push(u as u32);
                     }
@@ -94,7 +88,7 @@ pub(crate) fn order(
                 oldest += 1;
             }
             let u = by_time[oldest] as usize;
-            dropped.extend(ins(u).iter().copied().filter(|&e| !placed[src(e) as usize]));
+            dropped.extend(ins(u).filter(|&e| !placed[src(e) as usize]).map(|e| e as u32));
             u
         };
         if placed[u] {
@@ -142,11 +136,11 @@ mod tests {
             fill[d as usize] += 1;
         }
         let (by_time, rank) = super::time_order(key);
-        let (order, pos, dropped) = super::order(by_time, rank, &off, &ids, |e| src[e as usize]);
+        let (order, pos, dropped) = super::order(by_time, rank, &off, |p| src[ids[p] as usize]);
         assert_eq!(positions(&order), pos);
         let mut d = vec![false; src.len()];
-        for e in dropped {
-            d[e as usize] = true;
+        for p in dropped {
+            d[ids[p as usize] as usize] = true;
         }
         (order, d)
     }

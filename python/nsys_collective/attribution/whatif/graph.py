@@ -53,22 +53,14 @@ def steps_of(job: Job, rank: int, points: np.ndarray, step_index: dict[str, int]
     return codes[np.where(at >= 0, at, len(steps.label))]
 
 
-def _joined(parts: list[dict]) -> dict | None:
-    """One table from its per-rank parts, column by column: each column's parts are dropped as soon
-    as they are joined, so that the parts and the whole table are never held at once."""
-    if not parts:
-        return None
-    return {k: np.concatenate([p.pop(k) for p in parts]).astype(np.int64, copy=False) for k in list(parts[0])}
-
-
-def _replay_graph(*args, **kwargs):
-    graph = _native.ReplayGraph(*args, **kwargs)
+def _replay_graph(job: _native.ReplayJob, tolerance_ns: int):
+    graph = job.build(tolerance_ns=tolerance_ns)
     memory.release()  # the build's temporaries, more than the graph itself
     return graph
 
 
 def rank_tables(job: Job, rank: int, dense: int, step_index: dict[str, int], call_base: int) -> dict:
-    """One rank's rows of the graph's tables, as `dense` (its rank column): calls (a list of two
+    """One rank's rows of the graph's tables, as parts of rank `dense` (one int): calls (a list of two
     parts: its calls, then the anchors of its threads' first calls), ops, syncs and events (lists
     of at most one part); segment ids are job call rows, from `call_base` (its first)."""
     trace, work = job.traces[rank], job.timeline[rank]
@@ -78,7 +70,7 @@ def rank_tables(job: Job, rank: int, dense: int, step_index: dict[str, int], cal
     op_step = steps_of(job, rank, np.where(launch_utc >= 0, launch_utc, trace.gpu.start), step_index)
     if not step_index:
         op_step[:] = 0  # no steps marked: the capture is one step
-    ops = {"rank": np.full(len(work), dense), "stream": work.stream, "start": work.start, "end": work.end,
+    ops = {"rank": dense, "stream": work.stream, "start": work.start, "end": work.end,
            "correlation": trace.gpu.correlation, "step": op_step}
     # Each gap inside a range is a segment of its own, named by its call's row: a host cause
     # cuts the gaps it chooses (host.HostTime.change).
@@ -87,18 +79,18 @@ def rank_tables(job: Job, rank: int, dense: int, step_index: dict[str, int], cal
     # be shortened too.
     first = np.flatnonzero(_first_of_thread(c.tid))
     early = first[c.gap_start[first] < c.start[first]]
-    calls = [{"rank": np.full(len(c.start), dense), "thread": c.tid, "start": correct(rank, c.start),
-              "end": correct(rank, c.end), "correlation": c.correlation, "blocking": c.blocking.astype(np.int64),
+    calls = [{"rank": dense, "thread": c.tid, "start": correct(rank, c.start),
+              "end": correct(rank, c.end), "correlation": c.correlation, "blocking": c.blocking,
               "segment": np.where(c.gap_range >= 0, call_base + np.arange(len(c.start)), -1)}]
     origin = correct(rank, c.gap_start[early])
-    calls.append({"rank": np.full(len(early), dense), "thread": c.tid[early], "start": origin, "end": origin,
-                  "correlation": np.full(len(early), -1), "blocking": np.zeros(len(early), np.int64),
+    calls.append({"rank": dense, "thread": c.tid[early], "start": origin, "end": origin,
+                  "correlation": np.full(len(early), -1), "blocking": np.zeros(len(early), bool),
                   "segment": np.full(len(early), -1)})
     out = {"calls": calls, "ops": ops, "syncs": [], "events": []}
     recorded_syncs, recorded_events = trace.stream_waits
     for table, rows in (("syncs", recorded_syncs), ("events", recorded_events)):
         if rows is not None and len(rows["correlation"]):
-            out[table].append({"rank": np.full(len(rows["correlation"]), dense), **rows})
+            out[table].append({"rank": dense, **rows})
     return out
 
 
@@ -132,13 +124,16 @@ def build_graph(job: Job, tolerance_ns: int, step_pattern: str | None = None) ->
         raise RuntimeError(f"{int((member_rows < 0).sum())} collective members not found in their rank's GPU work")
     members = {"instance": col.obs_instance, "op": member_rows}
 
-    calls, ops, syncs, events = _joined(calls), _joined(ops), _joined(syncs), _joined(events)
-    op_step = ops["step"]
+    # The graph's input, gathered natively from the ranks' parts (the parts, mostly the ranks' own
+    # columns, are not joined here).
+    op_step = np.concatenate([o["step"] for o in ops])
+    job_input = _native.ReplayJob(calls, ops, members, syncs=syncs, events=events)
+    del calls, ops, syncs, events
     # Building the graph is the what-if's largest single cost: it runs beside the candidate picking.
     pool = ThreadPoolExecutor(max_workers=1)
-    building = pool.submit(_replay_graph, calls, ops, members, syncs=syncs, events=events, tolerance_ns=int(tolerance_ns))
+    building = pool.submit(_replay_graph, job_input, int(tolerance_ns))
     pool.shutdown(wait=False)  # the thread ends with the build
-    del calls, ops, syncs, events  # the build's own references free them when it ends
+    del job_input  # the build frees it
     return JobGraph(building=building, ranks=ranks, op_offset=op_offset, call_offset=call_offset,
                   op_step=op_step, member_rows=member_rows, step_names=step_names or ["(the whole capture)"],
                   has_steps=bool(step_names))

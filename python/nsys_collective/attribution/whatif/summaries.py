@@ -34,10 +34,6 @@ class RankPart:
     base: dict  # its summary with nothing changed
 
 
-def _joined(parts: list[dict]) -> dict | None:
-    return {k: np.concatenate([p[k] for p in parts]).astype(np.int64, copy=False) for k in parts[0]} if parts else None
-
-
 def _local_instances(instances: np.ndarray) -> np.ndarray:
     """Instance ids made dense in order of first appearance (a rank's own graph's numbering)."""
     _, first, inverse = np.unique(instances, return_index=True, return_inverse=True)
@@ -53,8 +49,8 @@ def own_graph(job, rank: int, step_index: dict[str, int], call_base: int, member
     `job` needs only traces, timeline, alignment and steps for this rank."""
     t = rank_tables(job, rank, 0, step_index, call_base)
     members = {"instance": _local_instances(np.asarray(member_instance, np.int64)), "op": np.asarray(member_op, np.int64)}
-    return _native.ReplayGraph(_joined(t["calls"]), _joined([t["ops"]]), members, syncs=_joined(t["syncs"]),
-                               events=_joined(t["events"]), tolerance_ns=int(tolerance_ns))
+    return _native.ReplayJob(t["calls"], [t["ops"]], members, syncs=t["syncs"], events=t["events"]).build(
+        tolerance_ns=int(tolerance_ns))
 
 
 def rank_graph(job: Job, g: JobGraph, rank: int, tolerance_ns: int) -> tuple[object, np.ndarray]:
