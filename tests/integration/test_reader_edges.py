@@ -76,13 +76,13 @@ def test_without_session_start_times_stay_relative_and_say_so(export_copy):
 
 def test_older_names_and_missing_columns(export_copy):
     """Old exports: metadata in EXPORT_META_DATA, no time-normalize key, kernels without
-    demangledName (falls back to shortName) and without register counts (filled with -1)."""
+    demangledName (falls back to shortName) and without gridZ (filled with -1)."""
     alter(
         export_copy,
         "ALTER TABLE META_DATA_EXPORT RENAME TO EXPORT_META_DATA",
         "DELETE FROM EXPORT_META_DATA WHERE name = 'EXPORT_PARAM_TIME_NORMALIZE'",
         "ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN demangledName",
-        "ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN registersPerThread",
+        "ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN gridZ",
     )
     (original,) = read_exports([SOURCE])
     export = read_both(export_copy)
@@ -90,7 +90,7 @@ def test_older_names_and_missing_columns(export_copy):
     assert export.session.time_normalized is False  # recognised from the size of the stored times
     np.testing.assert_array_equal(export.kernels["start"], original.kernels["start"])
     np.testing.assert_array_equal(export.kernels["name"], original.kernels["short_name"])
-    assert np.all(export.kernels["registers"] == -1)
+    assert np.all(export.kernels["grid_z"] == -1)
 
 
 def test_nvtx_marks_end_where_they_start(export_copy):

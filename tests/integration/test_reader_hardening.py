@@ -291,6 +291,7 @@ def test_the_limits_are_analyze_options(tmp_path):
 
 CHILD = r"""
 import json, sys
+import numpy  # loaded before the read, as in the CLI: the baseline's address space holds it
 from nsys_collective import _native
 from nsys_collective.errors import InputError
 kind, path = sys.argv[1], sys.argv[2]
@@ -378,9 +379,9 @@ def big_export(path: Path, rows: int) -> Path:
 
 
 def test_running_out_of_memory_is_a_clean_error_not_an_abort(tmp_path, baseline_vm):
-    """3M kernels need about 400 MB of columns; with 150 MiB to spare the read must fail cleanly:
+    """5M kernels need about 440 MB of columns; with 150 MiB to spare the read must fail cleanly:
     an InputError line (the CLI's exit status 2), never SIGABRT (exit 134) with a backtrace."""
-    path = big_export(tmp_path / "big.sqlite", 3_000_000)
+    path = big_export(tmp_path / "big.sqlite", 5_000_000)
     done = run_child("nsys", path, limit=baseline_vm + path.stat().st_size + 150 * 2**20)
     assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
     lines = done.stderr.strip().splitlines()
@@ -402,7 +403,7 @@ print(int(status["VmPeak"].split()[0]) * 1024)
 
 def test_the_cli_says_it_in_one_line_and_exits_2(tmp_path, baseline_vm):
     """The same, through `collectivetrace-nsys analyze`: one `error:` line, exit status 2."""
-    path = big_export(tmp_path / "big.sqlite", 3_000_000)
+    path = big_export(tmp_path / "big.sqlite", 5_000_000)
     cli_vm = int(subprocess.run([sys.executable, "-c", CLI_BASELINE, str(SOURCE)], capture_output=True, text=True, check=True).stdout)
     done = subprocess.run([sys.executable, "-m", "nsys_collective", "analyze", str(path)], capture_output=True, text=True, timeout=300,
                           preexec_fn=_limit_address_space(cli_vm + path.stat().st_size + 150 * 2**20))

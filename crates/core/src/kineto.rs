@@ -547,10 +547,6 @@ struct Args {
     stream: Option<i64>,
     correlation: Option<i64>,
     grid: [Option<i64>; 3],
-    block: [Option<i64>; 3],
-    registers: Option<i64>,
-    /// Kineto writes static + dynamic shared memory as one number.
-    shared_memory: Option<i64>,
     bytes: Option<i64>,
     // record_param_comms (PyTorch 2.x): what the collective was.
     collective: Option<String>,
@@ -587,12 +583,6 @@ enum ArgKey {
     Correlation,
     #[serde(rename = "grid")]
     Grid,
-    #[serde(rename = "block")]
-    Block,
-    #[serde(rename = "registers per thread")]
-    Registers,
-    #[serde(rename = "shared memory")]
-    SharedMemory,
     #[serde(rename = "bytes")]
     Bytes,
     #[serde(rename = "Collective name")]
@@ -654,9 +644,6 @@ impl<'de> Deserialize<'de> for Args {
                         ArgKey::Stream => a.stream = int(map.next_value()?),
                         ArgKey::Correlation => a.correlation = int(map.next_value()?),
                         ArgKey::Grid => a.grid = map.next_value::<Dim3>()?.0,
-                        ArgKey::Block => a.block = map.next_value::<Dim3>()?.0,
-                        ArgKey::Registers => a.registers = int(map.next_value()?),
-                        ArgKey::SharedMemory => a.shared_memory = int(map.next_value()?),
                         ArgKey::Bytes => a.bytes = int(map.next_value()?),
                         ArgKey::Collective => a.collective = map.next_value::<Scalar>()?.text(),
                         ArgKey::InNelems => a.in_nelems = int(map.next_value()?),
@@ -694,7 +681,7 @@ impl<'de> Deserialize<'de> for Args {
 // ---------------------------------------------------------------------------------------------
 // Events into rows of columns; columns into the `Export`'s tables.
 
-const KERNEL_COLUMNS: usize = 17;
+const KERNEL_COLUMNS: usize = 11;
 const COPY_COLUMNS: usize = 8;
 const SYNC_COLUMNS: usize = 11;
 const CUDA_EVENT_COLUMNS: usize = 7;
@@ -759,8 +746,7 @@ impl Trace {
                 let device = a.device.or(e.pid);
                 self.kernels.push([
                     start, end, v(device), v(a.stream.or(e.tid)), v(a.correlation), HOST, name, short,
-                    v(a.grid[0]), v(a.grid[1]), v(a.grid[2]), v(a.block[0]), v(a.block[1]), v(a.block[2]),
-                    v(a.registers), v(a.shared_memory), MISSING,
+                    v(a.grid[0]), v(a.grid[1]), v(a.grid[2]),
                 ])?;
             }
             Category::Memcpy | Category::Memset => {
@@ -1145,8 +1131,7 @@ mod tests {
         assert_eq!(col(&e, "kernels", "pid"), [4321, 4321]);
         assert_eq!(col(&e, "kernels", "correlation"), [10, 11]);
         assert_eq!(col(&e, "kernels", "grid_x"), [8, 2]);
-        assert_eq!(col(&e, "kernels", "block_x"), [128, 640]);
-        assert_eq!(col(&e, "kernels", "registers"), [-1, 96]);
+        assert_eq!(col(&e, "kernels", "grid_y"), [1, 1]);
         let short = col(&e, "kernels", "short_name");
         assert_eq!((s(short[0]), s(short[1])), ("vectorized_elementwise_kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL"));
         assert_eq!(col(&e, "runtime", "tid"), [4322, 4322]);

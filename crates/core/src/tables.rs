@@ -96,12 +96,6 @@ pub const KERNELS: TableSpec = TableSpec {
             col("grid_x", &["gridX"], Kind::Int),
             col("grid_y", &["gridY"], Kind::Int),
             col("grid_z", &["gridZ"], Kind::Int),
-            col("block_x", &["blockX"], Kind::Int),
-            col("block_y", &["blockY"], Kind::Int),
-            col("block_z", &["blockZ"], Kind::Int),
-            col("registers", &["registersPerThread"], Kind::Int),
-            col("static_shared_memory", &["staticSharedMemory"], Kind::Int),
-            col("dynamic_shared_memory", &["dynamicSharedMemory"], Kind::Int),
         ],
     ],
 };

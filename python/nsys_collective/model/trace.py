@@ -69,6 +69,7 @@ class GpuItems:
     ctas: np.ndarray  # thread blocks (grid x*y*z) of kernels, 0 for copies
     stream: np.ndarray
     correlation: np.ndarray  # of the launching call (several ops share one under a CUDA graph)
+    # launch_tid, ctas and correlation are int32 where their values fit (narrow_ids).
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,7 @@ class HostCalls:
     correlation: np.ndarray
     name: np.ndarray  # string id (int32)
     blocking: np.ndarray  # bool: the call returns only once GPU work it waits for has ended
+    # tid, correlation and gap_range are int32 where their values fit (narrow_ids).
     # Where the host work before the call began: the previous call's end on its thread, for a
     # thread's first call the start of the outermost host range around it (else its own start).
     gap_start: np.ndarray
@@ -283,6 +285,17 @@ def drop_bad_ids(table: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], i
     return ({c: v[good] for c, v in table.items()} if dropped else table), dropped
 
 
+def narrow_ids(column: np.ndarray) -> np.ndarray:
+    """An id or count column (thread ids, correlation ids, row indices, thread blocks) as int32
+    where every value fits, else as it is: these are held for every rank until the reduce ends,
+    and their consumers only compare, search, index or divide with them, or widen them where they
+    join the ranks' tables (attribution/whatif/graph.py)."""
+    info = np.iinfo(np.int32)
+    if column.dtype == np.int64 and (not len(column) or (info.min <= column.min() and column.max() <= info.max)):
+        return column.astype(np.int32)
+    return column
+
+
 def trace_export(export: Export, index: int, report: str, key: int | None = None) -> tuple[InputFacts, list[RankTrace]]:
     """The facts of one input and a trace per rank it holds (at least one: a report without GPU
     work is a rank with zero kernels, and a warning says so). GPU work with impossible times is
@@ -347,9 +360,11 @@ def trace_export(export: Export, index: int, report: str, key: int | None = None
     key = secrets.randbits(63) if key is None else key
     for pid, device, gpu, ranges, ops, calls, syncs, events, counts in per_rank:
         if gpu is not None:
-            gpu = GpuItems(**{**gpu.__dict__, "name": local(gpu.name), "short_name": local(gpu.short_name)})
+            gpu = GpuItems(**{**gpu.__dict__, "name": local(gpu.name), "short_name": local(gpu.short_name),
+                              **{c: narrow_ids(getattr(gpu, c)) for c in ("correlation", "launch_tid", "ctas")}})
             ranges = HostRanges(start=ranges.start, end=ranges.end, tid=ranges.tid, name=local(ranges.name))
-            calls = HostCalls(**{**calls.__dict__, "name": local(calls.name)})
+            calls = HostCalls(**{**calls.__dict__, "name": local(calls.name), "tid": narrow_ids(calls.tid),
+                                 "correlation": narrow_ids(calls.correlation), "gap_range": narrow_ids(calls.gap_range)})
         traces.append(RankTrace(
             index=index, report=report, host=export.session.hostname, pid=pid, device=device, env_rank=env, file_rank=file,
             counts=counts, strings=strings, ops=ops, gpu=gpu, ranges=ranges, calls=calls,
