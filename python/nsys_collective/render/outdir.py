@@ -61,20 +61,33 @@ class _Charts:
         self.written: dict[str, list[Path]] = {}
 
 
-_started: list[ProcessPoolExecutor] = []  # chart processes started ahead (start_chart_processes)
+# Chart processes started ahead (start_chart_processes): the pool, and its processes.
+_started: list[tuple[ProcessPoolExecutor, list]] = []
 
 
 def start_chart_processes() -> None:
     """Start the chart processes now, before the result they draw exists: each loads matplotlib and
     the charts while this process goes on (the analysis); that was most of what drawing them cost
-    once the result was there. The next write_outputs of this process draws with them. Call it
-    before any thread starts (they are forked from this process); where the charts are drawn here
-    (one core, no fork), it does nothing."""
+    once the result was there. The next write_outputs of this process draws with them;
+    stop_chart_processes ends them if none comes. Call it before any thread starts (they are
+    forked from this process); where the charts are drawn here (one core, no fork), it does
+    nothing."""
     if not _started:
         pool = _chart_pool()
         if pool is not None:
+            before = set(multiprocessing.active_children())
             pool.submit(int)  # a fork pool forks its processes at the first task: now
-            _started.append(pool)
+            _started.append((pool, [p for p in multiprocessing.active_children() if p not in before]))
+
+
+def stop_chart_processes() -> None:
+    """End the chart processes started ahead that no write_outputs took (the analysis failed), at
+    once: leaving, the interpreter would wait for each to finish loading the charts."""
+    while _started:
+        pool, processes = _started.pop()
+        for process in processes:
+            process.kill()
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _chart_pool() -> ProcessPoolExecutor | None:
@@ -98,7 +111,7 @@ def _chart_drawing(result: Result, out_dir: Path, on_chart) -> Iterator[_Charts]
     from nsys_collective.render.chart_list import CHART_NAMES, COSTLIEST_FIRST, ChartWarning, not_drawn
 
     charts, done, failed = _Charts(), {}, {}
-    pool = _started.pop() if _started else _chart_pool()
+    pool = _started.pop()[0] if _started else _chart_pool()
     try:
         futures = []
         if pool:
