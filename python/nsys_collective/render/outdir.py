@@ -111,7 +111,11 @@ def _chart_drawing(result: Result, out_dir: Path, on_chart) -> Iterator[_Charts]
     from nsys_collective.render.chart_list import CHART_NAMES, COSTLIEST_FIRST, ChartWarning, not_drawn
 
     charts, done, failed = _Charts(), {}, {}
-    pool = _started.pop()[0] if _started else _chart_pool()
+    if _started:
+        pool = _started.pop()[0]
+    else:  # forked now: the charts loaded here once, not in each process
+        importlib.import_module("nsys_collective.render.charts")
+        pool = _chart_pool()
     try:
         futures = []
         if pool:
