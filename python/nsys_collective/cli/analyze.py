@@ -34,7 +34,6 @@ EPILOG = "\n\n".join([
 
 
 def analyze(
-    ctx: typer.Context,
     # Text, not Path: Path("") would be the current folder, and an empty argument is a mistake.
     paths: list[str] = typer.Argument(..., metavar="PATH", help="Exports (.sqlite), reports (.nsys-rep, .qdrep) or PyTorch profiler traces (.json, .json.gz), directories of them, or glob patterns."),
     as_json: bool = typer.Option(False, "--json", metavar="", help="Print the results as JSON (the documented contract) on stdout."),
@@ -71,11 +70,10 @@ def analyze(
         if out is not None and perfetto is not None:
             outputs.check_apart(out, perfetto, "--out", "--perfetto")
         if out is not None:
-            from nsys_collective.render.outdir import check_target, start_chart_processes, stop_chart_processes
+            from nsys_collective.render.outdir import check_target, start_chart_processes
 
             check_target(out, force, reports)
             start_chart_processes()  # they load matplotlib while the inputs are read (before any thread)
-            ctx.call_on_close(stop_chart_processes)  # if no write_outputs took them (the analysis failed)
         if perfetto is not None:
             from nsys_collective.render.perfetto import write_trace, written_by_us
 

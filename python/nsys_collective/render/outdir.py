@@ -8,12 +8,12 @@ holding one, and an existing DIR is replaced only with --force and only when thi
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import importlib
 import multiprocessing
 import os
-import pickle
 import signal
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -61,45 +61,100 @@ class _Charts:
         self.written: dict[str, list[Path]] = {}
 
 
-# Chart processes started ahead (start_chart_processes): the pool, and its processes.
-_started: list[tuple[ProcessPoolExecutor, list]] = []
+_started: list[_ChartServer] = []  # started ahead (start_chart_processes), not yet used
+
+
+class _ChartServer:
+    """A process forked at the start of the command that loads the charts, then, handed the
+    result, forks the processes that draw them (as write_outputs would: they inherit what it
+    loaded) and sends back each chart's outcome as it is done. One import of matplotlib, off the
+    command's path."""
+
+    def __init__(self):
+        ctx = multiprocessing.get_context("fork")
+        jobs, self._jobs = ctx.Pipe(duplex=False)
+        self._done, done = ctx.Pipe(duplex=False)
+        self.process = ctx.Process(target=_serve, args=(os.getpid(), jobs, done), name="collectivetrace charts")
+        self.process.start()
+        jobs.close()
+        done.close()
+
+    def outcomes(self, result: Result, out_dir: Path) -> Iterator[tuple]:
+        """Each chart's outcome (_draw's) as it is done; here those the server did not send (it died)."""
+        from nsys_collective.render.chart_list import CHART_NAMES
+
+        left = list(CHART_NAMES)
+        with contextlib.suppress(OSError, EOFError):
+            self._jobs.send((Result(result.document, result.evidence, result.source), out_dir))
+            while left:
+                outcome = self._done.recv()
+                left.remove(outcome[0])
+                yield outcome
+        self.process.join()
+        for name in left:
+            yield _draw(name, result, out_dir)
+
+    def stop(self) -> None:
+        self.process.kill()  # its chart processes die with it
+        self.process.join()
+
+
+def _serve(parent: int, jobs, done) -> None:
+    """The chart server (_ChartServer): dies with the command, loads the charts, waits for the
+    result, draws."""
+    _ready(parent)
+    importlib.import_module("nsys_collective.render.charts")  # while the command analyzes
+    try:
+        result, out_dir = jobs.recv()
+    except EOFError:  # the command ended without a result
+        return
+    with _chart_processes(result, out_dir) as futures:
+        for outcome in _outcomes(futures, result, out_dir):
+            done.send(outcome)
 
 
 def start_chart_processes() -> None:
-    """Start the chart processes now, before the result they draw exists: each loads matplotlib and
-    the charts while this process goes on (the analysis); that was most of what drawing them cost
-    once the result was there. The next write_outputs of this process draws with them;
-    stop_chart_processes ends them if none comes. Call it before any thread starts (they are
-    forked from this process); where the charts are drawn here (one core, no fork), it does
-    nothing."""
-    if not _started:
-        pool = _chart_pool()
-        if pool is not None:
-            before = set(multiprocessing.active_children())
-            pool.submit(int)  # a fork pool forks its processes at the first task: now
-            _started.append((pool, [p for p in multiprocessing.active_children() if p not in before]))
+    """Start the chart server now, before the result exists: it loads matplotlib and the charts
+    while this process goes on (the analysis); that was most of what drawing them cost once the
+    result was there. The next write_outputs of this process draws with it; stop_chart_processes
+    ends it if none comes (and so does leaving the interpreter). Call it before any thread starts (it is forked from this process);
+    where the charts are drawn here (one core, no fork), it does nothing."""
+    if not _started and _cores() > 1 and "fork" in multiprocessing.get_all_start_methods():
+        _started.append(_ChartServer())
+        atexit.register(stop_chart_processes)  # before multiprocessing's own, which would wait for it
 
 
 def stop_chart_processes() -> None:
-    """End the chart processes started ahead that no write_outputs took (the analysis failed), at
-    once: leaving, the interpreter would wait for each to finish loading the charts."""
+    """End the chart server that no write_outputs took (the analysis failed), at once."""
     while _started:
-        pool, processes = _started.pop()
-        for process in processes:
-            process.kill()
-        pool.shutdown(wait=False, cancel_futures=True)
+        _started.pop().stop()
 
 
-def _chart_pool() -> ProcessPoolExecutor | None:
-    """As many processes forked from this one as there are cores (one per chart at most), each
-    loading the charts as it starts; None where the charts are drawn here."""
-    from nsys_collective.render.chart_list import CHART_NAMES
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    if cores < 2 or "fork" not in multiprocessing.get_all_start_methods():
-        return None
-    return ProcessPoolExecutor(min(cores, len(CHART_NAMES)), mp_context=multiprocessing.get_context("fork"),
-                               initializer=_ready, initargs=(os.getpid(),))
+
+_shared: dict = {}  # the result, for chart processes forked from this one (nothing is pickled)
+
+
+@contextlib.contextmanager
+def _chart_processes(result: Result, out_dir: Path) -> Iterator[list]:
+    """Futures of every chart drawn in processes forked from this one, the costliest first, on as
+    many cores as there are (none where they are drawn here: one core, no fork)."""
+    from nsys_collective.render.chart_list import CHART_NAMES, COSTLIEST_FIRST
+
+    importlib.import_module("nsys_collective.render.charts")  # here once, not in each process
+    pool = None
+    if _cores() > 1 and "fork" in multiprocessing.get_all_start_methods():
+        pool = ProcessPoolExecutor(min(_cores(), len(CHART_NAMES)), mp_context=multiprocessing.get_context("fork"),
+                                   initializer=_ready, initargs=(os.getpid(),))
+    try:
+        _shared["result"] = result
+        yield [pool.submit(_draw_shared, name, out_dir) for name in COSTLIEST_FIRST] if pool else []
+    finally:
+        _shared.clear()
+        if pool:
+            pool.shutdown(cancel_futures=True)
 
 
 @contextlib.contextmanager
@@ -108,22 +163,18 @@ def _chart_drawing(result: Result, out_dir: Path, on_chart) -> Iterator[_Charts]
     on as many cores as there are (saving a PNG and an SVG is most of `--out`'s time), else one
     after another here. On leaving, every chart is done: `.written` is {name: [png, svg]} as
     write_charts returns it, and the charts that could not be drawn are one ChartWarning."""
-    from nsys_collective.render.chart_list import CHART_NAMES, COSTLIEST_FIRST, ChartWarning, not_drawn
+    from nsys_collective.render.chart_list import CHART_NAMES, ChartWarning, not_drawn
 
     charts, done, failed = _Charts(), {}, {}
-    if _started:
-        pool = _started.pop()[0]
-    else:  # forked now: the charts loaded here once, not in each process
-        importlib.import_module("nsys_collective.render.charts")
-        pool = _chart_pool()
-    try:
-        futures = []
-        if pool:
-            # What the charts read (not the timeline), pickled once for all of them.
-            shared = pickle.dumps(Result(result.document, result.evidence, result.source), pickle.HIGHEST_PROTOCOL)
-            futures = [pool.submit(_draw_pickled, name, shared, out_dir) for name in COSTLIEST_FIRST]
+    with contextlib.ExitStack() as stack:
+        if _started:
+            server = _started.pop()
+            stack.callback(server.stop)  # at once, should the body fail
+            outcomes = server.outcomes(result, out_dir)
+        else:
+            outcomes = _outcomes(stack.enter_context(_chart_processes(result, out_dir)), result, out_dir)
         yield charts
-        for k, (name, paths, error, caught) in enumerate(_outcomes(futures, result, out_dir), 1):
+        for k, (name, paths, error, caught) in enumerate(outcomes, 1):
             done[name] = paths
             if error:
                 failed[name] = error
@@ -131,9 +182,6 @@ def _chart_drawing(result: Result, out_dir: Path, on_chart) -> Iterator[_Charts]
                 warnings.warn_explicit(message, category, filename, lineno)
             if on_chart:
                 on_chart(k, len(CHART_NAMES))
-    finally:
-        if pool:
-            pool.shutdown(cancel_futures=True)
     charts.written = {name: done[name] for name in CHART_NAMES if done.get(name)}
     if failed:
         warnings.warn(not_drawn(failed), ChartWarning, stacklevel=3)
@@ -157,19 +205,18 @@ def _outcomes(futures: list, result: Result, out_dir: Path) -> Iterator[tuple]:
 
 
 def _ready(parent: int) -> None:
-    """A chart process ends with the command (Linux: the kernel kills it when the parent dies), so
-    a killed run leaves no process writing into its temporary folder; then it loads the charts."""
+    """A chart process ends with the one it was forked from (Linux: the kernel kills it when the
+    parent dies), so a killed run leaves no process writing into its temporary folder."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (AttributeError, OSError):
         pass
     if os.getppid() != parent:  # it died before that took effect
         os._exit(1)
-    importlib.import_module("nsys_collective.render.charts")
 
 
-def _draw_pickled(name: str, result: bytes, out_dir: Path) -> tuple[str, list[Path] | None, str | None, list]:
-    return _draw(name, pickle.loads(result), out_dir)
+def _draw_shared(name: str, out_dir: Path) -> tuple[str, list[Path] | None, str | None, list]:
+    return _draw(name, _shared["result"], out_dir)
 
 
 def _draw(name: str, result: Result, out_dir: Path) -> tuple[str, list[Path] | None, str | None, list]:
