@@ -116,10 +116,11 @@ def test_saving_draws_what_savefig_draws(tmp_path):
         ET.parse(fast[1])  # the SVG is whole
 
 
-def test_parallel_order_names_every_chart_once():
-    from nsys_collective.render import charts
+def test_every_chart_is_listed_once_in_each_order():
+    from nsys_collective.render import chart_list, charts
 
-    assert sorted(charts.COSTLIEST_FIRST) == sorted(charts.CHART_NAMES)
+    assert tuple(charts._DRAW) == chart_list.CHART_NAMES  # the drawing and the list (no matplotlib) agree
+    assert sorted(chart_list.COSTLIEST_FIRST) == sorted(chart_list.CHART_NAMES)
 
 
 def test_the_transfers_against_compute_chart_where_a_kernel_slowed_them(tmp_path):
@@ -184,3 +185,34 @@ def test_short_name_keeps_names_readable():
     cut = short_name(long, 48)
     assert len(cut) == 48 and cut.startswith("sm90_xmma_gemm") and cut.endswith("cublas") and "…" in cut
     assert short_name(None) == "?"
+
+
+def _relative_hashes(folder: Path) -> dict[str, str]:
+    from conftest import tree_hashes
+
+    return {Path(p).relative_to(folder).as_posix(): h for p, h in tree_hashes(folder).items()}
+
+
+def test_out_draws_the_charts_off_the_command_and_without_a_server_the_same_bytes(tmp_path):
+    """`analyze --out` never loads matplotlib in the command (a server forked at its start draws);
+    a server that died leaves its charts to the command, which draws the same bytes."""
+    import subprocess
+    import sys
+
+    probe = ("import sys; sys.argv = ['x', 'analyze', sys.argv[1], '--out', sys.argv[2]]\n"
+             "from nsys_collective.cli.commands import app\n"
+             "app(standalone_mode=False)\n"
+             "print('matplotlib' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", probe, str(FIXTURES / "demo-4rank-2host"), str(tmp_path / "served")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "False"
+
+    from nsys_collective.render import outdir
+
+    result, _ = _analyze([FIXTURES / "demo-4rank-2host"])
+    outdir.start_chart_processes()
+    outdir._started[0].process.kill()  # as if killed (the OOM killer) before the result came
+    outdir.write_outputs(result, tmp_path / "here", force=False)
+    assert not outdir._started
+    assert _relative_hashes(tmp_path / "here") == _relative_hashes(tmp_path / "served")

@@ -70,9 +70,10 @@ def analyze(
         if out is not None and perfetto is not None:
             outputs.check_apart(out, perfetto, "--out", "--perfetto")
         if out is not None:
-            from nsys_collective.render.outdir import check_target
+            from nsys_collective.render.outdir import check_target, start_chart_processes
 
             check_target(out, force, reports)
+            start_chart_processes()  # they load matplotlib while the inputs are read (before any thread)
         if perfetto is not None:
             from nsys_collective.render.perfetto import write_trace, written_by_us
 

@@ -31,7 +31,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from nsys_collective import causes as cause_kinds
-from nsys_collective.render.names import short_name, unique_labels as _unique_labels
+from nsys_collective.render.chart_list import CHART_NAMES, ChartWarning, not_drawn
+from nsys_collective.render.names import clock_label, method_words, short_name, unique_labels as _unique_labels
 from nsys_collective.render.text import break_name
 from nsys_collective.result import Result
 from nsys_collective.units import count
@@ -98,16 +99,6 @@ def draw_chart(name: str, result: Result, out_dir: Path) -> tuple[list[Path] | N
             for leftover in (out_dir / f"{name}.png", out_dir / f"{name}.svg"):
                 leftover.unlink(missing_ok=True)
             return None, str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-
-
-def not_drawn(failed: dict[str, str]) -> str:
-    """The one warning for the charts that could not be drawn, in chart order."""
-    return (f"{count(len(failed), 'chart')} not drawn: "
-            + "; ".join(f"{name} ({failed[name]})" for name in CHART_NAMES if name in failed))
-
-
-class ChartWarning(UserWarning):
-    """A chart could not be drawn; the rest of the report was written."""
 
 
 def save_figure(fig: Figure, stem: Path) -> list[Path]:
@@ -513,25 +504,6 @@ class _PlainLog(matplotlib.ticker.LogFormatter):
         return f"{x:g}"
 
 
-def clock_label(clock) -> str:
-    """A clock of alignment.hosts in words: its host, else the ranks that read it (profiler traces
-    record no host: one clock per rank)."""
-    ranks = getattr(clock, "ranks", None)
-    if clock.host:
-        return clock.host
-    return f"{'rank' if len(ranks) == 1 else 'ranks'} {', '.join(map(str, ranks))}" if ranks else "one clock"
-
-
-def method_words(a) -> str:
-    """How the clocks were aligned, in a few words."""
-    if a.method == "none (one clock)":
-        return "none needed, every rank reads one clock"
-    if a.method.startswith("none"):
-        return "none, no collective to fit the clocks on"
-    per_rank = bool(a.hosts) and not any(h.host for h in a.hosts)
-    return f"fitted on {count(a.instances_used, 'collective')}" + (", one clock per rank" if per_rank else "")
-
-
 def _alignment(result: Result) -> Figure | None:
     """The spread of each collective's ends before and after alignment, and below it the offset of
     each clock (where there is more than one)."""
@@ -595,10 +567,6 @@ def _alignment(result: Result) -> Figure | None:
     return fig
 
 
-# The charts, in the report's order: name -> the function that draws it (None: nothing to show).
+# The function that draws each chart (None: nothing to show), by name (chart_list.CHART_NAMES).
 _DRAW = {"blocking": _blocking, "timeline": _timeline, "wait_heatmap": _wait_heatmap,
          "transfer_vs_overlap": _transfer_vs_overlap, "alignment": _alignment}
-CHART_NAMES = tuple(_DRAW)
-# The order to hand the charts to parallel processes: the costliest first, so the last one to
-# start is a short one (CPU on the demo: timeline 1.1 s, alignment 0.8, heatmap 0.5, blocking 0.4).
-COSTLIEST_FIRST = ("timeline", "alignment", "wait_heatmap", "blocking", "transfer_vs_overlap")

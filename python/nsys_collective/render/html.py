@@ -19,8 +19,7 @@ from pathlib import Path
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
-from nsys_collective.render.charts import clock_label, method_words
-from nsys_collective.render.names import distinct_names, short_name
+from nsys_collective.render.names import clock_label, distinct_names, method_words, short_name
 from nsys_collective.render.terminal import stopped_lines, verdict, wait_saved_text
 from nsys_collective.result import AlignmentInfo, Blame, Document, Result
 from nsys_collective import causes as cause_kinds, glossary

@@ -1,8 +1,11 @@
-"""Kernel and NVTX names as people can read them: one shortening for every output."""
+"""Kernel and NVTX names as people can read them: one shortening for every output; and the names
+of the clocks and of how they were aligned."""
 
 from __future__ import annotations
 
 import re
+
+from nsys_collective.units import count
 
 
 def _strip_brackets(name: str) -> str:
@@ -181,3 +184,22 @@ def distinct_names(names: list[str], full: list[str]) -> list[str]:
             for k, label in zip(members, _tell_apart([full[k] for k in members])):
                 out[k] = label
     return out
+
+
+def clock_label(clock) -> str:
+    """A clock of alignment.hosts in words: its host, else the ranks that read it (profiler traces
+    record no host: one clock per rank)."""
+    ranks = getattr(clock, "ranks", None)
+    if clock.host:
+        return clock.host
+    return f"{'rank' if len(ranks) == 1 else 'ranks'} {', '.join(map(str, ranks))}" if ranks else "one clock"
+
+
+def method_words(a) -> str:
+    """How the clocks were aligned, in a few words."""
+    if a.method == "none (one clock)":
+        return "none needed, every rank reads one clock"
+    if a.method.startswith("none"):
+        return "none, no collective to fit the clocks on"
+    per_rank = bool(a.hosts) and not any(h.host for h in a.hosts)
+    return f"fitted on {count(a.instances_used, 'collective')}" + (", one clock per rank" if per_rank else "")

@@ -8,14 +8,17 @@ holding one, and an existing DIR is replaced only with --force and only when thi
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
+import importlib
 import multiprocessing
 import os
 import signal
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from nsys_collective import outputs
@@ -36,14 +39,15 @@ def write_outputs(result: Result, out: Path, force: bool, protect: Iterable[str 
                   on_chart: Callable[[int, int], None] | None = None) -> list[Path]:
     """Writes analysis.json, the tables (CSV, Parquet), the charts (PNG, SVG) and report.html.
     `on_chart(drawn, total)` is called as each chart is done (a progress display)."""
-    from nsys_collective.render.html import write_report
-    from nsys_collective.render.tables import write_tables
 
     def fill(tmp: Path) -> None:
         charts_dir = tmp / "charts"
         charts_dir.mkdir()
         with _chart_drawing(result, charts_dir, on_chart) as charts:
-            # The tables and the document are written while the charts are drawn.
+            # While the charts are drawn: the document, the tables, and loading what writes them.
+            from nsys_collective.render.html import write_report
+            from nsys_collective.render.tables import write_tables
+
             (tmp / "analysis.json").write_text(result.to_json())
             write_tables(result, tmp)
         write_report(result, charts.written, tmp / "report.html")
@@ -52,32 +56,124 @@ def write_outputs(result: Result, out: Path, force: bool, protect: Iterable[str 
     return sorted(p for p in out.rglob("*") if p.is_file() and p.name != outputs.MARKER)
 
 
-_shared: dict = {}  # the result, for chart processes forked from this one (nothing is pickled)
-
-
 class _Charts:
     def __init__(self):
         self.written: dict[str, list[Path]] = {}
 
 
-@contextlib.contextmanager
-def _chart_drawing(result: Result, out_dir: Path, on_chart) -> Iterator[_Charts]:
-    """Draws the charts into out_dir while the body runs: in processes forked from this one, one
-    chart each, on as many cores as there are (saving a PNG and an SVG is most of `--out`'s time),
-    else one after another here. On leaving, every chart is done: `.written` is {name: [png, svg]}
-    as write_charts returns it, and the charts that could not be drawn are one ChartWarning."""
-    from nsys_collective.render.charts import CHART_NAMES, COSTLIEST_FIRST, ChartWarning, not_drawn
+_started: list[_ChartServer] = []  # started ahead (start_chart_processes), not yet used
 
-    charts, done, failed = _Charts(), {}, {}
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    fork = "fork" in multiprocessing.get_all_start_methods()
-    pool = ProcessPoolExecutor(min(cores, len(CHART_NAMES)), mp_context=multiprocessing.get_context("fork"),
-                               initializer=_die_with_parent, initargs=(os.getpid(),)) if fork and cores > 1 else None
+
+class _ChartServer:
+    """A process forked at the start of the command that loads the charts, then, handed the
+    result, forks the processes that draw them (as write_outputs would: they inherit what it
+    loaded) and sends back each chart's outcome as it is done. One import of matplotlib, off the
+    command's path."""
+
+    def __init__(self):
+        ctx = multiprocessing.get_context("fork")
+        jobs, self._jobs = ctx.Pipe(duplex=False)
+        self._done, done = ctx.Pipe(duplex=False)
+        self.process = ctx.Process(target=_serve, args=(os.getpid(), jobs, done), name="collectivetrace charts")
+        self.process.start()
+        jobs.close()
+        done.close()
+
+    def outcomes(self, result: Result, out_dir: Path) -> Iterator[tuple]:
+        """Each chart's outcome (_draw's) as it is done; here those the server did not send (it died)."""
+        from nsys_collective.render.chart_list import CHART_NAMES
+
+        left = list(CHART_NAMES)
+        with contextlib.suppress(OSError, EOFError):
+            self._jobs.send((Result(result.document, result.evidence, result.source), out_dir))
+            while left:
+                outcome = self._done.recv()
+                left.remove(outcome[0])
+                yield outcome
+        self.process.join()
+        for name in left:
+            yield _draw(name, result, out_dir)
+
+    def stop(self) -> None:
+        self.process.kill()  # its chart processes die with it
+        self.process.join()
+
+
+def _serve(parent: int, jobs, done) -> None:
+    """The chart server (_ChartServer): dies with the command, loads the charts, waits for the
+    result, draws."""
+    _ready(parent)
+    importlib.import_module("nsys_collective.render.charts")  # while the command analyzes
+    try:
+        result, out_dir = jobs.recv()
+    except EOFError:  # the command ended without a result
+        return
+    with _chart_processes(result, out_dir) as futures:
+        for outcome in _outcomes(futures, result, out_dir):
+            done.send(outcome)
+
+
+def start_chart_processes() -> None:
+    """Start the chart server now, before the result exists: it loads matplotlib and the charts
+    while this process goes on (the analysis); that was most of what drawing them cost once the
+    result was there. The next write_outputs of this process draws with it; stop_chart_processes
+    ends it if none comes (and so does leaving the interpreter). Call it before any thread starts (it is forked from this process);
+    where the charts are drawn here (one core, no fork), it does nothing."""
+    if not _started and _cores() > 1 and "fork" in multiprocessing.get_all_start_methods():
+        _started.append(_ChartServer())
+        atexit.register(stop_chart_processes)  # before multiprocessing's own, which would wait for it
+
+
+def stop_chart_processes() -> None:
+    """End the chart server that no write_outputs took (the analysis failed), at once."""
+    while _started:
+        _started.pop().stop()
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+_shared: dict = {}  # the result, for chart processes forked from this one (nothing is pickled)
+
+
+@contextlib.contextmanager
+def _chart_processes(result: Result, out_dir: Path) -> Iterator[list]:
+    """Futures of every chart drawn in processes forked from this one, the costliest first, on as
+    many cores as there are (none where they are drawn here: one core, no fork)."""
+    from nsys_collective.render.chart_list import CHART_NAMES, COSTLIEST_FIRST
+
+    importlib.import_module("nsys_collective.render.charts")  # here once, not in each process
+    pool = None
+    if _cores() > 1 and "fork" in multiprocessing.get_all_start_methods():
+        pool = ProcessPoolExecutor(min(_cores(), len(CHART_NAMES)), mp_context=multiprocessing.get_context("fork"),
+                                   initializer=_ready, initargs=(os.getpid(),))
     try:
         _shared["result"] = result
-        futures = [pool.submit(_draw, name, out_dir) for name in COSTLIEST_FIRST] if pool else []
+        yield [pool.submit(_draw_shared, name, out_dir) for name in COSTLIEST_FIRST] if pool else []
+    finally:
+        _shared.clear()
+        if pool:
+            pool.shutdown(cancel_futures=True)
+
+
+@contextlib.contextmanager
+def _chart_drawing(result: Result, out_dir: Path, on_chart) -> Iterator[_Charts]:
+    """Draws the charts into out_dir while the body runs: in chart processes, the costliest first,
+    on as many cores as there are (saving a PNG and an SVG is most of `--out`'s time), else one
+    after another here. On leaving, every chart is done: `.written` is {name: [png, svg]} as
+    write_charts returns it, and the charts that could not be drawn are one ChartWarning."""
+    from nsys_collective.render.chart_list import CHART_NAMES, ChartWarning, not_drawn
+
+    charts, done, failed = _Charts(), {}, {}
+    with contextlib.ExitStack() as stack:
+        if _started:
+            server = _started.pop()
+            stack.callback(server.stop)  # at once, should the body fail
+            outcomes = server.outcomes(result, out_dir)
+        else:
+            outcomes = _outcomes(stack.enter_context(_chart_processes(result, out_dir)), result, out_dir)
         yield charts
-        outcomes = (f.result() for f in as_completed(futures)) if pool else (_draw(name, out_dir) for name in CHART_NAMES)
         for k, (name, paths, error, caught) in enumerate(outcomes, 1):
             done[name] = paths
             if error:
@@ -86,18 +182,31 @@ def _chart_drawing(result: Result, out_dir: Path, on_chart) -> Iterator[_Charts]
                 warnings.warn_explicit(message, category, filename, lineno)
             if on_chart:
                 on_chart(k, len(CHART_NAMES))
-    finally:
-        _shared.clear()
-        if pool:
-            pool.shutdown(cancel_futures=True)
     charts.written = {name: done[name] for name in CHART_NAMES if done.get(name)}
     if failed:
         warnings.warn(not_drawn(failed), ChartWarning, stacklevel=3)
 
 
-def _die_with_parent(parent: int) -> None:
-    """A chart process ends with the command (Linux: the kernel kills it when the parent dies), so
-    a killed run leaves no process writing into its temporary folder."""
+def _outcomes(futures: list, result: Result, out_dir: Path) -> Iterator[tuple]:
+    """Each chart's outcome (_draw's) as it is done: from the chart processes, then drawn here
+    every chart they did not draw (none started, or one died: the pool is then broken)."""
+    from nsys_collective.render.chart_list import CHART_NAMES
+
+    left = list(CHART_NAMES)
+    try:
+        for future in as_completed(futures):
+            outcome = future.result()
+            left.remove(outcome[0])
+            yield outcome
+    except BrokenProcessPool:
+        pass
+    for name in left:
+        yield _draw(name, result, out_dir)
+
+
+def _ready(parent: int) -> None:
+    """A chart process ends with the one it was forked from (Linux: the kernel kills it when the
+    parent dies), so a killed run leaves no process writing into its temporary folder."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (AttributeError, OSError):
@@ -106,12 +215,16 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _draw(name: str, out_dir: Path) -> tuple[str, list[Path] | None, str | None, list]:
+def _draw_shared(name: str, out_dir: Path) -> tuple[str, list[Path] | None, str | None, list]:
+    return _draw(name, _shared["result"], out_dir)
+
+
+def _draw(name: str, result: Result, out_dir: Path) -> tuple[str, list[Path] | None, str | None, list]:
     """(name, [png, svg] or None when there is nothing to draw, why it could not be drawn, the
-    warnings drawing it gave) of one chart of the shared result."""
+    warnings drawing it gave) of one chart of the result."""
     from nsys_collective.render.charts import draw_chart
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("default")
-        paths, error = draw_chart(name, _shared["result"], out_dir)
+        paths, error = draw_chart(name, result, out_dir)
     return name, paths, error, [(w.message, w.category, w.filename, w.lineno) for w in caught]
