@@ -160,7 +160,19 @@ def _bounded(y: np.ndarray, cls: np.ndarray, ncls: int, xg: np.ndarray) -> np.nd
     scale = np.linalg.norm(a, axis=0)
     scale[scale == 0] = 1.0
     upper = np.r_[np.full(ncls, np.inf), np.full(xg.shape[1], MAX_COEFFICIENT)] * scale
-    return lsq_linear(a / scale, y, bounds=(np.zeros(a.shape[1]), upper), method="bvls").x / scale
+    # The ridge (see RIDGE) as rows under the problem: |a x - y|^2 + RIDGE^2 |x|^2.
+    a = np.r_[a / scale, RIDGE * np.eye(a.shape[1])]
+    return lsq_linear(a, np.r_[y, np.zeros(len(scale))], bounds=(np.zeros(len(scale)), upper), method="bvls").x / scale
+
+
+# A resample that repeats observations (the bootstrap's) can hold fewer distinct ones than the fit
+# has unknowns: then the bounded problem has many solutions, and lsq_linear starts bvls from
+# lstsq(rcond=-1), which inverts singular values that are 0 up to rounding, so the start (and the
+# answer, bvls running out of iterations from there) was set by the BLAS kernels' summation order,
+# not by the data (a contention range moved 3% between CPUs). A ridge this small against the unit
+# columns makes the problem strictly convex, its one answer the least-norm one of those that fit
+# best (up to RIDGE^2 relative, 1e-12, where the data determine the answer).
+RIDGE = 1e-6
 
 
 def _rss(y: np.ndarray, cls: np.ndarray, ncls: int, xg: np.ndarray, sol: np.ndarray) -> float:
