@@ -162,7 +162,15 @@ def _bounded(y: np.ndarray, cls: np.ndarray, ncls: int, xg: np.ndarray) -> np.nd
     upper = np.r_[np.full(ncls, np.inf), np.full(xg.shape[1], MAX_COEFFICIENT)] * scale
     # The ridge (see RIDGE) as rows under the problem: |a x - y|^2 + RIDGE^2 |x|^2.
     a = np.r_[a / scale, RIDGE * np.eye(a.shape[1])]
-    return lsq_linear(a, np.r_[y, np.zeros(len(scale))], bounds=(np.zeros(len(scale)), upper), method="bvls").x / scale
+    # bvls stops after max_iter (by default the number of unknowns) with whatever it holds then;
+    # a solve that converges within the default ends the same with a higher cap, one that would
+    # not now gets to its answer (an unconverged one moved a range 3% before the ridge).
+    solved = lsq_linear(a, np.r_[y, np.zeros(len(scale))], bounds=(np.zeros(len(scale)), upper), method="bvls",
+                        max_iter=BVLS_ITERATIONS_PER_UNKNOWN * len(scale))
+    return solved.x / scale
+
+
+BVLS_ITERATIONS_PER_UNKNOWN = 20
 
 
 # A resample that repeats observations (the bootstrap's) can hold fewer distinct ones than the fit
