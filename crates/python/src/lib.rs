@@ -7,8 +7,7 @@ use collectivetrace_core::grouping::{self, GroupingError};
 use collectivetrace_core::host_time::{self, HostTimeError};
 use collectivetrace_core::stream_waits;
 use collectivetrace_core::whatif::{
-    self, Calls, Change, EdgeKind, EventRecords, Graph, Job, Members, NodeKind, NodeRef, Ops, Outcome, ReplayOptions,
-    SyncRecords, WhatIfError, Workspace,
+    self, Change, EdgeKind, Graph, NodeKind, NodeRef, Outcome, ReplayOptions, WhatIfError, Workspace,
 };
 use collectivetrace_core::{intervals, kineto, tables};
 use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray1};
@@ -192,58 +191,6 @@ fn export_to_dict(py: Python<'_>, export: Export) -> PyResult<Bound<'_, PyDict>>
     Ok(out)
 }
 
-/// A table of int64 columns from a dict: `required` must be there, `optional` may be; any other
-/// key is refused (a misspelt optional column would otherwise be silently ignored).
-struct Columns<'py> {
-    table: &'static str,
-    arrays: Vec<(&'static str, PyReadonlyArray1<'py, i64>)>,
-}
-
-impl<'py> Columns<'py> {
-    fn new(
-        table: &'static str,
-        dict: Option<&Bound<'py, PyDict>>,
-        required: &[&'static str],
-        optional: &[&'static str],
-    ) -> PyResult<Columns<'py>> {
-        let mut arrays = Vec::new();
-        let Some(dict) = dict else { return Ok(Columns { table, arrays }) };
-        for key in dict.keys() {
-            let key: String = key.extract()?;
-            if !required.contains(&key.as_str()) && !optional.contains(&key.as_str()) {
-                return Err(bad_input(format!(
-                    "{table}: unknown column {key:?} (columns: {}; optional: {})",
-                    required.join(", "),
-                    optional.join(", ")
-                )));
-            }
-        }
-        for &name in required.iter().chain(optional) {
-            match dict.get_item(name)? {
-                Some(value) => {
-                    let array = value.extract::<PyReadonlyArray1<'py, i64>>().map_err(|_| {
-                        bad_input(format!("{table}[{name:?}]: a 1-D numpy int64 array is needed (np.asarray(x, dtype=np.int64))"))
-                    })?;
-                    arrays.push((name, array));
-                }
-                None if required.contains(&name) => {
-                    return Err(bad_input(format!("{table}: column {name:?} missing (columns: {})", required.join(", "))));
-                }
-                None => {}
-            }
-        }
-        Ok(Columns { table, arrays })
-    }
-
-    /// The column, or an empty slice when absent (optional columns: the default).
-    fn get(&self, name: &str) -> PyResult<&[i64]> {
-        match self.arrays.iter().find(|(n, _)| *n == name) {
-            None => Ok(&[]),
-            Some((_, a)) => a.as_slice().map_err(|_| bad_input(format!("{}[{name:?}]: the array must be contiguous", self.table))),
-        }
-    }
-}
-
 /// Integers from a numpy int64 array or any sequence of ints.
 fn ints(value: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<i64>> {
     if let Ok(a) = value.extract::<PyReadonlyArray1<'_, i64>>() {
@@ -308,7 +255,8 @@ fn node_kind(name: &str) -> PyResult<NodeKind> {
 /// ReplayGraph(calls, ops, members, syncs=None, events=None, *, tolerance_ns=5000,
 ///             launch_latency_ns=None, latency_percentile=0.05)
 ///
-/// Each table is a dict of 1-D int64 numpy arrays of equal length, rows in any order:
+/// Each table is a dict of 1-D integer (or bool) numpy arrays of equal length, rows in any order, or
+/// a list of such dicts (parts, e.g. one per rank; see ReplayJob, which builds later):
 /// - calls (CUDA API calls): rank, thread, start, end, correlation; optional blocking (1: waits
 ///   for the GPU: synchronize calls, synchronous memcpy; default 0) and segment (the host-work
 ///   segment of the gap before the call on its thread, e.g. an NVTX range id; default -1).
@@ -393,58 +341,17 @@ impl ReplayGraph {
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        calls: &Bound<'_, PyDict>,
-        ops: &Bound<'_, PyDict>,
-        members: &Bound<'_, PyDict>,
-        syncs: Option<&Bound<'_, PyDict>>,
-        events: Option<&Bound<'_, PyDict>>,
+        calls: &Bound<'_, PyAny>,
+        ops: &Bound<'_, PyAny>,
+        members: &Bound<'_, PyAny>,
+        syncs: Option<&Bound<'_, PyAny>>,
+        events: Option<&Bound<'_, PyAny>>,
         tolerance_ns: i64,
         launch_latency_ns: Option<i64>,
         latency_percentile: f64,
     ) -> PyResult<ReplayGraph> {
-        let c = Columns::new("calls", Some(calls), &["rank", "thread", "start", "end", "correlation"], &["blocking", "segment"])?;
-        let o = Columns::new("ops", Some(ops), &["rank", "stream", "start", "end", "correlation"], &["step"])?;
-        let m = Columns::new("members", Some(members), &["instance", "op"], &[])?;
-        let s = Columns::new("syncs", syncs, &["rank", "kind", "stream", "event", "correlation"], &["record_correlation", "inferred"])?;
-        let e = Columns::new("events", events, &["rank", "stream", "event", "correlation"], &[])?;
-        let job = Job {
-            calls: Calls {
-                rank: c.get("rank")?,
-                thread: c.get("thread")?,
-                start: c.get("start")?,
-                end: c.get("end")?,
-                correlation: c.get("correlation")?,
-                blocking: c.get("blocking")?,
-                segment: c.get("segment")?,
-            },
-            ops: Ops {
-                rank: o.get("rank")?,
-                stream: o.get("stream")?,
-                start: o.get("start")?,
-                end: o.get("end")?,
-                correlation: o.get("correlation")?,
-                step: o.get("step")?,
-            },
-            syncs: SyncRecords {
-                rank: s.get("rank")?,
-                kind: s.get("kind")?,
-                stream: s.get("stream")?,
-                event: s.get("event")?,
-                correlation: s.get("correlation")?,
-                record_correlation: s.get("record_correlation")?,
-                inferred: s.get("inferred")?,
-            },
-            events: EventRecords {
-                rank: e.get("rank")?,
-                stream: e.get("stream")?,
-                event: e.get("event")?,
-                correlation: e.get("correlation")?,
-            },
-            members: Members { instance: m.get("instance")?, op: m.get("op")? },
-        };
-        let options = whatif::Options { tolerance_ns, launch_latency_ns, latency_percentile };
-        let graph = py.detach(|| Graph::build(&job, &options)).map_err(to_py_err)?;
-        Ok(ReplayGraph { graph, spare: Mutex::new(Vec::new()) })
+        // One way in: the tables gathered as ReplayJob gathers them, then built at once.
+        ReplayJob::new(calls, ops, members, syncs, events)?.build(py, tolerance_ns, launch_latency_ns, latency_percentile)
     }
 
     #[classattr]
