@@ -288,8 +288,8 @@ def drop_bad_ids(table: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], i
 def narrow_ids(column: np.ndarray) -> np.ndarray:
     """An id or count column (thread ids, correlation ids, row indices, thread blocks) as int32
     where every value fits, else as it is: these are held for every rank until the reduce ends,
-    and their consumers only compare, search, index or divide with them, or widen them where they
-    join the ranks' tables (attribution/whatif/graph.py)."""
+    and their consumers only compare, search, index or divide with them (the what-if graph's
+    input, attribution/whatif/graph.py, takes any integer dtype)."""
     info = np.iinfo(np.int32)
     if column.dtype == np.int64 and (not len(column) or (info.min <= column.min() and column.max() <= info.max)):
         return column.astype(np.int32)

@@ -570,3 +570,4 @@ def _alignment(result: Result) -> Figure | None:
 # The function that draws each chart (None: nothing to show), by name (chart_list.CHART_NAMES).
 _DRAW = {"blocking": _blocking, "timeline": _timeline, "wait_heatmap": _wait_heatmap,
          "transfer_vs_overlap": _transfer_vs_overlap, "alignment": _alignment}
+assert tuple(_DRAW) == CHART_NAMES, "chart_list.CHART_NAMES names every chart drawn here, in the report's order"

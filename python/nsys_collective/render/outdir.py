@@ -81,18 +81,17 @@ class _ChartServer:
 
     def outcomes(self, result: Result, out_dir: Path) -> Iterator[tuple]:
         """Each chart's outcome (_draw's) as it is done; here those the server did not send (it died)."""
+        return _then_here(self._sent(result, out_dir), result, out_dir)
+
+    def _sent(self, result: Result, out_dir: Path) -> Iterator[tuple]:
+        """The outcomes the server sends, until it has sent every chart's or died."""
         from nsys_collective.render.chart_list import CHART_NAMES
 
-        left = list(CHART_NAMES)
         with contextlib.suppress(OSError, EOFError):
             self._jobs.send((Result(result.document, result.evidence, result.source), out_dir))
-            while left:
-                outcome = self._done.recv()
-                left.remove(outcome[0])
-                yield outcome
+            for _ in CHART_NAMES:
+                yield self._done.recv()
         self.process.join()
-        for name in left:
-            yield _draw(name, result, out_dir)
 
     def stop(self) -> None:
         self.process.kill()  # its chart processes die with it
@@ -190,16 +189,25 @@ def _chart_drawing(result: Result, out_dir: Path, on_chart) -> Iterator[_Charts]
 def _outcomes(futures: list, result: Result, out_dir: Path) -> Iterator[tuple]:
     """Each chart's outcome (_draw's) as it is done: from the chart processes, then drawn here
     every chart they did not draw (none started, or one died: the pool is then broken)."""
+    return _then_here(_completed(futures), result, out_dir)
+
+
+def _completed(futures: list) -> Iterator[tuple]:
+    """The outcomes of the chart processes' futures as they are done, until the pool broke."""
+    with contextlib.suppress(BrokenProcessPool):
+        for future in as_completed(futures):
+            yield future.result()
+
+
+def _then_here(done: Iterator[tuple], result: Result, out_dir: Path) -> Iterator[tuple]:
+    """Each outcome of `done` (chart processes' work) as it comes, then every chart it did not
+    give, drawn here, byte for byte as a chart process would."""
     from nsys_collective.render.chart_list import CHART_NAMES
 
     left = list(CHART_NAMES)
-    try:
-        for future in as_completed(futures):
-            outcome = future.result()
-            left.remove(outcome[0])
-            yield outcome
-    except BrokenProcessPool:
-        pass
+    for outcome in done:
+        left.remove(outcome[0])
+        yield outcome
     for name in left:
         yield _draw(name, result, out_dir)
 
