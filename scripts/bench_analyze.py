@@ -140,7 +140,7 @@ def staged_run(paths: list[Path]) -> tuple[dict[str, list[float]], list[float]]:
     s.patch(attribution, "attribute", "attribution: blocking, idle, steps, findings")
     s.patch(contention, "attribute", "attribution: contention fit")
     s.patch(whatif, "analyze", "what-if: replays")
-    s.patch(replay, "build_graph", "what-if: graph")
+    s.patch(whatif.graph, "build_graph", "what-if: graph")
     s.patch(replay, "compute_changes", "what-if: candidates")
     picker = replay.candidate_function
     replay.candidate_function = lambda kind: s.wrap("what-if: candidates", picker(kind))

@@ -35,7 +35,7 @@ def measure(root: Path) -> dict:
     t2 = time.perf_counter()
     kind = contention.attribute(job).kind
     t3 = time.perf_counter()
-    w = whatif.analyze(job, kind, tolerance(job))
+    w = whatif.analyze(job, whatif.graph.build_graph(job, tolerance(job)), kind, tolerance(job))
     t4 = time.perf_counter()
     pairs = int(len(job.collectives.obs_rank))
     return {"ranks": len(job.ranks), "collectives": len(job.collectives), "pairs": pairs,

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import ROOT, no_real_data
 from nsys_collective import pipeline
-from nsys_collective.attribution.whatif import replay as replay_module
+from nsys_collective.attribution.whatif import graph as graph_module
 from nsys_collective.attribution.whatif.summaries import RankSummaries
 from nsys_collective.model.job import Filters
 
@@ -58,7 +58,7 @@ def test_the_whatif_from_summaries_is_the_golden_document(name, monkeypatch):
     if not (ROOT / golden.REAL).is_dir() and any(a.startswith(golden.REAL) for a in args):
         pytest.skip(no_real_data(golden.REAL))
     graphs = []
-    build = replay_module.build_graph
+    build = graph_module.build_graph
 
     def build_from_summaries(job, tolerance_ns, step_pattern=None):
         g = build(job, tolerance_ns, step_pattern)
@@ -70,7 +70,7 @@ def test_the_whatif_from_summaries_is_the_golden_document(name, monkeypatch):
             graphs.append(proxy)
         return g
 
-    monkeypatch.setattr(replay_module, "build_graph", build_from_summaries)
+    monkeypatch.setattr(graph_module, "build_graph", build_from_summaries)
     monkeypatch.chdir(ROOT)
     paths, options = golden.split_args(args)
     result = pipeline.analyze(paths, Filters.parse(**options))

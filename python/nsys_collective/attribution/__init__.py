@@ -40,10 +40,13 @@ def explain_ranks(job: Job) -> tuple[dict[int, dict], str | None]:
 
 
 def attribute(job: Job, step_pattern: str | None = None) -> Attribution:
-    ct = contention.attribute(job)
     tolerance = blocking.tolerance(job)
-    memory.release()  # the fit's temporaries, before the what-if's graph, its largest
-    w = whatif.analyze(job, ct.kind, tolerance, step_pattern, ct)
+    # The what-if's graph is built natively in a thread, without the GIL: started first, it is
+    # built while the contention fit (Python) runs on the other core.
+    graph = whatif.graph.build_graph(job, tolerance, step_pattern)
+    ct = contention.attribute(job)
+    memory.release()  # the fit's temporaries, before the candidates
+    w = whatif.analyze(job, graph, ct.kind, tolerance, step_pattern, ct)
     for j, (wait_saved, step_saved) in (w.compute.items() if w else ()):
         ct.compute_slowdown[j].update(wait_saved_ns=wait_saved, step_time_saved_ns=step_saved)
     b = blocking.attribute(job, w, tolerance)

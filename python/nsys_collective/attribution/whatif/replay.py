@@ -16,7 +16,7 @@ import numpy as np
 from nsys_collective import memory
 from nsys_collective.attribution.whatif import rank
 from nsys_collective.attribution.whatif.candidate import MIN_EXCESS_TOLERANCES, Candidate, Context, programs
-from nsys_collective.attribution.whatif.graph import JobGraph, build_graph
+from nsys_collective.attribution.whatif.graph import JobGraph
 from nsys_collective.attribution.whatif.nccl_slowed import compute_changes
 from nsys_collective.causes import CAUSES, candidate_function
 from nsys_collective.model.job import Job
@@ -156,12 +156,13 @@ def _ideal(g, base: dict, fixed: list[Candidate], rows: list, job_start: int) ->
     return by_wait, max(_step_time_saved(base, out, job_start) for out in outs)
 
 
-def analyze(job: Job, kind: np.ndarray, tolerance_ns: int, step_pattern: str | None = None,
+def analyze(job: Job, g: JobGraph | None, kind: np.ndarray, tolerance_ns: int, step_pattern: str | None = None,
             contention=None) -> WhatIf | None:
     """The what-if of every candidate cause of the job (None when there is nothing to replay).
-    `kind`: each collective's kind (contention.Contention.kind): transfers compare within it;
-    `contention` (contention.Contention): the fitted baselines and what each kernel added."""
-    g = build_graph(job, tolerance_ns, step_pattern)
+    `g`: the job's graph (build_graph(job, tolerance_ns, step_pattern), started by the caller so
+    that it is built while other work runs); `kind`: each collective's kind
+    (contention.Contention.kind): transfers compare within it; `contention`
+    (contention.Contention): the fitted baselines and what each kernel added."""
     if g is None:
         return None
     pattern = step_pattern or STEP_PATTERN
