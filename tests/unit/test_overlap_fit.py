@@ -100,7 +100,7 @@ def test_the_bootstrap_is_one_refit_per_resample_bit_for_bit():
             s = _one_solve(y[pick], cls[pick], 5, x[pick])[5:]
             draws[b] = (x[keep] * s * weight[keep, None]).sum(axis=0)
         want = np.percentile(draws, overlap_fit.INTERVAL, axis=0)
-        got = overlap_fit._bootstrap(y, cls, 5, x, keep, weight, seed)
+        got = overlap_fit._bootstrap(y, cls, 5, x, keep, weight, overlap_fit._resamples(cls, 5, keep, seed))
         assert np.asarray(got).tobytes() == want.tobytes(), seed
         assert overlap_fit._solve(y, cls, 5, x).tobytes() == _one_solve(y, cls, 5, x).tobytes()
 
@@ -120,5 +120,5 @@ def test_the_one_kernel_bootstrap_is_one_refit_per_resample_bit_for_bit():
             s = _one_solve(y[pick], cls[pick], 1, x[pick])[1:]
             draws[b] = (x[keep] * s * weight[keep, None]).sum(axis=0)
         want = np.percentile(draws, overlap_fit.INTERVAL, axis=0)
-        got = overlap_fit._bootstrap(y, cls, 1, x, keep, weight, seed)
+        got = overlap_fit._bootstrap(y, cls, 1, x, keep, weight, overlap_fit._resamples(cls, 1, keep, seed))
         assert np.asarray(got).tobytes() == want.tobytes(), seed

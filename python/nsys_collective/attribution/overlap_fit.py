@@ -132,19 +132,19 @@ def _solve_rows(y: np.ndarray, cls: np.ndarray, ncls: int, xg: np.ndarray, picks
     as a bincount per row and column does; the per-row work is what only a row can do."""
     rows, k = len(picks), xg.shape[1]
     width = k + 1
-    ys, xs = y[picks], xg[picks]
+    values = np.concatenate([y[:, None], xg], axis=1)[picks]  # (rows, observations, [y, columns]): one gather
+    ys, xs = values[..., 0], values[..., 1:]
     counts = np.maximum(np.bincount(cls, minlength=ncls), 1).astype(np.float64)
-    keys = (np.arange(rows)[:, None, None] * ncls + cls[None, :, None]) * width + np.arange(width)
-    sums = np.bincount(keys.ravel(), weights=np.concatenate([ys[..., None], xs], axis=2).ravel(),
-                       minlength=rows * ncls * width)
+    keys = np.arange(rows)[:, None, None] * (ncls * width) + (cls[:, None] * width + np.arange(width))
+    sums = np.bincount(keys.ravel(), weights=values.ravel(), minlength=rows * ncls * width)
     means = sums.reshape(rows, ncls, width) / counts[:, None]
     y_mean, x_mean = means[..., 0], means[..., 1:]
     centred, residual = xs - x_mean[:, cls], ys - y_mean[:, cls]
     scales = np.linalg.norm(centred, axis=1)  # every row's column norms in one call (the same sums)
     scales[scales == 0] = 1.0
+    unit = centred / scales[:, None, :]  # every row's division at once (the same quotients)
     for b in range(rows):
-        scale = scales[b]
-        coefficient = nnls(centred[b] / scale, residual[b], maxiter=50 * k)[0] / scale if k else np.zeros(0)
+        coefficient = nnls(unit[b], residual[b], maxiter=50 * k)[0] / scales[b] if k else np.zeros(0)
         baseline = y_mean[b] - x_mean[b].copy() @ coefficient
         if np.all(coefficient <= MAX_COEFFICIENT) and np.all(baseline >= 0):
             yield np.concatenate([baseline, coefficient])
@@ -216,22 +216,28 @@ def _select(y: np.ndarray, cls: np.ndarray, ncls: int, xg: np.ndarray, sol: np.n
         sol = _solve(y, cls, ncls, xg * ~out)
 
 
-def _bootstrap(y: np.ndarray, cls: np.ndarray, ncls: int, xg: np.ndarray, keep: np.ndarray, weight: np.ndarray,
-               seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """The 90% interval of each group's contribution: refits on the kept observations resampled
-    within each class."""
+def _resamples(cls: np.ndarray, ncls: int, keep: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The bootstrap's resamples of the kept observations within each class: the pool (the kept
+    observations, class by class: each resample's layout) and (BOOTSTRAP, len(pool)) picks."""
     kept = np.flatnonzero(keep)
-    xk, wk = xg[kept], weight[kept, None]
-    if not xk.any():
-        return np.zeros((len(INTERVAL), xg.shape[1]))  # nothing overlaps: every refit's contributions are 0
     members = [m for m in (kept[cls[kept] == c] for c in range(ncls)) if len(m)]
     sizes = np.array([len(m) for m in members])
-    pool = np.concatenate(members)  # the kept observations, class by class: each resample's layout
+    pool = np.concatenate(members)
     first = np.repeat(np.cumsum(sizes) - sizes, sizes)
     # Every resample's draws in one call, the same stream as rng.choice(m, len(m)) per resample and
     # class (tests/unit/test_overlap_fit.py holds it to that loop).
     at = np.random.default_rng(seed).integers(0, np.tile(np.repeat(sizes, sizes), BOOTSTRAP))
-    picks = pool[np.tile(first, BOOTSTRAP) + at].reshape(BOOTSTRAP, len(pool))
+    return pool, pool[np.tile(first, BOOTSTRAP) + at].reshape(BOOTSTRAP, len(pool))
+
+
+def _bootstrap(y: np.ndarray, cls: np.ndarray, ncls: int, xg: np.ndarray, keep: np.ndarray, weight: np.ndarray,
+               resamples: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The 90% interval of each group's contribution: refits on the resamples (_resamples)."""
+    kept = np.flatnonzero(keep)
+    xk, wk = xg[kept], weight[kept, None]
+    if not xk.any():
+        return np.zeros((len(INTERVAL), xg.shape[1]))  # nothing overlaps: every refit's contributions are 0
+    pool, picks = resamples
     draws = np.zeros((BOOTSTRAP, xg.shape[1]))
     chunk = max(1, RESAMPLED_VALUES // (len(pool) * (xg.shape[1] + 1)))
     for lo in range(0, BOOTSTRAP, chunk):
@@ -281,9 +287,10 @@ def fit(y: np.ndarray, cls: np.ndarray, x: np.ndarray, weight: np.ndarray, seed:
         else:
             keep[:] = True
     sol, indistinct = _select(y[keep], cls[keep], ncls, xg[keep], sol)
-    low, high = _bootstrap(y, cls, ncls, xg * ~indistinct, keep, weight, seed)
+    resamples = _resamples(cls, ncls, keep, seed)  # the same resamples for both bootstraps
+    low, high = _bootstrap(y, cls, ncls, xg * ~indistinct, keep, weight, resamples)
     if indistinct.any():  # their range: up to what the fit with them allowed
-        high = np.where(indistinct, _bootstrap(y, cls, ncls, xg, keep, weight, seed)[1], high)
+        high = np.where(indistinct, _bootstrap(y, cls, ncls, xg, keep, weight, resamples)[1], high)
         xg = xg * ~indistinct
     coef = sol[ncls:]
     by_group = xg * coef
