@@ -89,27 +89,25 @@ def attribute(job: Job) -> Contention:
     n, warnings = len(c), []
     inst, rank, end = c.obs_instance, c.obs_rank, job.aligned_end
     last = t.last_arrival[inst] if n else np.zeros(0, np.int64)
-    pair_obs, pair_item, pair_ns, pair_fp, pair_span = [], [], [], [], []
+    pair_obs, pair_ns, pair_fp, pair_span, pair_full, pair_short = [], [], [], [], [], []
     unknown_sms = []
     for r in np.unique(rank).tolist():
         rows = np.flatnonzero((rank == r) & (end > last))
         w = work[r]
-        compute = w.compute
-        q, i, ns = _native.overlaps(last[rows], end[rows], w.start[compute], w.end[compute])
+        q, items, ns = _compute_overlaps(w, last[rows], end[rows])
         sms = job.traces[r].sm_count
         if sms is None:
             unknown_sms.append(r)
-        items = compute[i]
         o = rows[q]
         pair_span.append(np.stack([np.maximum(last[o], w.start[items]) - last[o], np.minimum(end[o], w.end[items]) - last[o]]))
         pair_obs.append(o)
-        pair_item.append(np.stack([np.full(len(items), r), items]))
         pair_ns.append(ns)
         pair_fp.append(np.minimum(1.0, w.ctas[items] / sms) if sms else np.ones(len(items)))
+        pair_full.append(w.name[items])
+        pair_short.append(w.short_name[items])
     if unknown_sms:
         warnings.append(f"ranks {', '.join(map(str, unknown_sms))}: GPU SM count unknown; overlapping kernels weighted as whole-GPU")
     obs = np.concatenate(pair_obs) if pair_obs else np.zeros(0, np.int64)
-    items = np.concatenate(pair_item, axis=1) if pair_item else np.zeros((2, 0), np.int64)
     ns = np.concatenate(pair_ns) if pair_ns else np.zeros(0, np.int64)
     footprint = np.concatenate(pair_fp) if pair_fp else np.zeros(0)
     overlap = np.bincount(inst[obs], weights=ns, minlength=n).astype(np.int64)
@@ -125,11 +123,8 @@ def attribute(job: Job) -> Contention:
 
     # Per kernel (full and short name): one column of the fit. Its overlap with an instance is the
     # most it overlapped any member's transfer (a ring runs at its slowest member's pace).
-    full = np.zeros(len(obs), np.int64)
-    short = np.zeros(len(obs), np.int64)
-    for r in np.unique(items[0]).tolist():
-        at = np.flatnonzero(items[0] == r)
-        full[at], short[at] = work[r].name[items[1, at]], work[r].short_name[items[1, at]]
+    full = np.concatenate(pair_full) if pair_full else np.zeros(0, np.int64)
+    short = np.concatenate(pair_short) if pair_short else np.zeros(0, np.int64)
     names, group = _distinct_pairs(full, short)
     g = names.shape[1]
     overlap_ns = np.bincount(group, weights=ns, minlength=g)
@@ -223,6 +218,16 @@ def attribute(job: Job) -> Contention:
                           "not_distinguishable": int(fitted.indistinct.sum())})
 
 
+def _compute_overlaps(w, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The compute kernels (not NCCL's, not copies) of a rank's GPU work that each interval
+    [start, end) overlaps: (interval, row, overlap ns), by interval then row. All the rank's work
+    is searched and the rest dropped from the (few) overlaps found, rather than a copy of the
+    compute kernels' times made per rank."""
+    q, row, ns = _native.overlaps(start, end, w.start, w.end)
+    compute = w.is_kernel[row] & ~w.is_nccl[row]
+    return q[compute], row[compute], ns[compute]
+
+
 def _distinct_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """np.unique(np.stack([a, b]), axis=1, return_inverse=True) of name id pairs (-1 and up): the
     pair packed in one integer, which sorts in the same order and many times faster."""
@@ -305,67 +310,84 @@ def _compute_slowdown(job: Job, min_runs: int = 3) -> tuple[list[dict], list[dic
     """The other direction: per compute kernel, its duration = its own baseline + a coefficient x
     its overlap with NCCL kernels on its GPU, fitted as the transfers are (overlap_fit), so it
     needs no run alone if its overlap varies. Returns the entries and, per entry, the runs it
-    lengthened and by how much (for the what-if)."""
+    lengthened and by how much (for the what-if).
+
+    Rank by rank: per name, the runs and their overlap, added up; then, per kernel fitted, only
+    the runs its fit takes (at most MAX_RUNS) and those that overlapped. Sums of ns (integers
+    below 2^53) are exact in any order, so they are those of the job's runs in one piece."""
     work = job.timeline
     ranks = sorted(job.ops)
-    parts = []
-    for r in ranks:
-        w = work[r]
-        compute = w.compute
-        nccl = np.flatnonzero(w.is_nccl)
-        start, end = w.start[compute], w.end[compute]
-        # The NCCL kernels as the queries: a few thousand searches, not one per compute kernel.
-        # Each compute kernel's pairs still come in NCCL order, so its sum is the same.
-        _, i, ns = _native.overlaps(w.start[nccl], w.end[nccl], start, end)
-        parts.append((compute, w.name[compute], end - start, np.bincount(i, weights=ns, minlength=len(compute))))
-    if not parts:
+    if not ranks:
         return [], []
-    first_of_rank = np.cumsum([0] + [len(p[0]) for p in parts[:-1]])
-    row, name, duration, overlap = (np.concatenate(c) for c in zip(*parts))
-    beside = overlap > 0
-    # Name ids are dense from -1: each its own bin (one that no run has counts nothing).
-    at = name + 1
-    bins = int(at.max(initial=0)) + 1
-    runs_of = np.bincount(at, minlength=bins)
-    overlapped = np.bincount(at, weights=beside, minlength=bins)
-    alone = runs_of - overlapped
-    total_overlap = np.bincount(at, weights=overlap, minlength=bins)
+    bins = len(work.names.values) + 1  # name ids from -1: each its own bin
+    runs_of = np.zeros((len(ranks), bins), np.int64)  # per rank and name: compute kernel runs
+    overlapped = np.zeros(bins, np.int64)  # per name: runs that overlapped NCCL kernels
+    total_overlap = np.zeros(bins)
+    beside = []  # per rank: its compute kernels that overlapped NCCL kernels (rows in order), their name bins, by how much
+    for j, r in enumerate(ranks):
+        w = work[r]
+        nccl = np.flatnonzero(w.is_nccl)
+        # The NCCL kernels as the queries: a few thousand searches, not one per compute kernel.
+        _, row, ns = _compute_overlaps(w, w.start[nccl], w.end[nccl])
+        rows, at = np.unique(row, return_inverse=True)
+        overlap = np.bincount(at.ravel(), weights=ns, minlength=len(rows))
+        name = w.name[rows] + 1
+        beside.append((rows, name, overlap))
+        overlapped += np.bincount(name, minlength=bins)
+        total_overlap += np.bincount(name, weights=overlap, minlength=bins)
+        runs_of[j] = np.bincount(w.name[w.is_kernel & ~w.is_nccl] + 1, minlength=bins)
+    runs = runs_of.sum(axis=0)
+    alone = runs - overlapped
     wanted = [k for k in np.argsort(-total_overlap, kind="stable").tolist()
-              if runs_of[k] and overlapped[k] >= min_runs and alone[k] >= min_runs][:MAX_COMPUTE_KERNELS]
-    # Each wanted kernel's runs in row order, from one stable sort of theirs (not a scan of every
-    # run per kernel).
-    slot = np.full(bins, -1, np.int16)
-    slot[wanted] = np.arange(len(wanted))
-    slots = slot[at]
-    picked = np.flatnonzero(slots >= 0)
-    slots = slots[picked]
-    by_kernel = picked[np.argsort(slots, kind="stable")]
-    bounds = np.r_[0, np.cumsum(np.bincount(slots, minlength=len(wanted)))]
+              if runs[k] and overlapped[k] >= min_runs and alone[k] >= min_runs][:MAX_COMPUTE_KERNELS]
     out, changes = [], []
-    for j, k in enumerate(wanted):
-        runs = by_kernel[bounds[j]:bounds[j + 1]]
-        fit_runs = runs[np.linspace(0, len(runs) - 1, MAX_RUNS).astype(np.int64)] if len(runs) > MAX_RUNS else runs
-        fitted = overlap_fit.fit(duration[fit_runs], np.zeros(len(fit_runs), np.int64), overlap[fit_runs, None],
-                                 np.ones(len(fit_runs)))
+    for k in wanted:
+        n = int(runs[k])
+        # The runs of its fit, in rank then row order: evenly spaced when it ran more than MAX_RUNS.
+        picks = np.linspace(0, n - 1, MAX_RUNS).astype(np.int64) if n > MAX_RUNS else np.arange(n)
+        bounds = np.r_[0, np.cumsum(runs_of[:, k])]
+        fit_duration, fit_overlap, total = [], [], 0
+        o_rank, o_row, o_duration, o_overlap = [], [], [], []
+        for j, r in enumerate(ranks):
+            if not runs_of[j, k]:
+                continue
+            w = work[r]
+            of_kernel = np.flatnonzero(w.name == k - 1)
+            of_kernel = of_kernel[w.is_kernel[of_kernel] & ~w.is_nccl[of_kernel]]  # its runs on the rank
+            if not bounds[j]:
+                short = w.short_name[of_kernel[0]]  # of the kernel's first run
+            duration = w.end[of_kernel] - w.start[of_kernel]
+            total += int(duration.sum())
+            rows, name, by = beside[j]
+            mine = name == k
+            at = np.searchsorted(of_kernel, rows[mine])  # its runs that overlapped NCCL kernels
+            overlap = np.zeros(len(of_kernel))
+            overlap[at] = by[mine]
+            take = picks[(picks >= bounds[j]) & (picks < bounds[j + 1])] - bounds[j]
+            fit_duration.append(duration[take])
+            fit_overlap.append(overlap[take])
+            o_rank.append(np.full(len(at), r, np.int64))
+            o_row.append(of_kernel[at])
+            o_duration.append(duration[at])
+            o_overlap.append(by[mine])
+        duration, overlap = np.concatenate(fit_duration), np.concatenate(fit_overlap)
+        fitted = overlap_fit.fit(duration, np.zeros(len(duration), np.int64), overlap[:, None], np.ones(len(duration)))
         if fitted is None or fitted.flat[0]:
             continue
         coef = float(fitted.coefficient[0])
-        scale = len(runs) / len(fit_runs)  # the fit's totals over all the kernel's runs
+        scale = n / len(duration)  # the fit's totals over all the kernel's runs
         slowed, low, high = (float(v[0]) * scale for v in (fitted.contribution, fitted.low, fitted.high))
-        o, a = runs[beside[runs]], runs[~beside[runs]]
-        own = float(duration[o].sum()) - slowed
-        full = k - 1
-        first = int(np.searchsorted(first_of_rank, runs[0], side="right")) - 1
-        short = work[ranks[first]].short_name[row[runs[0]]]
-        out.append({"kernel": work.names.values[int(short)], "kernel_full": work.names.values[full],
-                    "overlapped_mean_ns": round(float(duration[o].mean())), "alone_mean_ns": round(float(duration[a].mean())),
-                    "slowdown": slowed / own if own > 0 else 0.0, "overlapped_runs": int(len(o)), "alone_runs": int(len(a)),
+        o_rank, o_row, o_duration, o_overlap = (np.concatenate(c) for c in (o_rank, o_row, o_duration, o_overlap))
+        own = float(o_duration.sum()) - slowed
+        out.append({"kernel": work.names.values[int(short)], "kernel_full": work.names.values[k - 1],
+                    "overlapped_mean_ns": round(float(o_duration.mean())),
+                    "alone_mean_ns": round((total - int(o_duration.sum())) / int(alone[k])),
+                    "slowdown": slowed / own if own > 0 else 0.0, "overlapped_runs": int(overlapped[k]), "alone_runs": int(alone[k]),
                     "slowed_ns": round(slowed), "slowed_low_ns": round(low), "slowed_high_ns": round(high),
                     "slowdown_per_overlap": round(coef, 4),
                     "confidence": "high" if slowed > 0 and low >= 0.5 * slowed else "low",
                     "wait_saved_ns": None, "step_time_saved_ns": None})
-        extra = np.rint(coef * overlap[o]).astype(np.int64)
-        rank = np.asarray(ranks, np.int64)[np.searchsorted(first_of_rank, o, side="right") - 1]
-        changes.append({"rank": rank, "row": row[o], "ns": np.maximum(0, duration[o] - extra)})
+        extra = np.rint(coef * o_overlap).astype(np.int64)
+        changes.append({"rank": o_rank, "row": o_row, "ns": np.maximum(0, o_duration - extra)})
     order = sorted(range(len(out)), key=lambda j: -out[j]["slowed_ns"])
     return [out[j] for j in order], [changes[j] for j in order]
