@@ -135,8 +135,7 @@ def attribute(job: Job) -> Contention:
     x = np.zeros((n, ncol))
     if len(obs):
         span = np.concatenate(pair_span, axis=1)
-        code, at = np.unique(obs * ncol + column[group], return_inverse=True)
-        covered = _union_lengths(at.ravel(), span[0], span[1])
+        code, covered = _union_lengths(obs * ncol + column[group], span[0], span[1])
         np.maximum.at(x, (inst[code // ncol], code % ncol), covered)
     members = np.bincount(inst, minlength=n).astype(np.float64)
     fitted = inst_fit = None
@@ -177,7 +176,6 @@ def attribute(job: Job) -> Contention:
         k = fitted.groups.index(cols) if fitted is not None else None
         shorts = [work.names.values[int(names[1, j])] for j in kernels.tolist()]
         fulls = [work.names.values[int(names[0, j])] for j in kernels.tolist()]
-        in_group = np.isin(group, kernels)
         known = k is not None and not fitted.flat[k]
         est = float(fitted.contribution[k]) if known else None
         low = float(fitted.low[k]) if known else None
@@ -186,7 +184,7 @@ def attribute(job: Job) -> Contention:
             "kernel": " + ".join(shorts), "kernel_full": " + ".join(fulls), "rank": None,
             "overlap_ns": int(overlap_ns[kernels].sum()), "contention_ns": round(est) if known else None,
             "sm_footprint": round(float(sm_footprint[kernels].max()), 3),
-            "collectives": int(len(np.unique(inst[obs[in_group]]))),
+            "collectives": int((x[:, cols] > 0).any(axis=1).sum()),  # overlapped by one of its kernels
             "kernels": tuple(shorts),
             "contention_low_ns": round(low) if known else None, "contention_high_ns": round(high) if known else None,
             "slowdown_per_overlap": round(float(fitted.coefficient[k]), 4) if known else None,
@@ -236,20 +234,25 @@ def _distinct_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return np.stack([packed // span - 1, packed % span - 1]), at.ravel()
 
 
-def _union_lengths(group: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Per group (0..G-1): the length of the union of its intervals [lo, hi) (times relative to
-    their transfer, so small): how long at least one run of a kernel overlapped a transfer, not
-    the sum over runs that overlapped each other."""
-    order = np.lexsort((lo, group))
-    g, lo, hi = group[order], lo[order], hi[order]
+def _union_lengths(key: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per distinct key (>= 0), in order: the length of the union of its intervals [lo, hi) (times
+    relative to their transfer, so small, lo >= 0): how long at least one run of a kernel
+    overlapped a transfer, not the sum over runs that overlapped each other. Returns (keys, lengths)."""
     width = int(hi.max(initial=0)) + 1
-    # Running max of the ends within each group: offsetting each group by its index x width keeps
-    # groups from mixing in one accumulate.
+    # One stable sort by key then start, the two packed in one integer (key x width fits as the
+    # running max's offsets below do); most keys' intervals come in start order already.
+    order = np.argsort(key * width + lo, kind="stable")
+    key, lo, hi = key[order], lo[order], hi[order]
+    first = np.ones(len(key), bool)
+    first[1:] = key[1:] != key[:-1]
+    g = np.cumsum(first) - 1
+    # Running max of the ends within each key: offsetting each by its index x width keeps keys
+    # from mixing in one accumulate.
     reach = np.maximum.accumulate(hi + g * width) - g * width
     before = np.r_[np.iinfo(np.int64).min, reach[:-1]]
-    before[np.r_[True, g[1:] != g[:-1]]] = np.iinfo(np.int64).min
+    before[first] = np.iinfo(np.int64).min
     added = np.maximum(0, hi - np.maximum(lo, before))
-    return np.bincount(g, weights=added, minlength=int(group.max(initial=-1)) + 1)
+    return key[first], np.bincount(g, weights=added, minlength=int(first.sum()))
 
 
 def _clean_check(transfer: np.ndarray, kind: np.ndarray, overlap: np.ndarray, baseline: np.ndarray) -> dict | None:
@@ -312,17 +315,19 @@ def _compute_slowdown(job: Job, min_runs: int = 3) -> tuple[list[dict], list[dic
     needs no run alone if its overlap varies. Returns the entries and, per entry, the runs it
     lengthened and by how much (for the what-if).
 
-    Rank by rank: per name, the runs and their overlap, added up; then, per kernel fitted, only
-    the runs its fit takes (at most MAX_RUNS) and those that overlapped. Sums of ns (integers
-    below 2^53) are exact in any order, so they are those of the job's runs in one piece."""
+    Rank by rank: per name, the runs, their time and their overlap, added up; then, per kernel
+    fitted, only the runs its fit takes (at most MAX_RUNS) and those that overlapped. Sums of ns
+    (integers below 2^53) are exact in any order, so they are those of the job's runs in one piece."""
     work = job.timeline
     ranks = sorted(job.ops)
     if not ranks:
         return [], []
     bins = len(work.names.values) + 1  # name ids from -1: each its own bin
     runs_of = np.zeros((len(ranks), bins), np.int64)  # per rank and name: compute kernel runs
+    time_of = np.zeros(bins)  # per name: their total duration
     overlapped = np.zeros(bins, np.int64)  # per name: runs that overlapped NCCL kernels
     total_overlap = np.zeros(bins)
+    compute = []  # per rank: which of its items are compute kernels
     beside = []  # per rank: its compute kernels that overlapped NCCL kernels (rows in order), their name bins, by how much
     for j, r in enumerate(ranks):
         w = work[r]
@@ -335,7 +340,10 @@ def _compute_slowdown(job: Job, min_runs: int = 3) -> tuple[list[dict], list[dic
         beside.append((rows, name, overlap))
         overlapped += np.bincount(name, minlength=bins)
         total_overlap += np.bincount(name, weights=overlap, minlength=bins)
-        runs_of[j] = np.bincount(w.name[w.is_kernel & ~w.is_nccl] + 1, minlength=bins)
+        compute.append(w.is_kernel & ~w.is_nccl)
+        name = w.name[compute[j]] + 1
+        runs_of[j] = np.bincount(name, minlength=bins)
+        time_of += np.bincount(name, weights=(w.end - w.start)[compute[j]], minlength=bins)
     runs = runs_of.sum(axis=0)
     alone = runs - overlapped
     wanted = [k for k in np.argsort(-total_overlap, kind="stable").tolist()
@@ -346,42 +354,37 @@ def _compute_slowdown(job: Job, min_runs: int = 3) -> tuple[list[dict], list[dic
         # The runs of its fit, in rank then row order: evenly spaced when it ran more than MAX_RUNS.
         picks = np.linspace(0, n - 1, MAX_RUNS).astype(np.int64) if n > MAX_RUNS else np.arange(n)
         bounds = np.r_[0, np.cumsum(runs_of[:, k])]
-        fit_duration, fit_overlap, total = [], [], 0
-        o_rank, o_row, o_duration, o_overlap = [], [], [], []
+        duration, overlap, o_rank, o_row, o_duration, o_overlap = [], [], [], [], [], []
         for j, r in enumerate(ranks):
             if not runs_of[j, k]:
                 continue
             w = work[r]
-            of_kernel = np.flatnonzero(w.name == k - 1)
-            of_kernel = of_kernel[w.is_kernel[of_kernel] & ~w.is_nccl[of_kernel]]  # its runs on the rank
-            if not bounds[j]:
-                short = w.short_name[of_kernel[0]]  # of the kernel's first run
-            duration = w.end[of_kernel] - w.start[of_kernel]
-            total += int(duration.sum())
             rows, name, by = beside[j]
-            mine = name == k
-            at = np.searchsorted(of_kernel, rows[mine])  # its runs that overlapped NCCL kernels
-            overlap = np.zeros(len(of_kernel))
-            overlap[at] = by[mine]
-            take = picks[(picks >= bounds[j]) & (picks < bounds[j + 1])] - bounds[j]
-            fit_duration.append(duration[take])
-            fit_overlap.append(overlap[take])
-            o_rank.append(np.full(len(at), r, np.int64))
-            o_row.append(of_kernel[at])
-            o_duration.append(duration[at])
+            mine = name == k  # its runs that overlapped NCCL kernels
+            o_row.append(rows[mine])
+            o_rank.append(np.full(len(o_row[-1]), r, np.int64))
+            o_duration.append(w.end[o_row[-1]] - w.start[o_row[-1]])
             o_overlap.append(by[mine])
-        duration, overlap = np.concatenate(fit_duration), np.concatenate(fit_overlap)
+            of_kernel = np.flatnonzero((w.name == k - 1) & compute[j])  # its runs on the rank
+            if not bounds[j]:
+                short = w.short_name[of_kernel[0]]  # of its first run
+            fit_rows = of_kernel[picks[(picks >= bounds[j]) & (picks < bounds[j + 1])] - bounds[j]]
+            duration.append(w.end[fit_rows] - w.start[fit_rows])
+            overlap.append(np.zeros(len(fit_rows)))
+            _, at, of = np.intersect1d(fit_rows, o_row[-1], assume_unique=True, return_indices=True)
+            overlap[-1][at] = o_overlap[-1][of]
+        duration, overlap, o_rank, o_row, o_duration, o_overlap = map(
+            np.concatenate, (duration, overlap, o_rank, o_row, o_duration, o_overlap))
         fitted = overlap_fit.fit(duration, np.zeros(len(duration), np.int64), overlap[:, None], np.ones(len(duration)))
         if fitted is None or fitted.flat[0]:
             continue
         coef = float(fitted.coefficient[0])
         scale = n / len(duration)  # the fit's totals over all the kernel's runs
         slowed, low, high = (float(v[0]) * scale for v in (fitted.contribution, fitted.low, fitted.high))
-        o_rank, o_row, o_duration, o_overlap = (np.concatenate(c) for c in (o_rank, o_row, o_duration, o_overlap))
         own = float(o_duration.sum()) - slowed
         out.append({"kernel": work.names.values[int(short)], "kernel_full": work.names.values[k - 1],
                     "overlapped_mean_ns": round(float(o_duration.mean())),
-                    "alone_mean_ns": round((total - int(o_duration.sum())) / int(alone[k])),
+                    "alone_mean_ns": round((float(time_of[k]) - float(o_duration.sum())) / int(alone[k])),
                     "slowdown": slowed / own if own > 0 else 0.0, "overlapped_runs": int(overlapped[k]), "alone_runs": int(alone[k]),
                     "slowed_ns": round(slowed), "slowed_low_ns": round(low), "slowed_high_ns": round(high),
                     "slowdown_per_overlap": round(coef, 4),

@@ -1,7 +1,8 @@
-"""The compute kernels' side of the contention fit (contention._compute_slowdown), gathered rank
-by rank, against the job-wide gathering it replaced: the same entries and changes, to the last
-bit, on drawn jobs (names shared across ranks or not, a name of -1, ranks without GPU work,
-kernels with fewer and more runs than a fit takes, copies and NCCL kernels sharing starts)."""
+"""The contention fit's gathering (attribution/contention.py) against what it replaced, to the last
+bit: the compute kernels' side gathered rank by rank against the job-wide gathering, on drawn jobs
+(names shared across ranks or not, a name of -1, ranks without GPU work, kernels with fewer and
+more runs than a fit takes, copies and NCCL kernels sharing starts); the union of each kernel's
+overlaps with a transfer against the sort it replaced."""
 
 from __future__ import annotations
 
@@ -118,3 +119,37 @@ def test_rank_by_rank_is_the_job_wide_gathering(monkeypatch, max_runs):
                 assert g[key].dtype == w[key].dtype and np.array_equal(g[key], w[key]), (seed, key)
         fitted += len(got)
     assert fitted >= 16  # the drawn jobs do give fitted kernels to compare
+
+
+def _union_lengths_by_group(group, lo, hi):
+    """_union_lengths as it was: per dense group 0..G-1 (np.unique's inverse), sorted by lexsort."""
+    order = np.lexsort((lo, group))
+    g, lo, hi = group[order], lo[order], hi[order]
+    width = int(hi.max(initial=0)) + 1
+    reach = np.maximum.accumulate(hi + g * width) - g * width
+    before = np.r_[np.iinfo(np.int64).min, reach[:-1]]
+    before[np.r_[True, g[1:] != g[:-1]]] = np.iinfo(np.int64).min
+    added = np.maximum(0, hi - np.maximum(lo, before))
+    return np.bincount(g, weights=added, minlength=int(group.max(initial=-1)) + 1)
+
+
+def test_union_lengths_are_those_of_the_sort_by_group():
+    """Keys repeated or not, intervals nested, touching, equal and apart, starts tied, in any
+    order; and no intervals at all."""
+    rng = np.random.default_rng(0)
+    for case in range(60):
+        n = int(rng.integers(0, 400)) if case else 0
+        key = rng.integers(0, 1 + case * 50, n) * int(rng.integers(1, 48))
+        lo = rng.integers(0, 1 + case * 1_000, n)
+        hi = lo + rng.integers(1, 1 + case * 300, n)
+        lo[::5] = lo[::5] // 10 * 10  # ties
+        code, at = np.unique(key, return_inverse=True)
+        keys, lengths = contention._union_lengths(key, lo, hi)
+        assert np.array_equal(keys, code)
+        assert lengths.tobytes() == _union_lengths_by_group(at.ravel(), lo, hi).tobytes()
+        if n:
+            one = int(key[0])  # one key's union by brute force, ns by ns
+            covered = np.zeros(int(hi.max()) + 1, bool)
+            for a, b in zip(lo[key == one], hi[key == one]):
+                covered[a:b] = True
+            assert lengths[np.searchsorted(keys, one)] == covered.sum()
