@@ -72,10 +72,10 @@ def _job_wide(job, min_runs: int = 3):
 
 
 def _drawn_job(seed: int):
-    """Ranks of compute kernels (a few names, -1 among them), NCCL kernels on their own stream
-    (some slowing what they overlap), copies; starts sorted, some shared."""
+    """Ranks of compute kernels (a few names, -1 among them, later ranks with names of their own),
+    NCCL kernels on their own stream (some slowing what they overlap), copies; starts sorted, some
+    shared."""
     rng = np.random.default_rng(seed)
-    names = [f"kernel_{i}" for i in range(12)] + [f"k{i}" for i in range(12)]  # full names, then short ones
     works = {}
     for r in range(int(rng.integers(1, 5))):
         n = int(rng.integers(0, 900)) if r else int(rng.integers(200, 900))
@@ -83,26 +83,39 @@ def _drawn_job(seed: int):
         start[1::7] = start[:-1:7]  # items sharing a start
         is_nccl = rng.random(n) < 0.04
         is_kernel = is_nccl | (rng.random(n) < 0.95)
-        name = np.where(is_nccl, 11, rng.integers(-1, 5 + seed % 6, n))
+        name = np.where(is_nccl, 0, rng.integers(0, 5 + seed % 6, n) + 2 * r)
+        name[rng.random(n) < 0.03] = -1
         duration = np.where(is_nccl, rng.integers(20_000, 200_000, n), rng.integers(100, 9_000, n))
         end = start + duration
         busy = np.zeros(n, bool)
         for s, e in zip(start[is_nccl], end[is_nccl]):
             busy |= (start < e) & (end > s)
         end = np.where(busy & ~is_nccl & (name % 2 == 0), end + duration // 3, end)  # NCCL slows the even names
-        works[r] = GpuWork(start=start, end=end, name=name, short_name=np.where(name >= 0, name + 12, -1),
+        works[r] = GpuWork(start=start, end=end, name=name, short_name=np.where(name >= 0, name + 100, -1),
                            launch=np.full(n, -1), launch_tid=np.zeros(n, np.int64), is_nccl=is_nccl,
                            is_kernel=is_kernel, ctas=np.ones(n, np.int64), stream=is_nccl.astype(np.int64))
     if seed % 4 == 3:
         works[len(works)] = GpuWork(*([np.zeros(0, np.int64)] * 6), is_nccl=np.zeros(0, bool),
                                     is_kernel=np.zeros(0, bool), ctas=np.zeros(0, np.int64), stream=np.zeros(0, np.int64))
-    return SimpleNamespace(timeline=_Timeline(works, names), ops={r: None for r in works})
+    return SimpleNamespace(timeline=_Timeline(works), ops={r: None for r in works})
 
 
 class _Timeline(dict):
-    def __init__(self, works, names):
+    """Ranks' GPU work whose names enter the one table as each rank is first built (as
+    model.timeline.Timeline's do): before every rank is built, the table lacks some."""
+
+    def __init__(self, works):
         super().__init__(works)
-        self.names = SimpleNamespace(values=names)
+        self.names = SimpleNamespace(values=[])
+        self._built: set[int] = set()
+
+    def __getitem__(self, rank):
+        w = super().__getitem__(rank)
+        if rank not in self._built:
+            self._built.add(rank)
+            top = int(max(w.name.max(initial=-1), w.short_name.max(initial=-1)))
+            self.names.values.extend(f"name {i}" for i in range(len(self.names.values), top + 1))
+        return w
 
 
 @pytest.mark.parametrize("max_runs", [40, 2_000])
@@ -110,9 +123,8 @@ def test_rank_by_rank_is_the_job_wide_gathering(monkeypatch, max_runs):
     monkeypatch.setattr(contention, "MAX_RUNS", max_runs)
     fitted = 0
     for seed in range(16):
-        job = _drawn_job(seed)
-        want, want_changes = _job_wide(job)
-        got, got_changes = contention._compute_slowdown(job)
+        got, got_changes = contention._compute_slowdown(_drawn_job(seed))
+        want, want_changes = _job_wide(_drawn_job(seed))
         assert got == want, seed
         for g, w in zip(got_changes, want_changes, strict=True):
             for key in ("rank", "row", "ns"):
@@ -153,3 +165,16 @@ def test_union_lengths_are_those_of_the_sort_by_group():
             for a, b in zip(lo[key == one], hi[key == one]):
                 covered[a:b] = True
             assert lengths[np.searchsorted(keys, one)] == covered.sum()
+
+
+def test_places_in_runs_are_those_of_the_loop():
+    """The steps' positions (contention._positions_in_step): each instance's place in its step's
+    run, as the loop over the instances gave it; one run, runs of one, and none."""
+    rng = np.random.default_rng(0)
+    for case in range(40):
+        values = np.sort(rng.integers(0, 1 + case % 7, int(rng.integers(0, 60)) if case else 0))
+        want = np.zeros(len(values), dtype=np.int64)
+        for k in range(1, len(values)):
+            want[k] = want[k - 1] + 1 if values[k] == values[k - 1] else 0
+        got = contention._places_in_runs(values)
+        assert got.dtype == want.dtype and np.array_equal(got, want)

@@ -77,11 +77,16 @@ def _positions_in_step(job: Job) -> np.ndarray | None:
         inst = c.obs_instance[mine]
         step = np.searchsorted(step_starts, job.aligned_start[mine], side="right")
         order = np.lexsort((inst, step))
-        position = np.zeros(len(order), dtype=np.int64)
-        for k in range(1, len(order)):
-            position[k] = position[k - 1] + 1 if step[order[k]] == step[order[k - 1]] else 0
-        out[inst[order]] = position
+        out[inst[order]] = _places_in_runs(step[order])
     return out if found else None
+
+
+def _places_in_runs(values: np.ndarray) -> np.ndarray:
+    """Each value's place (0, 1, ...) within its run of equal values."""
+    index = np.arange(len(values))
+    starts = np.ones(len(values), bool)
+    starts[1:] = values[1:] != values[:-1]
+    return index - np.maximum.accumulate(np.where(starts, index, 0))
 
 
 def attribute(job: Job) -> Contention:
@@ -322,6 +327,7 @@ def _compute_slowdown(job: Job, min_runs: int = 3) -> tuple[list[dict], list[dic
     ranks = sorted(job.ops)
     if not ranks:
         return [], []
+    works = [work[r] for r in ranks]  # each built first: the names they hold are all in the table
     bins = len(work.names.values) + 1  # name ids from -1: each its own bin
     runs_of = np.zeros((len(ranks), bins), np.int64)  # per rank and name: compute kernel runs
     time_of = np.zeros(bins)  # per name: their total duration
@@ -329,8 +335,7 @@ def _compute_slowdown(job: Job, min_runs: int = 3) -> tuple[list[dict], list[dic
     total_overlap = np.zeros(bins)
     compute = []  # per rank: which of its items are compute kernels
     beside = []  # per rank: its compute kernels that overlapped NCCL kernels (rows in order), their name bins, by how much
-    for j, r in enumerate(ranks):
-        w = work[r]
+    for j, w in enumerate(works):
         nccl = np.flatnonzero(w.is_nccl)
         # The NCCL kernels as the queries: a few thousand searches, not one per compute kernel.
         _, row, ns = _compute_overlaps(w, w.start[nccl], w.end[nccl])
@@ -358,7 +363,7 @@ def _compute_slowdown(job: Job, min_runs: int = 3) -> tuple[list[dict], list[dic
         for j, r in enumerate(ranks):
             if not runs_of[j, k]:
                 continue
-            w = work[r]
+            w = works[j]
             rows, name, by = beside[j]
             mine = name == k  # its runs that overlapped NCCL kernels
             o_row.append(rows[mine])
