@@ -77,11 +77,16 @@ def _positions_in_step(job: Job) -> np.ndarray | None:
         inst = c.obs_instance[mine]
         step = np.searchsorted(step_starts, job.aligned_start[mine], side="right")
         order = np.lexsort((inst, step))
-        position = np.zeros(len(order), dtype=np.int64)
-        for k in range(1, len(order)):
-            position[k] = position[k - 1] + 1 if step[order[k]] == step[order[k - 1]] else 0
-        out[inst[order]] = position
+        out[inst[order]] = _places_in_runs(step[order])
     return out if found else None
+
+
+def _places_in_runs(values: np.ndarray) -> np.ndarray:
+    """Each value's place (0, 1, ...) within its run of equal values."""
+    index = np.arange(len(values))
+    starts = np.ones(len(values), bool)
+    starts[1:] = values[1:] != values[:-1]
+    return index - np.maximum.accumulate(np.where(starts, index, 0))
 
 
 def attribute(job: Job) -> Contention:
@@ -89,27 +94,25 @@ def attribute(job: Job) -> Contention:
     n, warnings = len(c), []
     inst, rank, end = c.obs_instance, c.obs_rank, job.aligned_end
     last = t.last_arrival[inst] if n else np.zeros(0, np.int64)
-    pair_obs, pair_item, pair_ns, pair_fp, pair_span = [], [], [], [], []
+    pair_obs, pair_ns, pair_fp, pair_span, pair_full, pair_short = [], [], [], [], [], []
     unknown_sms = []
     for r in np.unique(rank).tolist():
         rows = np.flatnonzero((rank == r) & (end > last))
         w = work[r]
-        compute = w.compute
-        q, i, ns = _native.overlaps(last[rows], end[rows], w.start[compute], w.end[compute])
+        q, items, ns = _compute_overlaps(w, last[rows], end[rows])
         sms = job.traces[r].sm_count
         if sms is None:
             unknown_sms.append(r)
-        items = compute[i]
         o = rows[q]
         pair_span.append(np.stack([np.maximum(last[o], w.start[items]) - last[o], np.minimum(end[o], w.end[items]) - last[o]]))
         pair_obs.append(o)
-        pair_item.append(np.stack([np.full(len(items), r), items]))
         pair_ns.append(ns)
         pair_fp.append(np.minimum(1.0, w.ctas[items] / sms) if sms else np.ones(len(items)))
+        pair_full.append(w.name[items])
+        pair_short.append(w.short_name[items])
     if unknown_sms:
         warnings.append(f"ranks {', '.join(map(str, unknown_sms))}: GPU SM count unknown; overlapping kernels weighted as whole-GPU")
     obs = np.concatenate(pair_obs) if pair_obs else np.zeros(0, np.int64)
-    items = np.concatenate(pair_item, axis=1) if pair_item else np.zeros((2, 0), np.int64)
     ns = np.concatenate(pair_ns) if pair_ns else np.zeros(0, np.int64)
     footprint = np.concatenate(pair_fp) if pair_fp else np.zeros(0)
     overlap = np.bincount(inst[obs], weights=ns, minlength=n).astype(np.int64)
@@ -125,11 +128,8 @@ def attribute(job: Job) -> Contention:
 
     # Per kernel (full and short name): one column of the fit. Its overlap with an instance is the
     # most it overlapped any member's transfer (a ring runs at its slowest member's pace).
-    full = np.zeros(len(obs), np.int64)
-    short = np.zeros(len(obs), np.int64)
-    for r in np.unique(items[0]).tolist():
-        at = np.flatnonzero(items[0] == r)
-        full[at], short[at] = work[r].name[items[1, at]], work[r].short_name[items[1, at]]
+    full = np.concatenate(pair_full) if pair_full else np.zeros(0, np.int64)
+    short = np.concatenate(pair_short) if pair_short else np.zeros(0, np.int64)
     names, group = _distinct_pairs(full, short)
     g = names.shape[1]
     overlap_ns = np.bincount(group, weights=ns, minlength=g)
@@ -140,8 +140,7 @@ def attribute(job: Job) -> Contention:
     x = np.zeros((n, ncol))
     if len(obs):
         span = np.concatenate(pair_span, axis=1)
-        code, at = np.unique(obs * ncol + column[group], return_inverse=True)
-        covered = _union_lengths(at.ravel(), span[0], span[1])
+        code, covered = _union_lengths(obs * ncol + column[group], span[0], span[1])
         np.maximum.at(x, (inst[code // ncol], code % ncol), covered)
     members = np.bincount(inst, minlength=n).astype(np.float64)
     fitted = inst_fit = None
@@ -182,7 +181,6 @@ def attribute(job: Job) -> Contention:
         k = fitted.groups.index(cols) if fitted is not None else None
         shorts = [work.names.values[int(names[1, j])] for j in kernels.tolist()]
         fulls = [work.names.values[int(names[0, j])] for j in kernels.tolist()]
-        in_group = np.isin(group, kernels)
         known = k is not None and not fitted.flat[k]
         est = float(fitted.contribution[k]) if known else None
         low = float(fitted.low[k]) if known else None
@@ -191,7 +189,7 @@ def attribute(job: Job) -> Contention:
             "kernel": " + ".join(shorts), "kernel_full": " + ".join(fulls), "rank": None,
             "overlap_ns": int(overlap_ns[kernels].sum()), "contention_ns": round(est) if known else None,
             "sm_footprint": round(float(sm_footprint[kernels].max()), 3),
-            "collectives": int(len(np.unique(inst[obs[in_group]]))),
+            "collectives": int((x[:, cols] > 0).any(axis=1).sum()),  # overlapped by one of its kernels
             "kernels": tuple(shorts),
             "contention_low_ns": round(low) if known else None, "contention_high_ns": round(high) if known else None,
             "slowdown_per_overlap": round(float(fitted.coefficient[k]), 4) if known else None,
@@ -223,6 +221,16 @@ def attribute(job: Job) -> Contention:
                           "not_distinguishable": int(fitted.indistinct.sum())})
 
 
+def _compute_overlaps(w, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The compute kernels (not NCCL's, not copies) of a rank's GPU work that each interval
+    [start, end) overlaps: (interval, row, overlap ns), by interval then row. All the rank's work
+    is searched and the rest dropped from the (few) overlaps found, rather than a copy of the
+    compute kernels' times made per rank."""
+    q, row, ns = _native.overlaps(start, end, w.start, w.end)
+    compute = w.is_kernel[row] & ~w.is_nccl[row]
+    return q[compute], row[compute], ns[compute]
+
+
 def _distinct_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """np.unique(np.stack([a, b]), axis=1, return_inverse=True) of name id pairs (-1 and up): the
     pair packed in one integer, which sorts in the same order and many times faster."""
@@ -231,20 +239,25 @@ def _distinct_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return np.stack([packed // span - 1, packed % span - 1]), at.ravel()
 
 
-def _union_lengths(group: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Per group (0..G-1): the length of the union of its intervals [lo, hi) (times relative to
-    their transfer, so small): how long at least one run of a kernel overlapped a transfer, not
-    the sum over runs that overlapped each other."""
-    order = np.lexsort((lo, group))
-    g, lo, hi = group[order], lo[order], hi[order]
+def _union_lengths(key: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per distinct key (>= 0), in order: the length of the union of its intervals [lo, hi) (times
+    relative to their transfer, so small, lo >= 0): how long at least one run of a kernel
+    overlapped a transfer, not the sum over runs that overlapped each other. Returns (keys, lengths)."""
     width = int(hi.max(initial=0)) + 1
-    # Running max of the ends within each group: offsetting each group by its index x width keeps
-    # groups from mixing in one accumulate.
+    # One stable sort by key then start, the two packed in one integer (key x width fits as the
+    # running max's offsets below do); most keys' intervals come in start order already.
+    order = np.argsort(key * width + lo, kind="stable")
+    key, lo, hi = key[order], lo[order], hi[order]
+    first = np.ones(len(key), bool)
+    first[1:] = key[1:] != key[:-1]
+    g = np.cumsum(first) - 1
+    # Running max of the ends within each key: offsetting each by its index x width keeps keys
+    # from mixing in one accumulate.
     reach = np.maximum.accumulate(hi + g * width) - g * width
     before = np.r_[np.iinfo(np.int64).min, reach[:-1]]
-    before[np.r_[True, g[1:] != g[:-1]]] = np.iinfo(np.int64).min
+    before[first] = np.iinfo(np.int64).min
     added = np.maximum(0, hi - np.maximum(lo, before))
-    return np.bincount(g, weights=added, minlength=int(group.max(initial=-1)) + 1)
+    return key[first], np.bincount(g, weights=added, minlength=int(first.sum()))
 
 
 def _clean_check(transfer: np.ndarray, kind: np.ndarray, overlap: np.ndarray, baseline: np.ndarray) -> dict | None:
@@ -305,67 +318,84 @@ def _compute_slowdown(job: Job, min_runs: int = 3) -> tuple[list[dict], list[dic
     """The other direction: per compute kernel, its duration = its own baseline + a coefficient x
     its overlap with NCCL kernels on its GPU, fitted as the transfers are (overlap_fit), so it
     needs no run alone if its overlap varies. Returns the entries and, per entry, the runs it
-    lengthened and by how much (for the what-if)."""
+    lengthened and by how much (for the what-if).
+
+    Rank by rank: per name, the runs, their time and their overlap, added up; then, per kernel
+    fitted, only the runs its fit takes (at most MAX_RUNS) and those that overlapped. Sums of ns
+    (integers below 2^53) are exact in any order, so they are those of the job's runs in one piece."""
     work = job.timeline
     ranks = sorted(job.ops)
-    parts = []
-    for r in ranks:
-        w = work[r]
-        compute = w.compute
-        nccl = np.flatnonzero(w.is_nccl)
-        start, end = w.start[compute], w.end[compute]
-        # The NCCL kernels as the queries: a few thousand searches, not one per compute kernel.
-        # Each compute kernel's pairs still come in NCCL order, so its sum is the same.
-        _, i, ns = _native.overlaps(w.start[nccl], w.end[nccl], start, end)
-        parts.append((compute, w.name[compute], end - start, np.bincount(i, weights=ns, minlength=len(compute))))
-    if not parts:
+    if not ranks:
         return [], []
-    first_of_rank = np.cumsum([0] + [len(p[0]) for p in parts[:-1]])
-    row, name, duration, overlap = (np.concatenate(c) for c in zip(*parts))
-    beside = overlap > 0
-    # Name ids are dense from -1: each its own bin (one that no run has counts nothing).
-    at = name + 1
-    bins = int(at.max(initial=0)) + 1
-    runs_of = np.bincount(at, minlength=bins)
-    overlapped = np.bincount(at, weights=beside, minlength=bins)
-    alone = runs_of - overlapped
-    total_overlap = np.bincount(at, weights=overlap, minlength=bins)
+    works = [work[r] for r in ranks]  # each built first: the names they hold are all in the table
+    bins = len(work.names.values) + 1  # name ids from -1: each its own bin
+    runs_of = np.zeros((len(ranks), bins), np.int64)  # per rank and name: compute kernel runs
+    time_of = np.zeros(bins)  # per name: their total duration
+    overlapped = np.zeros(bins, np.int64)  # per name: runs that overlapped NCCL kernels
+    total_overlap = np.zeros(bins)
+    compute = []  # per rank: which of its items are compute kernels
+    beside = []  # per rank: its compute kernels that overlapped NCCL kernels (rows in order), their name bins, by how much
+    for j, w in enumerate(works):
+        nccl = np.flatnonzero(w.is_nccl)
+        # The NCCL kernels as the queries: a few thousand searches, not one per compute kernel.
+        _, row, ns = _compute_overlaps(w, w.start[nccl], w.end[nccl])
+        rows, at = np.unique(row, return_inverse=True)
+        overlap = np.bincount(at.ravel(), weights=ns, minlength=len(rows))
+        name = w.name[rows] + 1
+        beside.append((rows, name, overlap))
+        overlapped += np.bincount(name, minlength=bins)
+        total_overlap += np.bincount(name, weights=overlap, minlength=bins)
+        compute.append(w.is_kernel & ~w.is_nccl)
+        name = w.name[compute[j]] + 1
+        runs_of[j] = np.bincount(name, minlength=bins)
+        time_of += np.bincount(name, weights=(w.end - w.start)[compute[j]], minlength=bins)
+    runs = runs_of.sum(axis=0)
+    alone = runs - overlapped
     wanted = [k for k in np.argsort(-total_overlap, kind="stable").tolist()
-              if runs_of[k] and overlapped[k] >= min_runs and alone[k] >= min_runs][:MAX_COMPUTE_KERNELS]
-    # Each wanted kernel's runs in row order, from one stable sort of theirs (not a scan of every
-    # run per kernel).
-    slot = np.full(bins, -1, np.int16)
-    slot[wanted] = np.arange(len(wanted))
-    slots = slot[at]
-    picked = np.flatnonzero(slots >= 0)
-    slots = slots[picked]
-    by_kernel = picked[np.argsort(slots, kind="stable")]
-    bounds = np.r_[0, np.cumsum(np.bincount(slots, minlength=len(wanted)))]
+              if runs[k] and overlapped[k] >= min_runs and alone[k] >= min_runs][:MAX_COMPUTE_KERNELS]
     out, changes = [], []
-    for j, k in enumerate(wanted):
-        runs = by_kernel[bounds[j]:bounds[j + 1]]
-        fit_runs = runs[np.linspace(0, len(runs) - 1, MAX_RUNS).astype(np.int64)] if len(runs) > MAX_RUNS else runs
-        fitted = overlap_fit.fit(duration[fit_runs], np.zeros(len(fit_runs), np.int64), overlap[fit_runs, None],
-                                 np.ones(len(fit_runs)))
+    for k in wanted:
+        n = int(runs[k])
+        # The runs of its fit, in rank then row order: evenly spaced when it ran more than MAX_RUNS.
+        picks = np.linspace(0, n - 1, MAX_RUNS).astype(np.int64) if n > MAX_RUNS else np.arange(n)
+        bounds = np.r_[0, np.cumsum(runs_of[:, k])]
+        duration, overlap, o_rank, o_row, o_duration, o_overlap = [], [], [], [], [], []
+        for j, r in enumerate(ranks):
+            if not runs_of[j, k]:
+                continue
+            w = works[j]
+            rows, name, by = beside[j]
+            mine = name == k  # its runs that overlapped NCCL kernels
+            o_row.append(rows[mine])
+            o_rank.append(np.full(len(o_row[-1]), r, np.int64))
+            o_duration.append(w.end[o_row[-1]] - w.start[o_row[-1]])
+            o_overlap.append(by[mine])
+            of_kernel = np.flatnonzero((w.name == k - 1) & compute[j])  # its runs on the rank
+            if not bounds[j]:
+                short = w.short_name[of_kernel[0]]  # of its first run
+            fit_rows = of_kernel[picks[(picks >= bounds[j]) & (picks < bounds[j + 1])] - bounds[j]]
+            duration.append(w.end[fit_rows] - w.start[fit_rows])
+            overlap.append(np.zeros(len(fit_rows)))
+            _, at, of = np.intersect1d(fit_rows, o_row[-1], assume_unique=True, return_indices=True)
+            overlap[-1][at] = o_overlap[-1][of]
+        duration, overlap, o_rank, o_row, o_duration, o_overlap = map(
+            np.concatenate, (duration, overlap, o_rank, o_row, o_duration, o_overlap))
+        fitted = overlap_fit.fit(duration, np.zeros(len(duration), np.int64), overlap[:, None], np.ones(len(duration)))
         if fitted is None or fitted.flat[0]:
             continue
         coef = float(fitted.coefficient[0])
-        scale = len(runs) / len(fit_runs)  # the fit's totals over all the kernel's runs
+        scale = n / len(duration)  # the fit's totals over all the kernel's runs
         slowed, low, high = (float(v[0]) * scale for v in (fitted.contribution, fitted.low, fitted.high))
-        o, a = runs[beside[runs]], runs[~beside[runs]]
-        own = float(duration[o].sum()) - slowed
-        full = k - 1
-        first = int(np.searchsorted(first_of_rank, runs[0], side="right")) - 1
-        short = work[ranks[first]].short_name[row[runs[0]]]
-        out.append({"kernel": work.names.values[int(short)], "kernel_full": work.names.values[full],
-                    "overlapped_mean_ns": round(float(duration[o].mean())), "alone_mean_ns": round(float(duration[a].mean())),
-                    "slowdown": slowed / own if own > 0 else 0.0, "overlapped_runs": int(len(o)), "alone_runs": int(len(a)),
+        own = float(o_duration.sum()) - slowed
+        out.append({"kernel": work.names.values[int(short)], "kernel_full": work.names.values[k - 1],
+                    "overlapped_mean_ns": round(float(o_duration.mean())),
+                    "alone_mean_ns": round((float(time_of[k]) - float(o_duration.sum())) / int(alone[k])),
+                    "slowdown": slowed / own if own > 0 else 0.0, "overlapped_runs": int(overlapped[k]), "alone_runs": int(alone[k]),
                     "slowed_ns": round(slowed), "slowed_low_ns": round(low), "slowed_high_ns": round(high),
                     "slowdown_per_overlap": round(coef, 4),
                     "confidence": "high" if slowed > 0 and low >= 0.5 * slowed else "low",
                     "wait_saved_ns": None, "step_time_saved_ns": None})
-        extra = np.rint(coef * overlap[o]).astype(np.int64)
-        rank = np.asarray(ranks, np.int64)[np.searchsorted(first_of_rank, o, side="right") - 1]
-        changes.append({"rank": rank, "row": row[o], "ns": np.maximum(0, duration[o] - extra)})
+        extra = np.rint(coef * o_overlap).astype(np.int64)
+        changes.append({"rank": o_rank, "row": o_row, "ns": np.maximum(0, o_duration - extra)})
     order = sorted(range(len(out)), key=lambda j: -out[j]["slowed_ns"])
     return [out[j] for j in order], [changes[j] for j in order]

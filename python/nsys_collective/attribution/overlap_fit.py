@@ -128,28 +128,41 @@ def _solve(y: np.ndarray, cls: np.ndarray, ncls: int, xg: np.ndarray) -> np.ndar
 def _solve_rows(y: np.ndarray, cls: np.ndarray, ncls: int, xg: np.ndarray, picks: np.ndarray):
     """_solve(y[p], cls, ncls, xg[p]) for each row p of picks (cls: the picked observations'
     classes, the same in every row), with the same numbers as one at a time: the class means of
-    every row come from one bincount, which adds each (row, class, column)'s values in their order
-    as a bincount per row and column does; the per-row work is what only a row can do."""
-    rows, k = len(picks), xg.shape[1]
+    a chunk of rows come from one bincount, which adds each (row, class, column)'s values in their
+    order as a bincount per row and column does; the per-row work is what only a row can do."""
+    k = xg.shape[1]
     width = k + 1
-    values = np.concatenate([y[:, None], xg], axis=1)[picks]  # (rows, observations, [y, columns]): one gather
-    ys, xs = values[..., 0], values[..., 1:]
+    table = np.concatenate([y[:, None], xg], axis=1)
     counts = np.maximum(np.bincount(cls, minlength=ncls), 1).astype(np.float64)
-    keys = np.arange(rows)[:, None, None] * (ncls * width) + (cls[:, None] * width + np.arange(width))
-    sums = np.bincount(keys.ravel(), weights=values.ravel(), minlength=rows * ncls * width)
-    means = sums.reshape(rows, ncls, width) / counts[:, None]
-    y_mean, x_mean = means[..., 0], means[..., 1:]
-    centred, residual = xs - x_mean[:, cls], ys - y_mean[:, cls]
-    scales = np.linalg.norm(centred, axis=1)  # every row's column norms in one call (the same sums)
-    scales[scales == 0] = 1.0
-    unit = centred / scales[:, None, :]  # every row's division at once (the same quotients)
-    for b in range(rows):
-        coefficient = nnls(unit[b], residual[b], maxiter=50 * k)[0] / scales[b] if k else np.zeros(0)
-        baseline = y_mean[b] - x_mean[b].copy() @ coefficient
-        if np.all(coefficient <= MAX_COEFFICIENT) and np.all(baseline >= 0):
-            yield np.concatenate([baseline, coefficient])
-        else:
-            yield _bounded(ys[b], cls, ncls, xs[b])
+    chunk = max(1, min(len(picks), RESAMPLED_VALUES // (picks.shape[1] * width)))
+    keys = (np.arange(chunk)[:, None, None] * (ncls * width) + (cls[:, None] * width + np.arange(width))).ravel()
+    of_row = np.arange(chunk)[:, None] * ncls + cls  # each observation's (row, class)
+    for lo in range(0, len(picks), chunk):
+        rows = len(picks[lo:lo + chunk])
+        # (rows, observations, [y, columns]): one gather. np.take, not table[picks]: that one lays
+        # its result out observation-major, and every array computed from it then runs across the grain.
+        values = np.take(table, picks[lo:lo + chunk], axis=0)
+        sums = np.bincount(keys[:values.size], weights=values.ravel(), minlength=rows * ncls * width)
+        means = sums.reshape(rows, ncls, width) / counts[:, None]
+        # The residuals and centred columns, in place: the same differences. The class means taken
+        # row-major (means[:, cls] would be laid out observation-major, as table[picks] above).
+        values -= np.take(means.reshape(rows * ncls, width), of_row[:rows], axis=0)
+        residual, centred = values[..., 0], values[..., 1:]
+        scales = np.linalg.norm(centred, axis=1)  # every row's column norms in one call (the same sums)
+        scales[scales == 0] = 1.0
+        unit = centred / scales[:, None, :]  # every row's division at once (the same quotients)
+        for b in range(rows):
+            coefficient = nnls(unit[b], residual[b], maxiter=50 * k)[0] / scales[b] if k else np.zeros(0)
+            baseline = means[b, :, 0] - means[b, :, 1:].copy() @ coefficient
+            if (coefficient <= MAX_COEFFICIENT).all() and (baseline >= 0).all():
+                yield np.concatenate([baseline, coefficient])
+            else:
+                yield _bounded(y[picks[lo + b]], cls, ncls, xg[picks[lo + b]])
+
+
+# Values of the resampled observations held at once, per array: 256 KiB stays in cache and is reused by
+# malloc; arrays of 4 MiB were mapped afresh, their pages faulted in, at every chunk (the fit 1.5x slower).
+RESAMPLED_VALUES = 1 << 15
 
 
 def _bounded(y: np.ndarray, cls: np.ndarray, ncls: int, xg: np.ndarray) -> np.ndarray:
@@ -238,16 +251,15 @@ def _bootstrap(y: np.ndarray, cls: np.ndarray, ncls: int, xg: np.ndarray, keep: 
     if not xk.any():
         return np.zeros((len(INTERVAL), xg.shape[1]))  # nothing overlaps: every refit's contributions are 0
     pool, picks = resamples
+    coefficients = np.array([s[ncls:] for s in _solve_rows(y, cls[pool], ncls, xg, picks)])
     draws = np.zeros((BOOTSTRAP, xg.shape[1]))
-    chunk = max(1, RESAMPLED_VALUES // (len(pool) * (xg.shape[1] + 1)))
+    chunk = max(1, RESAMPLED_VALUES // xk.size)
     for lo in range(0, BOOTSTRAP, chunk):
-        coefficients = np.array([s[ncls:] for s in _solve_rows(y, cls[pool], ncls, xg, picks[lo:lo + chunk])])
-        # Each resample's contributions, all at once: the same products and sums as one at a time.
-        draws[lo:lo + len(coefficients)] = (xk * coefficients[:, None, :] * wk).sum(axis=1)
+        # Each resample's contributions, a chunk at once: the same products and sums as one at a time.
+        contributions = xk * coefficients[lo:lo + chunk, None, :]
+        contributions *= wk
+        draws[lo:lo + chunk] = contributions.sum(axis=1)
     return np.percentile(draws, INTERVAL, axis=0)
-
-
-RESAMPLED_VALUES = 1 << 19  # values of the resampled observations held at once, per array (4 MiB)
 
 
 def fit(y: np.ndarray, cls: np.ndarray, x: np.ndarray, weight: np.ndarray, seed: int = 0) -> Fit | None:

@@ -52,12 +52,6 @@ class GpuWork:
         return len(self.start)
 
     @cached_property
-    def compute(self) -> np.ndarray:
-        """Indices of the compute kernels (kernels not NCCL's), in start order: what both of the
-        contention fit's directions overlap with NCCL's work, found once."""
-        return np.flatnonzero(self.is_kernel & ~self.is_nccl)
-
-    @cached_property
     def short_of(self) -> dict[int, int]:
         """Short name id of each full name id."""
         full, first = np.unique(self.name, return_index=True)
