@@ -295,7 +295,7 @@ fn node_kind(name: &str) -> PyResult<NodeKind> {
 #[pyclass(frozen, module = "nsys_collective._native")]
 struct ReplayGraph {
     graph: Graph,
-    /// Workspaces (the time buffer of a replay) kept between calls.
+    /// Workspaces (the time buffer of a replay) kept between calls, replay's and replay_many's.
     spare: Mutex<Vec<Workspace>>,
 }
 
@@ -476,7 +476,7 @@ impl ReplayGraph {
     ) -> PyResult<Vec<Bound<'py, PyDict>>> {
         let changes: Vec<Change> = changes.iter().map(|c| to_change(Some(c))).collect::<PyResult<_>>()?;
         let options = ReplayOptions { chain_steps };
-        let outcomes = py.detach(|| self.graph.replay_many(&changes, &options, threads)).map_err(to_py_err)?;
+        let outcomes = py.detach(|| self.graph.replay_many(&changes, &options, threads, &self.spare)).map_err(to_py_err)?;
         outcomes.into_iter().map(|o| self.outcome_dict(py, o, None)).collect()
     }
 
