@@ -112,10 +112,9 @@ def _step_times(job: Job, g: JobGraph, base: dict, job_start: int) -> list[dict]
         w = job.timeline[r]
         if not len(w):
             continue
-        order = np.argsort(w.start, kind="stable")
-        s, e = w.start[order], np.maximum.accumulate(w.end[order])
-        new = np.r_[True, s[1:] > e[:-1]]  # the GPU's busy blocks: a union of its ops
-        block_start, block_end = s[new], np.r_[e[np.flatnonzero(new)[1:] - 1], e[-1]]
+        reach = np.maximum.accumulate(w.end)  # the work is in start order: the GPU is busy until reach
+        new = np.flatnonzero(np.r_[True, w.start[1:] > reach[:-1]])  # the GPU's busy blocks: a union of its ops
+        block_start, block_end = w.start[new], np.r_[reach[new[1:] - 1], reach[-1]]
         # The blocks are disjoint and sorted: busy time in [a, b] is busy-before(b) - busy-before(a).
         busy += np.maximum(_busy_before(block_start, block_end, ends[have]) - _busy_before(block_start, block_end, starts), 0)
     gpu_time = np.maximum(durations, 1) * len(g.ranks)
