@@ -1,12 +1,14 @@
 """Covered time (model.intervals.covered_ns) from a running maximum of ends, held to its earlier
 definition: the intervals merged into disjoint blocks (sorted, touching ones joined), their lengths
-summed; and a step selection's analyzed times (StepSelection.analyzed) to the search it replaced."""
+summed; the core's NCCL time and overlap in one pass to the covered times; and a step selection's
+analyzed times (StepSelection.analyzed) to the search it replaced."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from nsys_collective import _native
 from nsys_collective.model.intervals import covered_ns, overlap_ns
 from nsys_collective.model.steps import RankSteps, StepSelection
 
@@ -74,3 +76,21 @@ def test_analyzed_times_are_those_in_the_last_kept_range_starting_before_them(se
     keep = np.array([label in kept for label in labels])
     assert selection.analyzed(3, times).tolist() == searched(start[keep], end[keep], times).tolist()
     assert selection.analyzed(4, times).all()  # a rank that marks no step
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_nccl_time_and_overlap_in_one_pass_are_the_covered_times(seed):
+    """The core's one pass (_native.nccl_overlap, model.activity's overlap figures) against the
+    covered times it replaced: NCCL's, and |NCCL| + |compute| - |both| for the overlap."""
+    rng = np.random.default_rng(seed)
+    starts, ends = random_intervals(rng, int(rng.integers(0, 80)), sort=True)
+    is_nccl, keep = rng.random(len(starts)) < 0.3, rng.random(len(starts)) < 0.8
+    nccl, compute = keep & is_nccl, keep & ~is_nccl
+    nccl_time = merged_length(starts[nccl], ends[nccl])
+    overlap = nccl_time + merged_length(starts[compute], ends[compute]) - merged_length(starts[keep], ends[keep])
+    assert _native.nccl_overlap(starts, ends, is_nccl, keep) == (nccl_time, overlap)
+
+
+def test_nccl_overlap_refuses_columns_out_of_start_order():
+    with pytest.raises(ValueError, match="sorted by start"):
+        _native.nccl_overlap(np.array([5, 1]), np.array([6, 2]), np.array([True, False]), np.array([True, True]))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nsys_collective.model.intervals import covered_ns
+from nsys_collective import _native
 from nsys_collective.model.steps import StepSelection
 from nsys_collective.model.trace import RankTrace
 
@@ -33,11 +33,7 @@ def overlap_figures(trace: RankTrace, selection: StepSelection, rank: int) -> di
     if g is None:
         return {"nccl_time_ns": 0, "compute_overlap_ns": 0, "overlap_share": None}
     kernels = analyzed_ops(trace, selection, rank) & g.is_kernel
-    nccl = kernels & g.is_nccl
-    compute = kernels & ~g.is_nccl
-    # Subsets of the rank's GPU work keep its start order, so NCCL's and compute's union is the
-    # analyzed kernels as they stand: |NCCL ∩ compute| = |NCCL| + |compute| - |kernels|.
-    nccl_time = covered_ns(g.start[nccl], g.end[nccl])
-    overlap = nccl_time + covered_ns(g.start[compute], g.end[compute]) - covered_ns(g.start[kernels], g.end[kernels])
+    # One pass in the core over the rank's kernels in start order, as the map counted them all.
+    nccl_time, overlap = _native.nccl_overlap(g.start, g.end, g.is_nccl, kernels)
     return {"nccl_time_ns": nccl_time, "compute_overlap_ns": overlap,
             "overlap_share": overlap / nccl_time if nccl_time else None}
