@@ -166,3 +166,29 @@ def test_the_findings_say_what_fixing_the_cause_saves(tmp_path_factory):
     assert "fixing the causes found together removes" in verdict
     assert sentence.startswith(f"rank {planted['rank']}: {planted['kernel']} ran ") and " would save " in sentence
     assert "per step" in sentence
+
+
+def test_the_ideal_takes_a_cause_alone_from_its_own_replay(monkeypatch):
+    """A set of one cause among the ideal's combinations is not replayed again: the cause's own
+    replay stands for it, which is what replaying the set merged (`_merged`) gives (the demo's
+    two causes, and the slow kernel's)."""
+    from conftest import FIXTURES
+    from nsys_collective import pipeline
+    from nsys_collective.attribution.whatif import replay
+
+    seen = []
+    ideal = replay._ideal
+
+    def keep(g, base, fixed, rows, replayed, job_start):
+        seen.append((g, rows, replayed))
+        return ideal(g, base, fixed, rows, replayed, job_start)
+
+    monkeypatch.setattr(replay, "_ideal", keep)
+    for name in ("demo-4rank-2host", "slow-kernel-8rank-3host"):
+        pipeline.analyze([FIXTURES / name])
+    assert sum(len(rows) for _, rows, _ in seen) >= 3
+    for g, rows, replayed in seen:
+        for c, *_ in rows:
+            alone = g.graph.replay(replay._merged([c.change]))
+            assert {k: np.asarray(v).tolist() for k, v in alone.items()} == \
+                   {k: np.asarray(v).tolist() for k, v in replayed[id(c)].items()}, c.cause

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from nsys_collective.model.alignment import align, count_violations
+from nsys_collective.model.alignment import _apply, align, count_violations
 
 T0 = 1_750_000_000_000_000_000
 
@@ -52,3 +53,22 @@ def test_violations_are_counted_per_pair():
     end = np.array([40, 100, 100, 20, 30])
     # Instance 0: rank 0 ended (40) before ranks 1 and 2 started; instance 1: none.
     assert count_violations(inst, start, end) == 2
+
+
+def applied_before(t, offset, drift, t_ref):
+    """The correction as _apply computed it before it worked in place."""
+    correction = offset + drift * 1e-6 * (t - t_ref).astype(np.float64)
+    return t + np.rint(correction).astype(np.int64)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_correction_in_place_is_the_one_before(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 500))
+    t = np.sort(T0 + rng.integers(-10**12, 10**12, n)).astype(np.int64)
+    t_ref = T0 + int(rng.integers(-10**9, 10**9))
+    for offset, drift in ((np.float64(rng.normal(0, 1e7)), np.float64(rng.normal(0, 40))), (0.0, 0.0),
+                          (rng.normal(0, 1e7, n), rng.normal(0, 40, n))):  # one clock, none, one per time
+        before = t.copy()
+        assert _apply(t, offset, drift, t_ref).tolist() == applied_before(t, offset, drift, t_ref).tolist()
+        assert (t == before).all()  # the times themselves are left alone

@@ -64,9 +64,95 @@ pub fn innermost_covering(start: &[i64], end: &[i64], points: &[i64]) -> Vec<i64
     out
 }
 
+/// Of kernels given in start order as (start, end, is NCCL): the time NCCL kernels cover, and the
+/// time they share with the compute kernels (the rest). NCCL's are merged as they come, compute's
+/// too, each merged compute piece overlapped with NCCL's intervals.
+pub fn nccl_overlap(kernels: impl Iterator<Item = (i64, i64, bool)> + Clone) -> (i64, i64) {
+    let mut nccl = Merged::default();
+    for (s, e, _) in kernels.clone().filter(|k| k.2) {
+        nccl.add(s, e);
+    }
+    let nccl = nccl.0;
+    let mut overlap = Overlap { with: &nccl, next: 0, total: 0 };
+    let mut compute: Option<(i64, i64)> = None; // the piece being merged
+    for (s, e, _) in kernels.filter(|k| !k.2) {
+        compute = match compute {
+            Some((lo, hi)) if s <= hi => Some((lo, hi.max(e))),
+            Some(piece) => {
+                overlap.add(piece);
+                Some((s, e))
+            }
+            None => Some((s, e)),
+        };
+    }
+    if let Some(piece) = compute {
+        overlap.add(piece);
+    }
+    (length(&nccl), overlap.total)
+}
+
+/// Intervals merged as they come in start order (touching ones merged).
+#[derive(Default)]
+struct Merged(Vec<(i64, i64)>);
+
+impl Merged {
+    fn add(&mut self, s: i64, e: i64) {
+        match self.0.last_mut() {
+            Some((_, hi)) if s <= *hi => *hi = (*hi).max(e),
+            _ => self.0.push((s, e)),
+        }
+    }
+}
+
+/// The time disjoint pieces, given in start order, share with disjoint sorted intervals.
+struct Overlap<'a> {
+    with: &'a [(i64, i64)],
+    next: usize, // the first interval that may reach a later piece
+    total: i64,
+}
+
+impl Overlap<'_> {
+    fn add(&mut self, (lo, hi): (i64, i64)) {
+        while self.next < self.with.len() && self.with[self.next].1 <= lo {
+            self.next += 1;
+        }
+        for &(s, e) in self.with[self.next..].iter().take_while(|&&(s, _)| s < hi) {
+            self.total = self.total.wrapping_add(hi.min(e) - lo.max(s));
+        }
+    }
+}
+
+fn length(intervals: &[(i64, i64)]) -> i64 {
+    intervals.iter().fold(0i64, |total, (lo, hi)| total.wrapping_add(hi - lo))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn intervals_merged_and_overlapped_in_start_order() {
+        let mut m = Merged::default();
+        for (s, e) in [(0, 5), (5, 8), (10, 20), (12, 14), (30, 40), (31, 35)] {
+            m.add(s, e);
+        }
+        let m = m.0;
+        assert_eq!((m.clone(), length(&m)), (vec![(0, 8), (10, 20), (30, 40)], 8 + 10 + 10));
+        let mut o = Overlap { with: &m, next: 0, total: 0 };
+        for piece in [(-5, 0), (4, 11), (15, 16), (25, 45)] {
+            o.add(piece);
+        }
+        assert_eq!(o.total, 4 + 1 + 1 + 10);
+    }
+
+    #[test]
+    fn nccl_time_and_its_overlap_with_compute() {
+        // NCCL [0,8] (two touching) and [30,40]; compute [4,11] and [12,14] (apart), [25,35] [33,45].
+        let kernels = [(0, 5, true), (4, 11, false), (5, 8, true), (12, 14, false), (25, 35, false), (30, 40, true), (33, 45, false)];
+        assert_eq!(nccl_overlap(kernels.into_iter()), (8 + 10, 4 + 10));
+        assert_eq!(nccl_overlap(std::iter::empty()), (0, 0));
+        assert_eq!(nccl_overlap([(0, 10, false)].into_iter()), (0, 0));
+    }
 
     #[test]
     fn the_innermost_covering_interval_of_each_point() {

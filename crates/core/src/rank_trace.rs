@@ -152,45 +152,6 @@ impl Launches {
     }
 }
 
-/// Intervals merged as they come in start order (touching ones merged).
-#[derive(Default)]
-struct Merged(Vec<(i64, i64)>);
-
-impl Merged {
-    fn add(&mut self, s: i64, e: i64) {
-        match self.0.last_mut() {
-            Some((_, hi)) if s <= *hi => *hi = (*hi).max(e),
-            _ => self.0.push((s, e)),
-        }
-    }
-
-    fn done(self) -> Vec<(i64, i64)> {
-        self.0
-    }
-}
-
-/// The time disjoint pieces, given in start order, share with disjoint sorted intervals.
-struct Overlap<'a> {
-    with: &'a [(i64, i64)],
-    next: usize, // the first interval that may reach a later piece
-    total: i64,
-}
-
-impl Overlap<'_> {
-    fn add(&mut self, (lo, hi): (i64, i64)) {
-        while self.next < self.with.len() && self.with[self.next].1 <= lo {
-            self.next += 1;
-        }
-        for &(s, e) in self.with[self.next..].iter().take_while(|&&(s, _)| s < hi) {
-            self.total = self.total.wrapping_add(hi.min(e) - lo.max(s));
-        }
-    }
-}
-
-fn length(intervals: &[(i64, i64)]) -> i64 {
-    intervals.iter().fold(0i64, |total, (lo, hi)| total.wrapping_add(hi - lo))
-}
-
 /// The GPU work of rank (pid, device) and its counts.
 pub fn gpu_items(
     kernels: &Activity,
@@ -212,33 +173,9 @@ pub fn gpu_items(
     let tables: Vec<&Activity> = std::iter::once(kernels).chain(copies.iter().map(|c| &c.table)).collect();
     let rows: Vec<Vec<u32>> = tables.iter().map(|t| t.rows_by_start(pid, device)).collect();
     let mut counts = GpuCounts { kernels: rows[0].len() as i64, ..GpuCounts::default() };
-    {
-        // NCCL's kernels merged; compute's merged as they come, each piece overlapped with NCCL's.
-        let mut nccl = Merged::default();
-        for &r in rows[0].iter().filter(|&&r| names.is_nccl[r as usize]) {
-            nccl.add(kernels.start[r as usize], kernels.end[r as usize]);
-            counts.nccl_kernels += 1;
-        }
-        let nccl = nccl.done();
-        counts.nccl_time_ns = length(&nccl);
-        let mut overlap = Overlap { with: &nccl, next: 0, total: 0 };
-        let mut compute: Option<(i64, i64)> = None;
-        for &r in rows[0].iter().filter(|&&r| !names.is_nccl[r as usize]) {
-            let (s, e) = (kernels.start[r as usize], kernels.end[r as usize]);
-            compute = match compute {
-                Some((lo, hi)) if s <= hi => Some((lo, hi.max(e))),
-                Some(piece) => {
-                    overlap.add(piece);
-                    Some((s, e))
-                }
-                None => Some((s, e)),
-            };
-        }
-        if let Some(piece) = compute {
-            overlap.add(piece);
-        }
-        counts.compute_overlap_ns = overlap.total;
-    }
+    counts.nccl_kernels = rows[0].iter().filter(|&&r| names.is_nccl[r as usize]).count() as i64;
+    let by_start = rows[0].iter().map(|&r| (kernels.start[r as usize], kernels.end[r as usize], names.is_nccl[r as usize]));
+    (counts.nccl_time_ns, counts.compute_overlap_ns) = crate::intervals::nccl_overlap(by_start);
     counts.first_ns = rows.iter().zip(&tables).filter_map(|(r, t)| r.first().map(|&i| t.start[i as usize])).min();
     counts.last_ns = rows.iter().zip(&tables).flat_map(|(r, t)| r.iter().map(|&i| t.end[i as usize])).max();
     // All items by start, ties in table order (kernels, then the copy tables): a merge of the sorted lists.
@@ -363,21 +300,6 @@ pub fn host_calls(runtime: &Runtime, pid: i64, ranges: &Ranges) -> Result<HostCa
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn intervals_merged_and_overlapped_in_start_order() {
-        let mut m = Merged::default();
-        for (s, e) in [(0, 5), (5, 8), (10, 20), (12, 14), (30, 40), (31, 35)] {
-            m.add(s, e);
-        }
-        let m = m.done();
-        assert_eq!((m.clone(), length(&m)), (vec![(0, 8), (10, 20), (30, 40)], 8 + 10 + 10));
-        let mut o = Overlap { with: &m, next: 0, total: 0 };
-        for piece in [(-5, 0), (4, 11), (15, 16), (25, 45)] {
-            o.add(piece);
-        }
-        assert_eq!(o.total, 4 + 1 + 1 + 10);
-    }
 
     #[test]
     fn launches_found_densely_or_by_search() {

@@ -148,6 +148,27 @@ fn overlaps<'py>(
     Ok((q.into_pyarray(py), i.into_pyarray(py), ns.into_pyarray(py)))
 }
 
+/// Of the kernels `keep` marks among a rank's GPU work (columns in start order): the time NCCL's
+/// cover and the time they share with the others (compute).
+#[pyfunction]
+fn nccl_overlap(
+    py: Python<'_>,
+    start: PyReadonlyArray1<'_, i64>,
+    end: PyReadonlyArray1<'_, i64>,
+    is_nccl: PyReadonlyArray1<'_, bool>,
+    keep: PyReadonlyArray1<'_, bool>,
+) -> PyResult<(i64, i64)> {
+    let (s, e, nccl, keep) = (start.as_slice()?, end.as_slice()?, is_nccl.as_slice()?, keep.as_slice()?);
+    if e.len() != s.len() || nccl.len() != s.len() || keep.len() != s.len() {
+        return Err(pyo3::exceptions::PyValueError::new_err("columns differ in length"));
+    }
+    if !s.windows(2).all(|w| w[0] <= w[1]) {
+        return Err(pyo3::exceptions::PyValueError::new_err("items must be sorted by start"));
+    }
+    let kept = (0..s.len()).filter(|&i| keep[i]).map(|i| (s[i], e[i], nccl[i]));
+    Ok(py.detach(|| intervals::nccl_overlap(kept)))
+}
+
 /// For every point, the index of the innermost interval covering it, -1 where none does.
 #[pyfunction]
 fn innermost_covering<'py>(
@@ -295,7 +316,7 @@ fn node_kind(name: &str) -> PyResult<NodeKind> {
 #[pyclass(frozen, module = "nsys_collective._native")]
 struct ReplayGraph {
     graph: Graph,
-    /// Workspaces (the time buffer of a replay) kept between calls.
+    /// Workspaces (the time buffer of a replay) kept between calls, replay's and replay_many's.
     spare: Mutex<Vec<Workspace>>,
 }
 
@@ -476,7 +497,7 @@ impl ReplayGraph {
     ) -> PyResult<Vec<Bound<'py, PyDict>>> {
         let changes: Vec<Change> = changes.iter().map(|c| to_change(Some(c))).collect::<PyResult<_>>()?;
         let options = ReplayOptions { chain_steps };
-        let outcomes = py.detach(|| self.graph.replay_many(&changes, &options, threads)).map_err(to_py_err)?;
+        let outcomes = py.detach(|| self.graph.replay_many(&changes, &options, threads, &self.spare)).map_err(to_py_err)?;
         outcomes.into_iter().map(|o| self.outcome_dict(py, o, None)).collect()
     }
 
@@ -555,6 +576,7 @@ fn native_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(table_specs, m)?)?;
     m.add_function(wrap_pyfunction!(overlaps, m)?)?;
     m.add_function(wrap_pyfunction!(innermost_covering, m)?)?;
+    m.add_function(wrap_pyfunction!(nccl_overlap, m)?)?;
     m.add_class::<ReplayGraph>()?;
     m.add_class::<ReplayJob>()?;
     m.add_function(wrap_pyfunction!(rank_summaries, m)?)?;

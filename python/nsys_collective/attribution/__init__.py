@@ -47,6 +47,7 @@ def attribute(job: Job, step_pattern: str | None = None) -> Attribution:
     ct = contention.attribute(job)
     memory.release()  # the fit's temporaries, before the candidates
     w = whatif.analyze(job, graph, ct.kind, tolerance, step_pattern, ct)
+    del graph  # the replays are done: the graph and its replays' buffers (330 MB at 1.9M) go before the rest
     for j, (wait_saved, step_saved) in (w.compute.items() if w else ()):
         ct.compute_slowdown[j].update(wait_saved_ns=wait_saved, step_time_saved_ns=step_saved)
     b = blocking.attribute(job, w, tolerance)

@@ -57,17 +57,20 @@ def attribute(job: Job, w: WhatIf | None, tolerance_ns: int) -> Blocking:
     total_wait = int(t.wait_cost.sum())
     if w is not None:
         for k, cause in enumerate(w.causes):
-            for i in np.flatnonzero((w.saved[k] > 0) & (w.saved[k] >= MIN_COLLECTIVE_SHARE * t.wait_cost)).tolist():
-                result.blame[i].append({"cause": cause["cause"], **naming_fields(cause), "rank": cause["rank"],
-                                        "host": cause["host"], "ns": int(w.saved[k][i]),
-                                        "wait_saved_ns": int(w.saved[k][i]), "step_time_saved_ns": cause["step_time_saved_ns"]})
-        for i in range(n):
-            if t.wait_cost[i] > 0:
+            named = {"cause": cause["cause"], **naming_fields(cause), "rank": cause["rank"], "host": cause["host"]}
+            where = np.flatnonzero((w.saved[k] > 0) & (w.saved[k] >= MIN_COLLECTIVE_SHARE * t.wait_cost))
+            for i, saved in zip(where.tolist(), w.saved[k][where].tolist()):
+                result.blame[i].append({**named, "ns": saved, "wait_saved_ns": saved,
+                                        "step_time_saved_ns": cause["step_time_saved_ns"]})
+        # Per collective, its figures as Python numbers once (numpy's per element are slow).
+        ideal_saved, straggler = np.maximum(w.ideal_saved, 0).tolist(), t.straggler.tolist()
+        for i, wait in enumerate(t.wait_cost.tolist()):
+            if wait > 0:
                 result.method[i] = "whatif"
                 result.blame[i].sort(key=lambda b: -b["ns"])
-                unexplained = int(t.wait_cost[i] - max(0, int(w.ideal_saved[i])))
+                unexplained = wait - ideal_saved[i]
                 if unexplained > 0:
-                    result.blame[i].append({"cause": "unexplained", "rank": int(t.straggler[i]), "ns": unexplained,
+                    result.blame[i].append({"cause": "unexplained", "rank": straggler[i], "ns": unexplained,
                                             "wait_saved_ns": None, "step_time_saved_ns": None})
         _aggregate(result, w, job)
         result.explained_wait_share = (min(1.0, max(0.0, w.ideal["wait_saved_ns"] / total_wait)) if total_wait else None)
@@ -102,12 +105,16 @@ def _window(job: Job, result: Blocking, tolerance_ns: int) -> None:
     other rank runs: the kernels on the straggler inside [reference arrival, last arrival]."""
     c, t = job.collectives, job.timing
     work = job.timeline
-    alone = _ranks_without_peers(job)
-    for i in range(len(c)):
-        s = int(t.straggler[i])
+    alone = None  # the ranks without peers: their programs compared only where a collective asks
+    straggler, nranks = t.straggler.tolist(), c.nranks.tolist()
+    for i, (lo, hi) in enumerate(zip(t.reference_arrival.tolist(), t.last_arrival.tolist())):
+        s = straggler[i]
         explained = sum(b["ns"] for b in result.blame[i] if of(b["cause"]).family is not UNEXPLAINED)
-        lo, hi = int(t.reference_arrival[i]), int(t.last_arrival[i])
-        if s not in alone or c.nranks[i] < 2 or explained > 0 or hi - lo <= tolerance_ns:
+        if nranks[i] < 2 or explained > 0 or hi - lo <= tolerance_ns:
+            continue
+        if alone is None:
+            alone = _ranks_without_peers(job)
+        if s not in alone:
             continue
         w = work[s]
         _, items, ns = _native.overlaps(np.array([lo]), np.array([hi]), w.start, w.end)

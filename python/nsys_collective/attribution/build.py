@@ -31,8 +31,8 @@ def _ints(column: np.ndarray) -> list[int]:
     return column.astype(np.int64, copy=False).tolist()
 
 
-def _blame(entry: dict) -> Blame:
-    return BLAME_OF[causes.of(entry["cause"]).family](**entry)
+def _blame(entry: dict, variant: dict[str, type]) -> Blame:
+    return variant[entry["cause"]](**entry)
 
 
 def _whatif(w) -> WhatIfBlock | None:
@@ -103,8 +103,13 @@ def build_result(job, attribution, inputs, tool_version: str, source: str = "", 
     wait_cost, transfer, shortest, overlap = _ints(t.wait_cost), _ints(t.transfer), _ints(t.shortest_duration), _ints(ct.overlap)
     nbytes, baseline, excess = c.bytes.tolist(), ct.baseline.tolist(), ct.excess.tolist()  # -1: unknown (_int_or_none)
     pressure = [round(x, 4) for x in ct.sm_pressure.astype(float).tolist()]
+    sources = c.bytes_source.tolist()
+    # Each kind's blame variant by the kind's name, from the registry as it stands (a family's hash,
+    # its dict key, is one of all its fields: once per kind, not per entry).
+    variant = {kind: BLAME_OF[k.family] for kind, k in causes.CAUSES.items()}
     metrics = {f: [None if x != x else round(x, 2) for x in v.astype(float).tolist()]  # NaN: not measured
                for f, v in ct.metrics.items()}
+    steps = job.step.tolist() if job.step is not None else [None] * len(c)
     collectives = []
     for i in range(len(c)):
         op, n = OPS[ops[i]], nranks[i]
@@ -116,11 +121,11 @@ def build_result(job, attribution, inputs, tool_version: str, source: str = "", 
             wait_cost_ns=wait_cost[i], transfer_ns=transfer[i], transfer_shortest_ns=shortest[i],
             busbw_gbps=busbw,
             blame_method=b.method[i],
-            blame=tuple(_blame(e) for e in b.blame[i]),
+            blame=tuple([_blame(e, variant) for e in b.blame[i]]),
             compute_overlap_ns=overlap[i], sm_pressure=pressure[i],
             baseline_transfer_ns=_int_or_none(baseline[i]), contention_excess_ns=_int_or_none(excess[i]),
             gpu_metrics={f: v[i] for f, v in metrics.items()},
-            step=job.step[i] if job.step is not None else None, bytes_source=c.bytes_source[i],
+            step=steps[i], bytes_source=sources[i],
             link=link, link_capacity_gbps=capacity,
             link_capacity_source=NIC_OPTION if link == "network" and capacity is not None else None,
             link_share=round(busbw / capacity, 4) if busbw is not None and capacity else None))

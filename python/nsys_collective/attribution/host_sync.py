@@ -9,6 +9,7 @@ same figure. With a step selection (model.steps), only calls that began in an an
 
 from __future__ import annotations
 
+import numpy as np
 
 from nsys_collective.model import cuda_api
 from nsys_collective.model.steps import StepSelection
@@ -21,7 +22,7 @@ def host_sync(trace: RankTrace, selection: StepSelection | None, rank: int) -> d
     calls = trace.calls
     if calls is None or not len(calls.start):
         return {"host_sync_ns": 0, "host_sync_calls": 0}
-    mine = cuda_api.matches(cuda_api.SYNCHRONIZE, calls.name, trace)
-    if selection is not None:
-        mine &= selection.analyzed(rank, calls.start)
-    return {"host_sync_ns": int((calls.end[mine] - calls.start[mine]).sum()), "host_sync_calls": int(mine.sum())}
+    mine = np.flatnonzero(cuda_api.matches(cuda_api.SYNCHRONIZE, calls.name, trace))
+    if selection is not None:  # only the synchronize calls searched among the steps, not every call
+        mine = mine[selection.analyzed(rank, calls.start[mine])]
+    return {"host_sync_ns": int((calls.end[mine] - calls.start[mine]).sum()), "host_sync_calls": len(mine)}

@@ -36,13 +36,17 @@ def _gated(trace: RankTrace) -> np.ndarray:
     waits = np.flatnonzero(syncs["kind"] == SyncType.STREAM_WAIT_EVENT)
     # The wait call's start, by correlation id (calls are the process's runtime calls).
     order = np.argsort(calls.correlation, kind="stable")
-    at = np.minimum(np.searchsorted(calls.correlation[order], syncs["correlation"][waits]), len(order) - 1)
+    at = np.minimum(np.searchsorted(calls.correlation, syncs["correlation"][waits], sorter=order), len(order) - 1)
     found = calls.correlation[order[at]] == syncs["correlation"][waits]
     when, stream = calls.start[order[at[found]]], syncs["stream"][waits[found]]
+    launched = g.launch >= 0
     for s in np.unique(stream).tolist():  # a handful of streams
-        ops = np.flatnonzero((g.stream == s) & (g.launch >= 0))
-        ops = ops[np.argsort(g.launch[ops], kind="stable")]
-        k = np.searchsorted(g.launch[ops], when[stream == s], side="left")
+        ops = np.flatnonzero((g.stream == s) & launched)
+        launch = g.launch[ops]
+        if (launch[1:] < launch[:-1]).any():  # a stream's ops mostly run in launch order already
+            by_launch = np.argsort(launch, kind="stable")
+            ops, launch = ops[by_launch], launch[by_launch]
+        k = np.searchsorted(launch, when[stream == s], side="left")
         out[ops[k[k < len(ops)]]] = True
     return out
 
@@ -57,12 +61,10 @@ def idle_split(trace: RankTrace, selection: StepSelection | None, rank: int) -> 
     begins = np.flatnonzero(g.start[1:] > reach[:-1]) + 1  # the first op after each idle gap
     if not len(begins):
         return none
-    analyzed = analyzed_ops(trace, selection, rank)
-    busy_block = np.cumsum(np.r_[True, g.start[1:] > reach[:-1]]) - 1
-    block_analyzed = np.bincount(busy_block, weights=analyzed, minlength=busy_block[-1] + 1) > 0
-    # A gap counts between two stretches of analyzed work.
-    counted = block_analyzed[busy_block[begins]] & block_analyzed[busy_block[begins] - 1]
-    begins = begins[counted]
+    # The GPU's busy blocks start at its first op and where each gap ends; a gap counts between
+    # two blocks with analyzed work.
+    block_analyzed = np.logical_or.reduceat(analyzed_ops(trace, selection, rank), np.r_[0, begins])
+    begins = begins[block_analyzed[1:] & block_analyzed[:-1]]
     g0, g1 = reach[begins - 1], g.start[begins]
     gap = g1 - g0
     launch = g.launch[begins]

@@ -21,18 +21,19 @@ def per_step(job, b) -> list[dict]:
         if step is not None:
             members[step].append(i)
     times = {s["step"]: s for s in (b.whatif.step_times if b.whatif is not None else [])}
+    straggler, wait_cost = t.straggler.tolist(), t.wait_cost.tolist()  # as Python numbers, once
     out = []
     for step, ids in members.items():
-        ids = np.array(ids)
         caused = defaultdict(int)
         for i in ids:
-            caused[int(t.straggler[i])] += int(t.wait_cost[i])
+            caused[straggler[i]] += wait_cost[i]
         blocking = defaultdict(float)
         for i in ids:
             for e in b.blame[i]:
                 if of(e["cause"]).family is not UNEXPLAINED:
                     blocking[(in_few_words(e), e["rank"])] += e["ns"]
         top = max(blocking, key=blocking.get) if blocking else None
+        ids = np.array(ids)
         out.append({
             "step": step,
             "collectives": len(ids),

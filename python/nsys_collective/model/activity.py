@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nsys_collective.model.intervals import covered_ns, overlap_ns
+from nsys_collective import _native
 from nsys_collective.model.steps import StepSelection
 from nsys_collective.model.trace import RankTrace
 
@@ -32,11 +32,8 @@ def overlap_figures(trace: RankTrace, selection: StepSelection, rank: int) -> di
     g = trace.gpu
     if g is None:
         return {"nccl_time_ns": 0, "compute_overlap_ns": 0, "overlap_share": None}
-    mine = analyzed_ops(trace, selection, rank)
-    nccl = mine & g.is_kernel & g.is_nccl
-    compute = mine & g.is_kernel & ~g.is_nccl
-    nccl_intervals = (g.start[nccl], g.end[nccl])
-    nccl_time = covered_ns(*nccl_intervals)
-    overlap = overlap_ns(nccl_intervals, (g.start[compute], g.end[compute]))
+    kernels = analyzed_ops(trace, selection, rank) & g.is_kernel
+    # One pass in the core over the rank's kernels in start order, as the map counted them all.
+    nccl_time, overlap = _native.nccl_overlap(g.start, g.end, g.is_nccl, kernels)
     return {"nccl_time_ns": nccl_time, "compute_overlap_ns": overlap,
             "overlap_share": overlap / nccl_time if nccl_time else None}

@@ -12,8 +12,6 @@ from enum import IntEnum
 
 import numpy as np
 
-from nsys_collective.model import grouping
-
 _SUFFIX = r"(_v\d+|_ptsz|_ptds)*$"
 
 
@@ -44,7 +42,11 @@ def matches(pattern: re.Pattern, ids: np.ndarray, names) -> np.ndarray:
     """Which of `ids` (string ids, -1 unnamed) name a call `pattern` matches: each distinct name is
     matched once, then the answer is spread by id (millions of calls, a few hundred names).
     `names`: what turns string ids into names (a rank's trace or an export)."""
-    unique, at = grouping.unique(ids)
-    hit = np.fromiter((bool(n) and pattern.match(n) is not None for n in names.names(unique).tolist()),
-                      dtype=bool, count=len(unique))
-    return hit[at]
+    # By id, in a table as long as the string table (ids index it): the last slot stands for -1.
+    used = np.zeros(int(ids.max()) + 2 if len(ids) else 1, dtype=bool)
+    used[ids] = True
+    named = np.flatnonzero(used[:-1])
+    hit = np.zeros(len(used), dtype=bool)
+    hit[named] = np.fromiter((bool(n) and pattern.match(n) is not None for n in names.names(named).tolist()),
+                             dtype=bool, count=len(named))
+    return hit[ids]

@@ -89,9 +89,9 @@ class StepSelection:
         if not len(start):
             return np.zeros(len(times), dtype=bool)
         order = np.argsort(start, kind="stable")
-        start, end = start[order], end[order]
-        at = np.searchsorted(start, times, side="right") - 1
-        return (times >= 0) & (at >= 0) & (times <= end[np.maximum(at, 0)])
+        # The end of the last range starting at or before each time; -1 before the first range.
+        last_end = np.r_[-1, end[order]]
+        return (times >= 0) & (times <= last_end[np.searchsorted(start[order], times, side="right")])
 
 
 def rank_steps(trace: RankTrace, pattern: str) -> RankSteps | None:

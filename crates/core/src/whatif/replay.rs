@@ -4,7 +4,7 @@
 //! A change never copies the graph: it becomes a short list of *patches* (a unit's duration or
 //! slack, an edge's lag) sorted by unit position; the pass runs the plain loop between patched
 //! units and a slower one at each. The time buffer lives in a [`Workspace`], reused across replays
-//! (one per thread in [`Graph::replay_many`]).
+//! (one per thread in [`Graph::replay_many`], kept by the caller between batches).
 
 use super::graph::{Edge, EdgeKind, Graph, NONE, NULL_SLOT, NULL_TIME, WIDE};
 use super::{input_error, WhatIfError};
@@ -241,22 +241,28 @@ impl Graph {
 
     /// Replays many changes in parallel (rayon; `threads`: a pool of that size, else the global
     /// one), the graph shared read-only; outcomes in the order of `changes`. Every change is
-    /// checked first: one bad change fails the batch.
-    pub fn replay_many(&self, changes: &[Change], options: &ReplayOptions, threads: Option<usize>) -> Result<Vec<Outcome>, WhatIfError> {
+    /// checked first: one bad change fails the batch. Each thread takes a workspace from `spare`
+    /// (a new one where none is left) and gives it back: kept there, the caller's next replays
+    /// reuse them, where new ones (the size of the graph) cost their memory's first touch again.
+    pub fn replay_many(
+        &self,
+        changes: &[Change],
+        options: &ReplayOptions,
+        threads: Option<usize>,
+        spare: &Mutex<Vec<Workspace>>,
+    ) -> Result<Vec<Outcome>, WhatIfError> {
         let mut scratch = Vec::new();
         for change in changes {
             self.patches_of(change, &mut scratch)?;
         }
-        // One workspace per thread at most: taken from and returned to a pool.
-        let pool: Mutex<Vec<Workspace>> = Mutex::new(Vec::new());
         let run = || -> Result<Vec<Outcome>, WhatIfError> {
             changes
                 .par_iter()
                 .map(|change| {
-                    let ws = pool.lock().unwrap().pop();
+                    let ws = spare.lock().unwrap().pop();
                     let mut ws = ws.unwrap_or_else(|| self.workspace());
                     let outcome = self.replay(change, &mut ws, options);
-                    pool.lock().unwrap().push(ws);
+                    spare.lock().unwrap().push(ws);
                     outcome
                 })
                 .collect()

@@ -6,6 +6,7 @@ use collectivetrace_core::whatif::synth::{self, Plant, Rng, Spec};
 use collectivetrace_core::whatif::{
     Change, EdgeKind, Graph, JobData, NodeKind, NodeRef, Options, Outcome, ReplayOptions, SyncType, WhatIfError,
 };
+use std::sync::Mutex;
 
 /// Launch latency fixed at 10 ns and a 5 ns tolerance, so hand computations stay small.
 fn options() -> Options {
@@ -468,10 +469,15 @@ fn replay_many_matches_one_by_one_and_chains_lead_back_to_the_cause() {
     let g = build(&job);
     let changes: Vec<Change> = (0..9).map(|d| Change { op_durations: vec![(k1, 100 + 10 * d)], ..Change::default() }).collect();
     let opts = ReplayOptions { chain_steps: 8 };
-    let many = g.replay_many(&changes, &opts, Some(2)).unwrap();
+    let spare = Mutex::default();
+    let many = g.replay_many(&changes, &opts, Some(2), &spare).unwrap();
     for (c, m) in changes.iter().zip(&many) {
         assert_eq!(*m, g.replay(c, &mut g.workspace(), &opts).unwrap());
     }
+    // The workspaces (one per thread at most) are kept, and a second batch reuses them: the same outcomes.
+    assert!((1..=2).contains(&spare.lock().unwrap().len()));
+    assert_eq!(g.replay_many(&changes, &opts, Some(2), &spare).unwrap(), many);
+    assert!((1..=2).contains(&spare.lock().unwrap().len()));
     // K1 = d on rank 1: W1 = d - 100; W2 = (70 + d) - max(40 + d, 170): d - 100 up to d = 130, then 30.
     assert_eq!(many.iter().map(|o| o.total_wait).collect::<Vec<_>>(), [0, 20, 40, 60, 70, 80, 90, 100, 110]);
     // Measured: instance 0's last arrival is rank 1's N1, bound by its wait for K1 (recorded).

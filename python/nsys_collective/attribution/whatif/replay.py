@@ -112,10 +112,9 @@ def _step_times(job: Job, g: JobGraph, base: dict, job_start: int) -> list[dict]
         w = job.timeline[r]
         if not len(w):
             continue
-        order = np.argsort(w.start, kind="stable")
-        s, e = w.start[order], np.maximum.accumulate(w.end[order])
-        new = np.r_[True, s[1:] > e[:-1]]  # the GPU's busy blocks: a union of its ops
-        block_start, block_end = s[new], np.r_[e[np.flatnonzero(new)[1:] - 1], e[-1]]
+        reach = np.maximum.accumulate(w.end)  # the work is in start order: the GPU is busy until reach
+        new = np.flatnonzero(np.r_[True, w.start[1:] > reach[:-1]])  # the GPU's busy blocks: a union of its ops
+        block_start, block_end = w.start[new], np.r_[reach[new[1:] - 1], reach[-1]]
         # The blocks are disjoint and sorted: busy time in [a, b] is busy-before(b) - busy-before(a).
         busy += np.maximum(_busy_before(block_start, block_end, ends[have]) - _busy_before(block_start, block_end, starts), 0)
     gpu_time = np.maximum(durations, 1) * len(g.ranks)
@@ -134,14 +133,16 @@ def _busy_before(block_start: np.ndarray, block_end: np.ndarray, t: np.ndarray) 
     return np.where(k >= 0, done[np.maximum(k, 0)] + inside, 0)
 
 
-def _ideal(g, base: dict, fixed: list[Candidate], rows: list, job_start: int) -> tuple[dict, int]:
+def _ideal(g, base: dict, fixed: list[Candidate], rows: list, replayed: dict[int, dict], job_start: int) -> tuple[dict, int]:
     """The ideal: the replay of the causes fixed together whose wait saved is its wait figure, and
     its step time saved. Wait is not monotone in the fixes (a rank made faster that was not the
     late one waits longer; a faster transfer moves where ranks meet), so every cause at once can
     save less than one cause alone. Each figure of the ideal is therefore the best of a few
     combinations: every cause at once, the causes that save wait at once, and the cause that saves
     the most of either alone (the step time figure may come from another of these replays than
-    the wait figure), so the ideal never saves less than a cause the table lists beside it."""
+    the wait figure), so the ideal never saves less than a cause the table lists beside it. Each
+    distinct set is replayed once; a set of one cause is that cause's own replay (`replayed`: each
+    candidate's outcome, by id)."""
     if not fixed:
         return base, 0
     wait = {id(c): w for c, w, *_ in rows}
@@ -150,7 +151,10 @@ def _ideal(g, base: dict, fixed: list[Candidate], rows: list, job_start: int) ->
     listed = [c for c, *_ in rows]
     sets = [fixed, saving, [max(listed, key=lambda c: wait[id(c)])], [max(listed, key=lambda c: step[id(c)])]]
     sets = list({tuple(map(id, s)): s for s in sets if s}.values())  # each distinct set replayed once
-    outs = g.graph.replay_many([_merged([c.change for c in s]) for s in sets], threads=os.cpu_count())
+    together = [s for s in sets if len(s) > 1]
+    replays = iter(g.graph.replay_many([_merged([c.change for c in s]) for s in together], threads=os.cpu_count())
+                   if together else [])
+    outs = [replayed[id(s[0])] if len(s) == 1 else next(replays) for s in sets]
     waits = [int(base["total_wait"] - out["total_wait"]) for out in outs]
     by_wait = outs[waits.index(max(waits))]  # the first, the larger set, on a tie
     return by_wait, max(_step_time_saved(base, out, job_start) for out in outs)
@@ -210,7 +214,7 @@ def analyze(job: Job, g: JobGraph | None, kind: np.ndarray, tolerance_ns: int, s
     # (NCCL's bootstrap on one rank): fixing a rank that was not the late one only makes it wait longer.
     moves = {id(c) for c, wait, *_ in rows if wait < -MOVED_SHARE * total_wait}
     fixed = [c for c in fixed if id(c) not in moves]
-    ideal_out, ideal_step = _ideal(g, base, fixed, rows, job_start)
+    ideal_out, ideal_step = _ideal(g, base, fixed, rows, {id(c): out for c, out in zip(candidates, outcomes)}, job_start)
     causes, saved = [], []
     n_steps = len(g.step_names)
     for (c, wait_saved, step_saved, saved_wait), up in zip(rows, parent):
