@@ -11,10 +11,11 @@ import numpy as np
 
 from nsys_collective import _native
 from nsys_collective.attribution.whatif import host, idle, kernels, transfers
+from nsys_collective.attribution.whatif import rank as rank_level
 from nsys_collective.attribution.whatif.candidate import Context
 from nsys_collective.attribution.whatif.graph import JobGraph
 
-NAMES = ["?", "gemm", "stage_fwd", "dataloader_ops", "extra_norm"]
+NAMES = ["?", "gemm", "stage_fwd", "dataloader_ops", "extra_norm", "memcpy"]
 
 
 def a(*values) -> np.ndarray:
@@ -26,11 +27,18 @@ class Timeline(SimpleNamespace):
         return self.per_rank[rank]
 
 
+class Work(SimpleNamespace):
+    """A rank's GPU work (model.timeline.GpuWork): its ops in timeline order."""
+
+    def __len__(self):
+        return len(self.start)
+
+
 def job(ranks: dict[int, str]) -> SimpleNamespace:
     """The parts of a job the pickers read: ranks with hosts, kernel names, GPU work per rank."""
     by_number = {r: SimpleNamespace(rank=r, host=h) for r, h in ranks.items()}
     timeline = Timeline(names=SimpleNamespace(values=NAMES),
-                        per_rank={r: SimpleNamespace(short_of={i: i for i in range(len(NAMES))}) for r in ranks})
+                        per_rank={r: Work(short_of={i: i for i in range(len(NAMES))}) for r in ranks})
     return SimpleNamespace(by_number=by_number, ranks=list(by_number.values()), timeline=timeline, alignment=None,
                            traces={r: SimpleNamespace(gpu=object()) for r in ranks})
 
@@ -40,24 +48,36 @@ def context(j, min_excess=10, **shared) -> Context:
                   min_excess=min_excess, step_pattern="ProfilerStep#*")
     for build, value in shared.items():  # what the pickers share, hand-built instead of read from a trace
         # A hand-built host time serves as the ranges' time with their calls too (host_group reads that).
-        for f in {"kernel_runs": (kernels.kernel_runs,), "host_time": (host.host_time, host.range_time)}[build]:
+        for f in {"host_time": (host.host_time, host.range_time)}[build]:
             ctx._shared[f] = value
     return ctx
 
 
-def runs(rank, program, step, name, duration) -> kernels.KernelRuns:
-    """Kernel runs, one row each, their op rows in order and their occurrence counted."""
-    from nsys_collective.model import grouping
-
-    rank, step, name = a(*rank), a(*step), a(*name)
-    return kernels.KernelRuns(rank=rank, program=a(*program), step=step, name=name, duration=a(*duration),
-                              op=np.arange(len(rank)), occurrence=grouping.occurrence(rank, step, name))
+def with_ops(ctx: Context, rank, step, name, duration, is_kernel=None, is_nccl=None, program=None) -> Context:
+    """The ranks' GPU work from one row per op, the rows rank by rank (ranks ascending), each
+    rank's in its timeline order, its ops back to back; op rows are the rows' numbers."""
+    rank, step, name, duration = a(*rank), a(*step), a(*name), a(*duration)
+    is_kernel = np.ones(len(rank), bool) if is_kernel is None else np.array(is_kernel)
+    is_nccl = np.zeros(len(rank), bool) if is_nccl is None else np.array(is_nccl)
+    ranks = list(dict.fromkeys(rank.tolist()))
+    for r in ranks:
+        rows = np.flatnonzero(rank == r)
+        w = ctx.job.timeline.per_rank[r]
+        w.end = np.cumsum(duration[rows])
+        w.start = w.end - duration[rows]
+        w.name, w.is_kernel, w.is_nccl = name[rows], is_kernel[rows], is_nccl[rows]
+        w.compute = np.flatnonzero(w.is_kernel & ~w.is_nccl)
+    ctx.graph = SimpleNamespace(ranks=ranks, op_offset={r: int(np.flatnonzero(rank == r)[0]) for r in ranks}, op_step=step)
+    if program is not None:
+        ctx.program = dict(zip(ranks, program))
+    return ctx
 
 
 def test_a_kernel_slower_on_one_rank_than_on_its_peers_is_proposed_at_their_pace():
     # gemm twice a step on three ranks of one program: rank 2's runs take 150 against 100.
-    k = runs(rank=(0, 0, 1, 1, 2, 2), program=(0,) * 6, step=(0,) * 6, name=(1,) * 6, duration=(100, 100, 100, 100, 150, 150))
-    (c,) = kernels.kernel_candidates(context(job({0: "n0", 1: "n0", 2: "n1"}), kernel_runs=k))
+    ctx = with_ops(context(job({0: "n0", 1: "n0", 2: "n1"})), rank=(0, 0, 1, 1, 2, 2), step=(0,) * 6, name=(1,) * 6,
+                   duration=(100, 100, 100, 100, 150, 150))
+    (c,) = kernels.kernel_candidates(ctx)
     assert (c.cause, c.rank, c.host, c.name, c.reference) == ("kernel", 2, "n1", "gemm", "peers")
     assert c.excess_ns == 100 and c.slowdown == 0.5 and c.systematic and c.runs == 2
     assert c.change["op"].tolist() == [4, 5] and c.change["op_ns"].tolist() == [100, 100]
@@ -65,21 +85,24 @@ def test_a_kernel_slower_on_one_rank_than_on_its_peers_is_proposed_at_their_pace
 
 def test_a_kernel_no_peer_runs_is_held_to_its_own_other_steps():
     # A pipeline stage: only rank 3 runs stage_fwd; its third step's run is 60 longer.
-    k = runs(rank=(3, 3, 3), program=(1, 1, 1), step=(0, 1, 2), name=(2, 2, 2), duration=(100, 100, 160))
-    (c,) = kernels.kernel_candidates(context(job({3: "n1"}), kernel_runs=k))
+    ctx = with_ops(context(job({3: "n1"})), rank=(3, 3, 3), step=(0, 1, 2), name=(2, 2, 2), duration=(100, 100, 160),
+                   program=(1,))
+    (c,) = kernels.kernel_candidates(ctx)
     assert (c.cause, c.rank, c.reference, c.excess_ns) == ("kernel", 3, "self", 60)
     assert c.change["op"].tolist() == [2] and c.change["op_ns"].tolist() == [100]
 
 
 def test_jitter_below_the_slowdown_threshold_is_no_kernel_cause():
-    k = runs(rank=(0, 1, 2), program=(0,) * 3, step=(0,) * 3, name=(1,) * 3, duration=(1000, 1000, 1020))
-    assert kernels.kernel_candidates(context(job({0: "n0", 1: "n0", 2: "n0"}), kernel_runs=k)) == []
+    ctx = with_ops(context(job({0: "n0", 1: "n0", 2: "n0"})), rank=(0, 1, 2), step=(0,) * 3, name=(1,) * 3,
+                   duration=(1000, 1000, 1020))
+    assert kernels.kernel_candidates(ctx) == []
 
 
 def test_runs_beyond_the_peers_count_are_extra_kernels_removed():
     # extra_norm: once a step on ranks 0 and 1, three times on rank 2.
-    k = runs(rank=(0, 1, 2, 2, 2), program=(0,) * 5, step=(0,) * 5, name=(4,) * 5, duration=(40,) * 5)
-    (c,) = kernels.extra_candidates(context(job({0: "n0", 1: "n0", 2: "n0"}), kernel_runs=k))
+    ctx = with_ops(context(job({0: "n0", 1: "n0", 2: "n0"})), rank=(0, 1, 2, 2, 2), step=(0,) * 5, name=(4,) * 5,
+                   duration=(40,) * 5)
+    (c,) = kernels.extra_candidates(ctx)
     assert (c.cause, c.rank, c.name, c.reference) == ("extra_kernel", 2, "extra_norm", "peers")
     assert (c.runs, c.reference_runs, c.excess_ns, c.systematic) == (3, 1, 80, True)
     assert c.change["op"].tolist() == [3, 4] and c.change["op_ns"].tolist() == [0, 0]  # the second and third runs
@@ -88,19 +111,14 @@ def test_runs_beyond_the_peers_count_are_extra_kernels_removed():
 def test_the_kernel_runs_are_the_op_runs_kernels_counted_among_kernels():
     """The kernels reuse the op runs' occurrence and references, unless a copy is named as a
     kernel: then the copy must not count as one of the kernel's runs."""
-    from nsys_collective.model import grouping
-
-    for copy_name, shared in ((9, False), (1, True)):
+    for copy_name, shared in ((5, False), (1, True)):
         # gemm twice a step on ranks 0 and 1, a copy between rank 0's two; rank 1's take 150.
-        rank, step, name = a(0, 0, 0, 1, 1, 2, 2), a(0, 0, 0, 0, 0, 0, 0), a(1, copy_name, 1, 1, 1, 1, 1)
-        is_kernel = np.array([True, False, True, True, True, True, True])
-        ops = kernels.KernelRuns(rank=rank, program=a(0, 0, 0, 0, 0, 0, 0), step=step, name=name,
-                                 duration=a(100, 5, 100, 150, 150, 100, 100), op=np.arange(7),
-                                 occurrence=grouping.occurrence(rank, step, name), is_kernel=is_kernel)
-        ctx = context(job({0: "n0", 1: "n0", 2: "n0"}))
-        ctx._shared[kernels.op_runs] = ops
-        k = kernels.kernel_runs(ctx)
-        assert k.occurrence.tolist() == [0, 1, 0, 1, 0, 1] and (k.of_ops is None) == shared
+        ctx = with_ops(context(job({0: "n0", 1: "n0", 2: "n0"})), rank=(0, 0, 0, 1, 1, 2, 2), step=(0,) * 7,
+                       name=(1, copy_name, 1, 1, 1, 1, 1), duration=(100, 5, 100, 150, 150, 100, 100),
+                       is_kernel=(True, False, True, True, True, True, True))
+        ops, k = ctx.shared(kernels.op_runs), ctx.shared(kernels.kernel_runs)
+        assert ops[0].occurrence.tolist() == [0, 0 if copy_name == 5 else 1, 1 if copy_name == 5 else 2]
+        assert (k is ops) != shared and [k[r].occurrence[ctx.job.timeline[r].compute].tolist() for r in (0, 1, 2)] == [[0, 1]] * 3
         (c,) = kernels.kernel_candidates(ctx)
         assert (c.rank, c.excess_ns, c.change["op"].tolist(), c.change["op_ns"].tolist()) == (1, 100, [3, 4], [100, 100])
 
@@ -183,15 +201,14 @@ def test_gpu_idle_nothing_explains_is_the_graphs_slack():
     assert c.change["zero_slack"].tolist() == native.nodes("op_start", a(1)).tolist()
 
 
-def test_each_ranks_op_runs_come_back_in_its_timeline_order():
-    """The op runs hold the kernels first (the kernel runs are a slice of them), then the copies;
-    a rank's rows still come back in op order, for a device's change."""
-    # Ranks 0 and 1: ops 0-2 and 3-5; op 1 and op 5 are copies.
-    ops = kernels.KernelRuns(rank=a(0, 0, 1, 1, 0, 1), program=a(0, 0, 0, 0, 0, 0), step=a(0, 0, 0, 0, 0, 0),
-                             name=a(1, 1, 1, 1, 9, 9), duration=a(1, 1, 1, 1, 1, 1), op=a(0, 2, 3, 4, 1, 5),
-                             occurrence=a(0, 1, 0, 1, 0, 0), is_kernel=np.array([True] * 4 + [False] * 2))
-    assert {r: rows.tolist() for r, rows in ops.by_rank().items()} == {0: [0, 4, 1], 1: [2, 3, 5]}
-    ctx = context(job({0: "n0", 1: "n0"}))
-    ctx._shared[kernels.op_runs] = ops
-    k = kernels.kernel_runs(ctx)
-    assert k.of_ops == slice(0, 4) and k.op.tolist() == [0, 2, 3, 4] and np.shares_memory(k.op, ops.op)
+def test_a_device_slower_on_all_its_ops_is_set_to_its_peers_pace():
+    # Three ranks: a gemm, an AllReduce (never a cause, no reference), a copy; rank 2's gemm and
+    # copy take 25% longer. Its ops' rows skip the collective's.
+    ctx = with_ops(context(job({0: "n0", 1: "n0", 2: "n1"})), rank=(0, 0, 0, 1, 1, 1, 2, 2, 2), step=(0,) * 9,
+                   name=(1, 3, 5) * 3, duration=(800, 50, 200, 800, 50, 200, 1000, 90, 250),
+                   is_kernel=(True, True, False) * 3, is_nccl=(False, True, False) * 3)
+    runs = ctx.shared(kernels.op_runs)
+    assert np.isnan(runs[2].other_ranks[1]) and runs[2].occurrence[1] == -1
+    (c,) = rank_level.device_candidates(ctx)
+    assert (c.cause, c.rank, c.slowdown, c.runs, c.excess_ns) == ("slow_device", 2, 0.25, 2, 250)
+    assert c.change["op"].tolist() == [6, 8] and c.change["op_ns"].tolist() == [800, 200]

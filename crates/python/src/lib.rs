@@ -575,7 +575,7 @@ fn native_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace_gpu_items, m)?)?;
     m.add_function(wrap_pyfunction!(trace_host_calls, m)?)?;
     m.add_function(wrap_pyfunction!(quantiles_of_other_ranks, m)?)?;
-    m.add_function(wrap_pyfunction!(medians_of_others_and_other_ranks, m)?)?;
+    m.add_function(wrap_pyfunction!(run_references, m)?)?;
     Ok(())
 }
 
@@ -958,18 +958,35 @@ fn quantiles_of_other_ranks<'py>(
     Ok(out.into_iter().map(|q| q.into_pyarray(py)).collect())
 }
 
-/// `median_of_others` and `median_of_other_ranks` of the same rows from one grouping.
+/// One rank's runs as `run_references` takes them: (program, step, name, value, keep).
+type RankRuns<'py> =
+    (i64, PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, bool>);
+
+/// Per rank: each row's occurrence among the rank's runs of its step and name (-1: no run), and
+/// the median of the others and of the other ranks in its group (program, step, name, occurrence).
 #[pyfunction]
-fn medians_of_others_and_other_ranks<'py>(
+#[allow(clippy::type_complexity)]
+fn run_references<'py>(
     py: Python<'py>,
-    value: PyReadonlyArray1<'py, i64>,
-    rank: PyReadonlyArray1<'py, i64>,
-    keys: Keys<'py>,
-) -> PyResult<(Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>)> {
-    let (value, rank, keys) = (value.as_slice()?, rank.as_slice()?, key_slices(&keys)?);
-    let (others, other_ranks) =
-        py.detach(|| grouping::medians_of_others_and_other_ranks(value, rank, &keys)).map_err(to_py_err)?;
-    Ok((others.into_pyarray(py), other_ranks.into_pyarray(py)))
+    ranks: Vec<RankRuns<'py>>,
+) -> PyResult<Vec<(Column<'py>, Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>)>> {
+    let runs = ranks
+        .iter()
+        .map(|(program, step, name, value, keep)| {
+            Ok(grouping::RankRuns {
+                program: *program,
+                step: step.as_slice()?,
+                name: name.as_slice()?,
+                value: value.as_slice()?,
+                keep: keep.as_slice()?,
+            })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let out = py.detach(|| grouping::run_references(&runs)).map_err(to_py_err)?;
+    Ok(out
+        .into_iter()
+        .map(|r| (r.occurrence.into_pyarray(py), r.of_others.into_pyarray(py), r.of_other_ranks.into_pyarray(py)))
+        .collect())
 }
 
 // The what-if graph's input gathered from the ranks' own columns (python/.../whatif/graph.py): no

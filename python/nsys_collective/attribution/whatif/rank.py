@@ -45,38 +45,35 @@ PART_KINDS = {"slow_device": ("kernel",), "host_bound": ("host",), "api_stall": 
 
 def device_candidates(ctx: Context) -> list[Candidate]:
     """`slow_device` per rank, from every op run but the collectives' (kernels, copies, memsets)."""
-    job, g, ops, min_excess = ctx.job, ctx.graph, ctx.shared(kernels.op_runs), ctx.min_excess
-    # Per op run, the median of the same run (program, step, name, occurrence) on the other ranks
-    # (NaN where none ran it). Not the median of all of them: a slow device must not pull its own
-    # reference up (with four ranks the median of all four is half its own).
-    ref = ctx.shared(kernels.op_references)[1]
-    known = ~np.isnan(ref)
-    by_rank = ops.by_rank()
+    job, g, runs, min_excess = ctx.job, ctx.graph, ctx.shared(kernels.op_runs), ctx.min_excess
     out = []
     for rank in g.ranks:
-        if rank not in by_rank:
-            continue
-        mine = by_rank[rank]
-        rows = mine[known[mine]]
+        # Per op run, the median of the same run (program, step, name, occurrence) on the other
+        # ranks (NaN where none ran it). Not the median of all of them: a slow device must not
+        # pull its own reference up (with four ranks the median of all four is half its own).
+        ref = runs[rank].other_ranks
+        rows = np.flatnonzero(~np.isnan(ref))
         if not len(rows):
             continue
-        total, total_ref = float(ops.duration[rows].sum()), float(ref[rows].sum())
+        w = job.timeline[rank]
+        duration, ref = w.end[rows] - w.start[rows], ref[rows]
+        total, total_ref = float(duration.sum()), float(ref.sum())
         slowdown = total / max(total_ref, 1.0) - 1
         if slowdown < MIN_DEVICE_SLOWDOWN:
             continue
         # At the peers' pace: every op as much faster as the device was slower overall. Each op
         # keeps its own jitter; setting each to its reference would also take that away (and
         # credit the device with the luck of the draw).
-        fixed = np.round(ops.duration[rows] / (1 + slowdown)).astype(np.int64)
-        excess = int((ops.duration[rows] - fixed).sum())
+        fixed = np.round(duration / (1 + slowdown)).astype(np.int64)
+        excess = int((duration - fixed).sum())
         if excess < min_excess:
             continue
-        slower = int((ops.duration[rows] > ref[rows]).sum())
+        slower = int((duration > ref).sum())
         systematic = slowdown >= CONFIDENT_DEVICE_SLOWDOWN and slower >= CONFIDENT_SLOWER_SHARE * len(rows)
         out.append(Candidate(
             cause="slow_device", rank=int(rank), host=job.by_number[rank].host, name=None, name_full=None,
             reference="peers", excess_ns=excess, systematic=bool(systematic), slowdown=float(slowdown),
-            runs=len(rows), reference_runs=len(rows), change={"op": ops.op[rows], "op_ns": fixed}))
+            runs=len(rows), reference_runs=len(rows), change={"op": g.op_offset[rank] + rows, "op_ns": fixed}))
     return out
 
 
