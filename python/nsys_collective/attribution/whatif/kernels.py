@@ -83,45 +83,43 @@ def kernel_candidates(ctx: Context) -> list[Candidate]:
 
 def _rank_kernel_candidates(ctx: Context, rank: int, runs: RunReferences) -> dict[str, list[Candidate]]:
     """One rank's kernel candidates, by reference."""
-    job, min_excess = ctx.job, ctx.min_excess
+    job, min_excess, names = ctx.job, ctx.min_excess, len(ctx.job.timeline.names.values)
     w = job.timeline[rank]
     rows = w.compute  # its kernel runs' timeline rows
-    duration, name, occurrence = w.end[rows] - w.start[rows], w.name[rows], runs.occurrence[rows]
+    duration, name = w.end[rows] - w.start[rows], w.name[rows]
     ref = runs.peers[rows]  # filled in where no peer ran it
     use_peers = ~np.isnan(ref)
     alone = np.flatnonzero(~use_peers)  # only runs no other rank has need their own steps
     if len(alone):
-        ref[alone] = grouping.median_of_others(duration[alone], name[alone], occurrence[alone])
-    known = ~np.isnan(ref)
+        ref[alone] = grouping.median_of_others(duration[alone], name[alone], runs.occurrence[rows[alone]])
     out: dict[str, list[Candidate]] = {}
-    for reference, pick in (("peers", known & use_peers), ("self", known & ~use_peers)):
+    for reference, at in (("peers", np.flatnonzero(use_peers)), ("self", alone[~np.isnan(ref[alone])])):
         out[reference] = []
-        at = np.flatnonzero(pick)  # positions in `rows`
         if not len(at):
             continue
-        # Per kernel, in name order: its runs' time, their references' and their excess (sums of
+        # Per kernel (by name id): its runs' time, their references' and their excess (sums of
         # whole and half nanoseconds: exact in any order). Only the kernels that qualify are
         # gathered, run by run.
-        group, count = grouping.group_ids(name[at], sorted=True)
-        total = np.bincount(group, weights=duration[at], minlength=count)
-        total_ref = np.bincount(group, weights=ref[at], minlength=count)
-        excess = np.bincount(group, weights=np.maximum(0, duration[at] - ref[at]), minlength=count)
+        kernel = name[at]
+        total = np.bincount(kernel, weights=duration[at], minlength=names)
+        total_ref = np.bincount(kernel, weights=ref[at], minlength=names)
+        excess = np.bincount(kernel, weights=np.maximum(0, duration[at] - ref[at]), minlength=names)
         slowdown = total / np.maximum(total_ref, 1) - 1
         found = np.flatnonzero((slowdown >= MIN_SLOWDOWN) & (excess >= min_excess))
-        chosen = np.zeros(count, bool)
+        if not len(found):
+            continue
+        chosen = np.zeros(names, bool)
         chosen[found] = True
-        keep = chosen[group]
-        at, group = at[keep], group[keep]
-        order, _, first = grouping.groups(group)  # the chosen kernels in name order, each in row order
+        at = at[chosen[kernel]]
+        order, _, first = grouping.groups(name[at])  # the chosen kernels in name order, each in row order
         at = at[order]
-        for g_, b, e in zip(found.tolist(), first.tolist(), np.r_[first[1:], len(at)].tolist()):
+        for k, b, e in zip(found.tolist(), first.tolist(), np.r_[first[1:], len(at)].tolist()):
             members = at[b:e]
             slow = members[duration[members] > ref[members]]
-            kernel = int(name[members[0]])
             out[reference].append(Candidate(
-                cause="kernel", rank=rank, host=job.by_number[rank].host, name=_short(job, kernel),
-                name_full=job.timeline.names.values[kernel], reference=reference, excess_ns=int(excess[g_]),
-                systematic=bool(slowdown[g_] >= CONFIDENT_SLOWDOWN), slowdown=float(slowdown[g_]),
+                cause="kernel", rank=rank, host=job.by_number[rank].host, name=_short(job, k),
+                name_full=job.timeline.names.values[k], reference=reference, excess_ns=int(excess[k]),
+                systematic=bool(slowdown[k] >= CONFIDENT_SLOWDOWN), slowdown=float(slowdown[k]),
                 runs=len(members), reference_runs=len(members),
                 change={"op": ctx.graph.op_offset[rank] + rows[slow], "op_ns": np.round(ref[slow]).astype(np.int64)}))
     return out

@@ -88,9 +88,11 @@ def api_candidates(ctx: Context) -> list[Candidate]:
     hist = []
     ranks = list(g.ranks)
     for rank in ranks:
-        _, api, duration = _api_calls(job, rank, api_id)
-        (api_h,), value, count = grouping.value_counts(duration, api)
-        hist.append((np.full(len(value), rank), np.full(len(value), program[rank]), api_h, value, count))
+        c = job.traces[rank].calls
+        (blocking, name), value, count = grouping.value_counts(c.end - c.start, c.blocking, c.name)
+        keep = blocking == 0
+        api_h = _api_ids(job.traces[rank], name[keep], api_id)
+        hist.append((np.full(len(api_h), rank), np.full(len(api_h), program[rank]), api_h, value[keep], count[keep]))
     names = sorted(api_id, key=api_id.get)
     # Per (rank, API), the p90 and the median of that API's calls on the other ranks of its program
     # (model/grouping.py), from the histograms: each (rank, API) has one of each.
@@ -126,16 +128,20 @@ def api_candidates(ctx: Context) -> list[Candidate]:
 
 
 def _api_calls(job, rank: int, api_id: dict[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A rank's calls that do not wait for the GPU: their rows, APIs (`api_id`'s dense ids over the
-    job, new names numbered in name order) and durations."""
+    """A rank's calls that do not wait for the GPU: their rows, APIs and durations."""
     c = job.traces[rank].calls
     rows = np.flatnonzero(~c.blocking)
-    ids, at = grouping.unique(c.name[rows])  # each distinct name id once
-    text = [str(n) for n in job.traces[rank].names(ids).tolist()]
-    for name in sorted(set(text)):
-        api_id.setdefault(name, len(api_id))
-    dense = np.array([api_id[n] for n in text], dtype=np.int64)
-    return rows, (dense[at] if len(rows) else np.zeros(0, np.int64)), c.end[rows] - c.start[rows]
+    return rows, _api_ids(job.traces[rank], c.name[rows], api_id), c.end[rows] - c.start[rows]
+
+
+def _api_ids(trace, name: np.ndarray, api_id: dict[str, int]) -> np.ndarray:
+    """The APIs of a rank's calls (their name ids) as dense ids over the job (`api_id`; new names
+    numbered in name order)."""
+    ids, at = grouping.unique(name)  # each distinct name id once
+    text = [str(n) for n in trace.names(ids).tolist()]
+    for n in sorted(set(text)):
+        api_id.setdefault(n, len(api_id))
+    return np.array([api_id[n] for n in text], dtype=np.int64)[at] if len(name) else np.zeros(0, np.int64)
 
 
 def host_bound_candidates(ctx: Context) -> list[Candidate]:
