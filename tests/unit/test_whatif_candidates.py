@@ -5,15 +5,18 @@ figures (what the replays save) are test_whatif.py's; a failure here names the f
 from __future__ import annotations
 
 from concurrent.futures import Future
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from nsys_collective import _native
 from nsys_collective.attribution.whatif import host, idle, kernels, transfers
 from nsys_collective.attribution.whatif import rank as rank_level
-from nsys_collective.attribution.whatif.candidate import Context
+from nsys_collective.attribution.whatif.candidate import MIN_SLOWDOWN, Candidate, Context
 from nsys_collective.attribution.whatif.graph import JobGraph
+from nsys_collective.model import grouping
 
 NAMES = ["?", "gemm", "stage_fwd", "dataloader_ops", "extra_norm", "memcpy"]
 
@@ -212,3 +215,251 @@ def test_a_device_slower_on_all_its_ops_is_set_to_its_peers_pace():
     (c,) = rank_level.device_candidates(ctx)
     assert (c.cause, c.rank, c.slowdown, c.runs, c.excess_ns) == ("slow_device", 2, 0.25, 2, 250)
     assert c.change["op"].tolist() == [6, 8] and c.change["op_ns"].tolist() == [800, 200]
+
+
+# ---- The kernel, extra_kernel and slow_device pickers against the job-wide version they replaced ----
+# (attribution/whatif/kernels.py and rank.py before each rank's runs were read from its own
+# timeline: every op run of the job in one set of columns; verbatim but for its names, ref_*, and
+# for the two medians, which came from one core call that equalled these two.)
+
+
+@dataclass
+class RefRuns:
+    rank: np.ndarray
+    program: np.ndarray
+    step: np.ndarray
+    name: np.ndarray
+    duration: np.ndarray
+    op: np.ndarray
+    occurrence: np.ndarray
+    is_kernel: np.ndarray | None = None
+    of_ops: np.ndarray | slice | None = None
+
+    def by_rank(self) -> dict[int, np.ndarray]:
+        at = np.full(int(self.op.max()) + 1 if len(self.op) else 0, -1, np.int64)
+        at[self.op] = np.arange(len(self.op))
+        rows = at[at >= 0]
+        rank = self.rank[rows]
+        start = np.flatnonzero(np.r_[True, rank[1:] != rank[:-1]]) if len(rows) else np.zeros(0, np.int64)
+        end = np.r_[start[1:], len(rows)]
+        return {int(rank[b]): rows[b:e] for b, e in zip(start.tolist(), end.tolist())}
+
+
+def ref_op_runs(ctx):
+    job, g, program = ctx.job, ctx.graph, ctx.program
+    rows_of = {rank: np.flatnonzero(~job.timeline[rank].is_nccl) for rank in g.ranks}
+    kernel_of = {rank: job.timeline[rank].is_kernel[rows] for rank, rows in rows_of.items()}
+    n, n_kernels = sum(len(r) for r in rows_of.values()), sum(int(k.sum()) for k in kernel_of.values())
+    rank_c, program_c, step, name, duration, op, occurrence = (np.empty(n, np.int64) for _ in range(7))
+    is_kernel = np.arange(n) < n_kernels
+    at = {True: 0, False: n_kernels}
+    for rank in g.ranks:
+        w, all_rows, kernel = job.timeline[rank], rows_of.pop(rank), kernel_of.pop(rank)
+        all_op = g.op_offset[rank] + all_rows
+        all_step, all_name = g.op_step[all_op], w.name[all_rows]
+        all_occurrence = grouping.occurrence(all_step, all_name)
+        for part in (True, False):
+            pick = kernel if part else ~kernel
+            rows = all_rows[pick]
+            mine = slice(at[part], at[part] + len(rows))
+            at[part] += len(rows)
+            rank_c[mine], program_c[mine], op[mine] = rank, program[rank], all_op[pick]
+            step[mine], name[mine], occurrence[mine] = all_step[pick], all_name[pick], all_occurrence[pick]
+            duration[mine] = w.end[rows] - w.start[rows]
+    return RefRuns(rank_c, program_c, step, name, duration, op, occurrence=occurrence, is_kernel=is_kernel)
+
+
+def ref_kernel_runs(ctx):
+    ops = ctx.shared(ref_op_runs)
+    n = int(ops.is_kernel.sum())
+    columns = (ops.rank, ops.program, ops.step, ops.name, ops.duration, ops.op, ops.occurrence)
+    rows = slice(0, n) if ops.is_kernel[:n].all() else np.flatnonzero(ops.is_kernel)
+    rank, program, step, name, duration, op, occurrence = (c[rows] for c in columns)
+    other_names, _ = grouping.unique(ops.name[~ops.is_kernel])
+    shared = bool(np.isin(ops.name[ops.is_kernel], other_names).any())
+    if shared:
+        occurrence = grouping.occurrence(rank, step, name)
+    return RefRuns(rank, program, step, name, duration, op, occurrence=occurrence, is_kernel=np.ones(n, bool),
+                   of_ops=None if shared else rows)
+
+
+def ref_op_references(ctx):
+    ops = ctx.shared(ref_op_runs)
+    keys = (ops.program, ops.step, ops.name, ops.occurrence)
+    return grouping.median_of_others(ops.duration, *keys), grouping.median_of_other_ranks(ops.duration, ops.rank, *keys)
+
+
+def ref_kernel_candidates(ctx):
+    k = ctx.shared(ref_kernel_runs)
+    if k.of_ops is not None:
+        peers = ctx.shared(ref_op_references)[0][k.of_ops]
+    else:
+        peers = grouping.median_of_others(k.duration, k.program, k.step, k.name, k.occurrence)
+    order, _, first = grouping.groups(k.rank)
+    found = {"peers": [], "self": []}
+    for at, end in zip(first.tolist(), np.r_[first[1:], len(order)].tolist()):
+        for reference, got in ref_rank_kernel_candidates(ctx, k, order[at:end], peers).items():
+            found[reference] += got
+    return found["peers"] + found["self"]
+
+
+def ref_rank_kernel_candidates(ctx, k, mine, peers):
+    job, min_excess = ctx.job, ctx.min_excess
+    ref = peers[mine]
+    use_peers = ~np.isnan(ref)
+    alone = np.flatnonzero(~use_peers)
+    if len(alone):
+        ref[alone] = grouping.median_of_others(k.duration[mine[alone]], k.name[mine[alone]], k.occurrence[mine[alone]])
+    known = ~np.isnan(ref)
+    out = {}
+    for reference, pick in (("peers", known & use_peers), ("self", known & ~use_peers)):
+        out[reference] = []
+        at = np.flatnonzero(pick)
+        if not len(at):
+            continue
+        group, count = grouping.group_ids(k.name[mine[at]], sorted=True)
+        duration, reference_ns = k.duration[mine[at]], ref[at]
+        total = np.bincount(group, weights=duration, minlength=count)
+        total_ref = np.bincount(group, weights=reference_ns, minlength=count)
+        excess = np.bincount(group, weights=np.maximum(0, duration - reference_ns), minlength=count)
+        slowdown = total / np.maximum(total_ref, 1) - 1
+        found = np.flatnonzero((slowdown >= MIN_SLOWDOWN) & (excess >= min_excess))
+        chosen = np.zeros(count, bool)
+        chosen[found] = True
+        keep = chosen[group]
+        at, group = at[keep], group[keep]
+        order, _, first = grouping.groups(group)
+        at = at[order]
+        for g_, b, e in zip(found.tolist(), first.tolist(), np.r_[first[1:], len(at)].tolist()):
+            members = at[b:e]
+            rows = mine[members]
+            slow = members[k.duration[rows] > ref[members]]
+            rank, name = int(k.rank[rows[0]]), int(k.name[rows[0]])
+            out[reference].append(Candidate(
+                cause="kernel", rank=rank, host=job.by_number[rank].host, name=kernels._short(job, name),
+                name_full=job.timeline.names.values[name], reference=reference, excess_ns=int(excess[g_]),
+                systematic=bool(slowdown[g_] >= kernels.CONFIDENT_SLOWDOWN), slowdown=float(slowdown[g_]),
+                runs=len(members), reference_runs=len(members),
+                change={"op": k.op[mine[slow]], "op_ns": np.round(ref[slow]).astype(np.int64)}))
+    return out
+
+
+def ref_extra_candidates(ctx):
+    job, k, program, min_excess = ctx.job, ctx.shared(ref_kernel_runs), ctx.program, ctx.min_excess
+    out = []
+    ranks_of = {}
+    for rank, p in program.items():
+        ranks_of.setdefault(p, []).append(rank)
+    for p, members in ranks_of.items():
+        if len(members) < 2:
+            continue
+        mine = np.flatnonzero(k.program == p)
+        names = int(k.name[mine].max()) + 1 if len(mine) else 1
+        key, key_of = grouping.unique(k.step[mine] * names + k.name[mine])
+        keys = np.stack([key // names, key % names])
+        col = np.full(max(members) + 1, -1, dtype=np.int64)
+        col[members] = np.arange(len(members))
+        counts = np.bincount(key_of * len(members) + col[k.rank[mine]],
+                             minlength=len(key) * len(members)).reshape(len(key), len(members))
+        peer = np.median(counts, axis=1)
+        for j, rank in enumerate(members):
+            extra_keys = np.flatnonzero(counts[:, j] > peer)
+            if not len(extra_keys):
+                continue
+            rows = mine[(k.rank[mine] == rank) & np.isin(key_of.ravel(), extra_keys)]
+            allowed = np.floor(peer[key_of.ravel()[np.searchsorted(mine, rows)]]).astype(np.int64)
+            extra = rows[k.occurrence[rows] >= allowed]
+            for name in np.unique(k.name[extra]).tolist():
+                removed = extra[k.name[extra] == name]
+                excess = int(k.duration[removed].sum())
+                if excess < min_excess:
+                    continue
+                per_rank = counts[np.flatnonzero(keys[1] == name)].sum(axis=0)
+                runs, reference_runs = int(per_rank[j]), int(round(np.median(np.delete(per_rank, j))))
+                out.append(Candidate(
+                    cause="extra_kernel", rank=rank, host=job.by_number[rank].host, name=kernels._short(job, name),
+                    name_full=job.timeline.names.values[name], reference="peers", excess_ns=excess,
+                    systematic=runs > reference_runs, runs=runs, reference_runs=reference_runs,
+                    change={"op": k.op[removed], "op_ns": np.zeros(len(removed), np.int64)}))
+    return out
+
+
+def ref_device_candidates(ctx):
+    job, g, ops, min_excess = ctx.job, ctx.graph, ctx.shared(ref_op_runs), ctx.min_excess
+    ref = ctx.shared(ref_op_references)[1]
+    known = ~np.isnan(ref)
+    by_rank = ops.by_rank()
+    out = []
+    for rank in g.ranks:
+        if rank not in by_rank:
+            continue
+        mine = by_rank[rank]
+        rows = mine[known[mine]]
+        if not len(rows):
+            continue
+        total, total_ref = float(ops.duration[rows].sum()), float(ref[rows].sum())
+        slowdown = total / max(total_ref, 1.0) - 1
+        if slowdown < rank_level.MIN_DEVICE_SLOWDOWN:
+            continue
+        fixed = np.round(ops.duration[rows] / (1 + slowdown)).astype(np.int64)
+        excess = int((ops.duration[rows] - fixed).sum())
+        if excess < min_excess:
+            continue
+        slower = int((ops.duration[rows] > ref[rows]).sum())
+        systematic = slowdown >= rank_level.CONFIDENT_DEVICE_SLOWDOWN and slower >= rank_level.CONFIDENT_SLOWER_SHARE * len(rows)
+        out.append(Candidate(
+            cause="slow_device", rank=int(rank), host=job.by_number[rank].host, name=None, name_full=None,
+            reference="peers", excess_ns=excess, systematic=bool(systematic), slowdown=float(slowdown),
+            runs=len(rows), reference_runs=len(rows), change={"op": ops.op[rows], "op_ns": fixed}))
+    return out
+
+
+def same_candidates(mine: list[Candidate], theirs: list[Candidate]) -> bool:
+    """Every field equal, the changes' arrays value for value and of one dtype."""
+    def fields(c):
+        d = dict(vars(c))
+        change = d.pop("change")
+        return d, {k: (np.asarray(v).dtype.str, np.asarray(v).tolist()) for k, v in change.items()}
+    return [fields(c) for c in mine] == [fields(c) for c in theirs]
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_the_pickers_equal_the_job_wide_version(seed):
+    """Random jobs: ranks of one or two programs, kernels run a varying number of times a step
+    (extra runs), slow ranks and slow kernels, ties, runs outside the steps, collectives between
+    the ops, a rank alone in its program (its own steps are its reference), sometimes a copy
+    named as a kernel; every candidate of the three pickers, field by field."""
+    rng = np.random.default_rng(seed)
+    n_ranks = int(rng.integers(1, 6))
+    ranks = sorted(rng.choice(8, n_ranks, replace=False).tolist())
+    rows = []  # (rank, step, name, duration, is_kernel, is_nccl)
+    for r in ranks:
+        slow = rng.choice([1.0, 1.0, 1.3])
+        for step in range(-1, int(rng.integers(1, 4))):
+            for _ in range(int(rng.integers(0, 12))):
+                name = int(rng.integers(1, 5))
+                copy = rng.random() < 0.15
+                nccl = not copy and rng.random() < 0.1
+                if copy:
+                    name = 5 if seed % 3 else name  # a copy named as a kernel, on every third job
+                duration = int(rng.integers(1, 4) * 100 * (slow if name != 2 or rng.random() < 0.5 else 1.6))
+                rows.append((r, step, name, duration, not copy, nccl))
+    if not rows:
+        return
+    rank, step, name, duration, is_kernel, is_nccl = (list(c) for c in zip(*rows))
+    j = job({r: f"n{r % 2}" for r in ranks})
+    ctx = with_ops(context(j, min_excess=int(rng.integers(1, 300))), rank=rank, step=step, name=name,
+                   duration=duration, is_kernel=is_kernel, is_nccl=is_nccl,
+                   program=[int(rng.integers(0, 2)) if seed % 2 else 0 for _ in ranks])
+    for r in ranks:
+        if r not in ctx.graph.ranks:  # a rank without ops
+            ctx.graph.ranks.append(r)
+            ctx.graph.op_offset[r] = len(rows)
+            w = j.timeline.per_rank[r]
+            w.start = w.end = w.name = np.zeros(0, np.int64)
+            w.is_kernel = w.is_nccl = np.zeros(0, bool)
+            w.compute = np.zeros(0, np.int64)
+            ctx.program.setdefault(r, 0)
+    assert same_candidates(kernels.kernel_candidates(ctx), ref_kernel_candidates(ctx))
+    assert same_candidates(kernels.extra_candidates(ctx), ref_extra_candidates(ctx))
+    assert same_candidates(rank_level.device_candidates(ctx), ref_device_candidates(ctx))

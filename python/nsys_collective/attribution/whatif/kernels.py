@@ -58,15 +58,23 @@ def op_runs(ctx: Context) -> dict[int, RunReferences]:
 def kernel_runs(ctx: Context) -> dict[int, RunReferences]:
     """Every compute kernel run of the job, counted among the kernels: the op runs, unless a copy
     is named as a kernel (the ops' occurrence counts it, their groups mix)."""
-    job, ranks = ctx.job, ctx.graph.ranks
-    kernel, other = (np.zeros(len(job.timeline.names.values), bool) for _ in range(2))
-    for rank in ranks:
-        w = job.timeline[rank]
-        kernel[w.name[w.compute]] = True
+    other = np.zeros(len(ctx.job.timeline.names.values), bool)
+    for rank in ctx.graph.ranks:
+        w = ctx.job.timeline[rank]
         other[w.name[~w.is_kernel & ~w.is_nccl]] = True
-    if not (kernel & other).any():
+    if not (other & (ctx.shared(kernel_names) >= 0)).any():
         return ctx.shared(op_runs)
     return _runs(ctx, lambda w: w.is_kernel & ~w.is_nccl)
+
+
+def kernel_names(ctx: Context) -> np.ndarray:
+    """Per name id of the job, its number among the compute kernels' names (in id order; -1: no
+    kernel's): a few dozen names that a table of a kernel's steps and names can be indexed by."""
+    kernel = np.zeros(len(ctx.job.timeline.names.values), bool)
+    for rank in ctx.graph.ranks:
+        w = ctx.job.timeline[rank]
+        kernel[w.name[w.compute]] = True
+    return np.where(kernel, np.cumsum(kernel) - 1, -1)
 
 
 def kernel_candidates(ctx: Context) -> list[Candidate]:
@@ -138,7 +146,8 @@ def extra_candidates(ctx: Context) -> list[Candidate]:
     """Kernels a rank ran more often in a step than the other ranks of its program did. Fixed:
     the runs beyond the peers' count are not run."""
     job, g, runs, program, min_excess = ctx.job, ctx.graph, ctx.shared(kernel_runs), ctx.program, ctx.min_excess
-    names = len(job.timeline.names.values)
+    kernel = ctx.shared(kernel_names)
+    names = int(kernel.max()) + 1 if len(kernel) else 1
     out = []
     ranks_of = {}
     for rank, p in program.items():
@@ -151,12 +160,14 @@ def extra_candidates(ctx: Context) -> list[Candidate]:
         keyed = []
         for rank in members:
             rows = job.timeline[rank].compute
-            keyed.append((rows, *grouping.unique(g.op_step[g.op_offset[rank] + rows] * names + job.timeline[rank].name[rows])))
-        keys = np.unique(np.concatenate([key for _, key, _ in keyed] + [np.zeros(0, np.int64)]))
+            step = g.op_step[g.op_offset[rank] + rows]  # -1: outside the steps
+            keyed.append((rows, *grouping.unique((step + 1) * names + kernel[job.timeline[rank].name[rows]])))
+        keys, _ = grouping.unique(np.concatenate([key for _, key, _ in keyed] + [np.zeros(0, np.int64)]))
         counts = np.zeros((len(keys), len(members)), np.int64)
         for j, (_, key, key_of) in enumerate(keyed):
             counts[np.searchsorted(keys, key), j] = np.bincount(key_of, minlength=len(key))
-        peer = np.median(counts, axis=1)
+        ordered = np.sort(counts, axis=1)
+        peer = (ordered[:, (len(members) - 1) // 2] + ordered[:, len(members) // 2]) / 2  # each key's median
         key_name = keys % names
         for j, rank in enumerate(members):
             rows, key, key_of = keyed[j]
@@ -170,7 +181,7 @@ def extra_candidates(ctx: Context) -> list[Candidate]:
                 excess = int((w.end[removed] - w.start[removed]).sum())
                 if excess < min_excess:
                     continue
-                per_rank = counts[key_name == name].sum(axis=0)
+                per_rank = counts[key_name == kernel[name]].sum(axis=0)
                 n_runs, reference_runs = int(per_rank[j]), int(round(np.median(np.delete(per_rank, j))))
                 out.append(Candidate(
                     cause="extra_kernel", rank=rank, host=job.by_number[rank].host, name=_short(job, name),
