@@ -700,18 +700,17 @@ fn host_calls<'a>(c: &'a HostCalls<'_>) -> PyResult<host_time::Calls<'a>> {
     })
 }
 
-/// Per range of one rank, its host time (its gaps, and with `with_calls` its calls that do not
-/// wait for the GPU) and where its first gap began (int64 max: none): two int64 arrays.
+/// Per range of one rank, its host time (its gaps; its calls that do not wait for the GPU) and
+/// where its first gap began (int64 max: none): three int64 arrays.
 #[pyfunction]
 fn range_host_time<'py>(
     py: Python<'py>,
     calls: HostCalls<'py>,
     ranges: usize,
-    with_calls: bool,
-) -> PyResult<(Column<'py>, Column<'py>)> {
+) -> PyResult<(Column<'py>, Column<'py>, Column<'py>)> {
     let calls = host_calls(&calls)?;
-    let t = py.detach(|| host_time::range_time(&calls, ranges, with_calls)).map_err(to_py_err)?;
-    Ok((t.total.into_pyarray(py), t.first_gap.into_pyarray(py)))
+    let t = py.detach(|| host_time::range_time(&calls, ranges)).map_err(to_py_err)?;
+    Ok((t.gaps.into_pyarray(py), t.calls.into_pyarray(py), t.first_gap.into_pyarray(py)))
 }
 
 /// The host-time pieces of the ranges with a row (`row_of`, -1: none), in row order, each row's in
