@@ -267,8 +267,10 @@ def host_group_candidates(ctx: Context) -> list[Candidate]:
     if len(hosts) < 2 or not len(h.rank):
         return []
     names = list(hosts)
-    index = {r: i for i, name in enumerate(names) for r in hosts[name]}
-    host = np.array([index[r] for r in h.rank.tolist()], dtype=np.int64)
+    host_of_rank = np.full(max(job.traces) + 1, -1, np.int64)  # each rank's host, by its number in `names`
+    for i, name in enumerate(names):
+        host_of_rank[hosts[name]] = i
+    host = host_of_rank[h.rank]
     # How late each host ended each occurrence: its earliest rank's end (every rank of it late)
     # after the typical (median) end on the earliest host. Groups come sorted by family, program,
     # step, occurrence, then host.
