@@ -230,9 +230,10 @@ def ref_run_references(ranks):
     occurrence counted, then both medians of the whole set."""
     kept = [np.flatnonzero(keep) for *_, keep in ranks]
     rank = np.concatenate([np.full(len(rows), k) for k, rows in enumerate(kept)] + [np.zeros(0, np.int64)])
-    program, step, name, value = (np.concatenate([np.full(len(rows), part[0]) if c == 0 else part[c][rows]
-                                                  for part, rows in zip(ranks, kept)] + [np.zeros(0, np.int64)])
-                                  for c in range(4))
+    program, step, name, start, end = (np.concatenate([np.full(len(rows), part[0]) if c == 0 else part[c][rows]
+                                                       for part, rows in zip(ranks, kept)] + [np.zeros(0, np.int64)])
+                                       for c in range(5))
+    value = end - start
     occurrence = ref_occurrence(rank, step, name)
     others = ref_median_of_others(value, program, step, name, occurrence)
     other_ranks = ref_median_of_other_ranks_by_keys(value, rank, program, step, name, occurrence)
@@ -256,8 +257,9 @@ def test_run_references_equal_the_job_wide_grouping(seed):
     for _ in range(int(rng.integers(0, 6))):
         n = int(rng.integers(0, [4, 40, 400][seed % 3]))
         span = [2, 9, 2**40][seed % 4 % 3]
+        start = rng.integers(0, 10**6, n)
         ranks.append((int(rng.integers(0, 2)), rng.integers(-1, 4, n), rng.integers(0, span, n) * [1, 1, 7919][seed % 3],
-                      rng.integers(0, 5, n) * 100 + rng.integers(0, 2, n), rng.random(n) < 0.9))
+                      start, start + rng.integers(0, 5, n) * 100 + rng.integers(0, 2, n), rng.random(n) < 0.9))
     for got, expect in zip(grouping.run_references(ranks), ref_run_references(ranks), strict=True):
         for mine, theirs in zip(got, expect, strict=True):
             assert same(mine, theirs)

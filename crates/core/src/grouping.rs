@@ -450,19 +450,20 @@ pub fn median_of_other_ranks(value: &[i64], rank: &[i64], keys: &[&[i64]]) -> Re
 }
 
 /// One rank's runs of things (its GPU ops, say) for `run_references`: the program it runs and, per
-/// row, the run's step, name and value (its duration), in the rank's order; only rows `keep`s are runs.
+/// row, the run's step, name, start and end, in the rank's order; only rows `keep`s are runs.
 pub struct RankRuns<'a> {
     pub program: i64,
     pub step: &'a [i64],
     pub name: &'a [i64],
-    pub value: &'a [i64],
+    pub start: &'a [i64],
+    pub end: &'a [i64],
     pub keep: &'a [bool],
 }
 
 /// Per row of a rank's runs (-1 and NaN where the row is no run): its occurrence, its position
 /// among the rank's runs of the same step and name; and, among the runs of the same program, step,
 /// name and occurrence (one per rank at most), `median_of_others` and `median_of_other_ranks` of
-/// their values.
+/// their durations (end - start).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunReferences {
     pub occurrence: Vec<i64>,
@@ -524,7 +525,7 @@ impl Slots {
 /// group's with one copy of the run's own value left out.
 pub fn run_references(ranks: &[RankRuns]) -> Result<Vec<RunReferences>, GroupingError> {
     for r in ranks {
-        rows_of(&[r.step], &[r.name, r.value])?;
+        rows_of(&[r.step], &[r.name, r.start, r.end])?;
         if r.keep.len() != r.step.len() {
             return Err(GroupingError::Length(r.step.len(), r.keep.len()));
         }
@@ -578,7 +579,7 @@ pub fn run_references(ranks: &[RankRuns]) -> Result<Vec<RunReferences>, Grouping
     for (r, groups) in ranks.iter().zip(&group) {
         let runs = (0..r.step.len()).filter(|&row| r.keep[row]);
         for (&g, row) in groups.iter().zip(runs) {
-            values[next[g as usize]] = r.value[row];
+            values[next[g as usize]] = r.end[row] - r.start[row];
             next[g as usize] += 1;
         }
     }
@@ -590,7 +591,7 @@ pub fn run_references(ranks: &[RankRuns]) -> Result<Vec<RunReferences>, Grouping
         let runs = (0..r.step.len()).filter(|&row| r.keep[row]);
         for (&g, row) in groups.iter().zip(runs) {
             let sorted = &values[start[g as usize]..start[g as usize + 1]];
-            let (n, own) = (sorted.len(), r.value[row]);
+            let (n, own) = (sorted.len(), r.end[row] - r.start[row]);
             if n < 2 {
                 continue;
             }
@@ -739,7 +740,7 @@ mod tests {
             let keep: Vec<Vec<bool>> = cols.iter().map(|c| c[0].iter().map(|_| rng.u8(0..5) > 0).collect()).collect();
             let program: Vec<i64> = (0..n_ranks).map(|_| rng.i64(0..2)).collect();
             let ranks: Vec<RankRuns> = (0..n_ranks)
-                .map(|k| RankRuns { program: program[k], step: &cols[k][0], name: &cols[k][1], value: &cols[k][2], keep: &keep[k] })
+                .map(|k| RankRuns { program: program[k], step: &cols[k][0], name: &cols[k][1], start: &cols[k][0], end: &cols[k][2], keep: &keep[k] })
                 .collect();
             let got = run_references(&ranks).unwrap();
             // Every run of the job, as (rank, program, step, name, occurrence, value).
@@ -747,7 +748,7 @@ mod tests {
             for (k, r) in ranks.iter().enumerate() {
                 for row in (0..r.step.len()).filter(|&row| r.keep[row]) {
                     let occ = (0..row).filter(|&b| r.keep[b] && r.step[b] == r.step[row] && r.name[b] == r.name[row]).count();
-                    runs.push((k, row, [r.program, r.step[row], r.name[row], occ as i64], r.value[row]));
+                    runs.push((k, row, [r.program, r.step[row], r.name[row], occ as i64], r.end[row] - r.start[row]));
                 }
             }
             for (k, r) in ranks.iter().enumerate() {
@@ -770,7 +771,7 @@ mod tests {
                 assert!(same_f64(&[got[k].of_other_ranks[row]], &[naive_median(theirs)]), "case {case}");
             }
         }
-        let short = RankRuns { program: 0, step: &[1, 2], name: &[1, 2], value: &[1, 2], keep: &[true] };
+        let short = RankRuns { program: 0, step: &[1, 2], name: &[1, 2], start: &[1, 2], end: &[1, 2], keep: &[true] };
         assert_eq!(run_references(&[short]), Err(GroupingError::Length(2, 1)));
     }
 

@@ -957,9 +957,15 @@ fn quantiles_of_other_ranks<'py>(
     Ok(out.into_iter().map(|q| q.into_pyarray(py)).collect())
 }
 
-/// One rank's runs as `run_references` takes them: (program, step, name, value, keep).
-type RankRuns<'py> =
-    (i64, PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, bool>);
+/// One rank's runs as `run_references` takes them: (program, step, name, start, end, keep).
+type RankRuns<'py> = (
+    i64,
+    PyReadonlyArray1<'py, i64>,
+    PyReadonlyArray1<'py, i64>,
+    PyReadonlyArray1<'py, i64>,
+    PyReadonlyArray1<'py, i64>,
+    PyReadonlyArray1<'py, bool>,
+);
 
 /// Per rank: each row's occurrence among the rank's runs of its step and name (-1: no run), and
 /// the median of the others and of the other ranks in its group (program, step, name, occurrence).
@@ -971,12 +977,13 @@ fn run_references<'py>(
 ) -> PyResult<Vec<(Column<'py>, Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>)>> {
     let runs = ranks
         .iter()
-        .map(|(program, step, name, value, keep)| {
+        .map(|(program, step, name, start, end, keep)| {
             Ok(grouping::RankRuns {
                 program: *program,
                 step: step.as_slice()?,
                 name: name.as_slice()?,
-                value: value.as_slice()?,
+                start: start.as_slice()?,
+                end: end.as_slice()?,
                 keep: keep.as_slice()?,
             })
         })

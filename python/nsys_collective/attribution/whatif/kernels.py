@@ -46,7 +46,7 @@ def _runs(ctx: Context, runs: Callable[[GpuWork], np.ndarray]) -> dict[int, RunR
     for rank in g.ranks:
         w = job.timeline[rank]
         at = g.op_offset[rank]
-        parts.append((ctx.program[rank], g.op_step[at:at + len(w)], w.name, w.end - w.start, runs(w)))
+        parts.append((ctx.program[rank], g.op_step[at:at + len(w)], w.name, w.start, w.end, runs(w)))
     return {rank: RunReferences(*refs) for rank, refs in zip(g.ranks, grouping.run_references(parts))}
 
 
