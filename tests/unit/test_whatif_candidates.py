@@ -463,3 +463,87 @@ def test_the_pickers_equal_the_job_wide_version(seed):
     assert same_candidates(kernels.kernel_candidates(ctx), ref_kernel_candidates(ctx))
     assert same_candidates(kernels.extra_candidates(ctx), ref_extra_candidates(ctx))
     assert same_candidates(rank_level.device_candidates(ctx), ref_device_candidates(ctx))
+
+
+def ref_api_candidates(ctx):
+    """api_stall before it kept only each rank's histograms (rank.py), verbatim but for its names."""
+    job, g, program, min_excess = ctx.job, ctx.graph, ctx.program, ctx.min_excess
+    api_id = {}
+    calls, hist = {}, []
+    ranks = list(g.ranks)
+    for rank in ranks:
+        c = job.traces[rank].calls
+        rows = np.flatnonzero(~c.blocking)
+        ids, at = grouping.unique(c.name[rows])
+        text = [str(n) for n in job.traces[rank].names(ids).tolist()]
+        for name in sorted(set(text)):
+            api_id.setdefault(name, len(api_id))
+        dense = np.array([api_id[n] for n in text], dtype=np.int64)
+        api, duration = (dense[at] if len(rows) else np.zeros(0, np.int64)), (c.end - c.start)[rows]
+        calls[rank] = (rows, api, duration)
+        (api_h,), value, count = grouping.value_counts(duration, api)
+        hist.append((np.full(len(value), rank), np.full(len(value), program[rank]), api_h, value, count))
+    names = sorted(api_id, key=api_id.get)
+    owner, of_program, api_h, value, count = (np.concatenate([h[k] for h in hist] + [np.zeros(0, np.int64)]) for k in range(5))
+    p90_h, median_h = grouping.counted_quantiles_of_other_ranks(value, count, owner, of_program, api_h, quantiles=(0.9, 0.5))
+    out = []
+    for rank in ranks:
+        rows, api, duration = calls[rank]
+        mine = owner == rank
+        p90_of, median_of = np.full(len(names), np.nan), np.full(len(names), np.nan)
+        p90_of[api_h[mine]], median_of[api_h[mine]] = p90_h[mine], median_h[mine]
+        limit = np.where(p90_of >= 0, np.maximum(rank_level.API_STALL_FACTOR * p90_of, p90_of + rank_level.API_STALL_MIN_NS), np.inf)
+        stalled = duration > limit[api]
+        if not stalled.any():
+            continue
+        reference = median_of[api[stalled]].astype(np.int64)
+        extra = duration[stalled] - reference
+        excess = int(extra.sum())
+        if excess < min_excess:
+            continue
+        by_api = np.bincount(api[stalled], weights=extra, minlength=len(names))
+        parts = [{"name": names[k], "excess_ns": int(by_api[k]), "wait_saved_ns": None}
+                 for k in np.argsort(-by_api)[:rank_level.MAX_PARTS].tolist() if by_api[k] > 0]
+        worst = int(np.argmax(by_api))
+        out.append(Candidate(
+            cause="api_stall", rank=int(rank), host=job.by_number[rank].host, name=names[worst], name_full=names[worst],
+            reference="peers", excess_ns=excess, systematic=True, runs=int(stalled.sum()), reference_runs=None,
+            parts=parts,
+            change={"call": g.call_offset[rank] + rows[stalled], "call_ns": reference}))
+    return out
+
+
+class Trace(SimpleNamespace):
+    def names(self, ids):
+        return np.array(self.strings + [None], dtype=object)[np.where(ids >= 0, ids, len(self.strings))]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_api_stalls_equal_the_version_that_kept_every_call(seed):
+    """Random calls: a few APIs, each rank's own string ids for them (one API only some ranks
+    call), blocking calls, durations with long tails and ties, a rank whose calls stall, ranks of
+    one or two programs: every api_stall candidate, field by field."""
+    rng = np.random.default_rng(seed)
+    ranks = list(range(int(rng.integers(1, 6))))
+    j = job({r: f"n{r}" for r in ranks})
+    apis = ["cudaLaunchKernel", "cudaMemcpyAsync", "cudaEventRecord", "cudaFree"]
+    offset = 0
+    ctx = context(j, min_excess=int(rng.integers(1, 100_000)))
+    ctx.graph = SimpleNamespace(ranks=ranks, call_offset={})
+    ctx.program = {r: int(rng.integers(0, 2)) if seed % 2 else 0 for r in ranks}
+    stalling = int(rng.integers(0, len(ranks)))
+    for r in ranks:
+        strings = [s for s in apis if s != "cudaFree" or r % 2] + ["other"]
+        rng.shuffle(strings)
+        n = int(rng.integers(0, 300))
+        name = rng.integers(0, len(strings), n)
+        base = (rng.pareto(2.0, n) * 1000).astype(np.int64) // 10 * 10
+        stall = (r == stalling) & (rng.random(n) < 0.05)
+        start = np.cumsum(rng.integers(1, 100_000, n))
+        duration = np.where(stall, 600_000 + rng.integers(0, 3, n) * 1000, base)  # stalls of a few lengths: ties
+        j.traces[r] = Trace(strings=strings, calls=SimpleNamespace(start=start, end=start + duration, name=name,
+                                                                   blocking=rng.random(n) < 0.1))
+        ctx.graph.call_offset[r] = offset
+        offset += n
+    got = rank_level.api_candidates(ctx)
+    assert same_candidates(got, ref_api_candidates(ctx))

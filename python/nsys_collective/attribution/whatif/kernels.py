@@ -28,10 +28,10 @@ CONFIDENT_SLOWDOWN = 0.10
 
 @dataclass
 class RunReferences:
-    """One rank's GPU op runs (kernels, memcpys, memsets, not the collectives'), per row of its
-    timeline (-1 and NaN on the rows that are no run): each run's occurrence (among the rank's runs
-    of the same step and name) and its references, the same run (program, step, name, occurrence)
-    on the other ranks of its program."""
+    """One rank's runs (its GPU ops but the collectives', `op_runs`; or its compute kernels,
+    `kernel_runs`), per row of its timeline (-1 and NaN on the rows that are no run): each run's
+    occurrence (among the rank's runs of the same step and name) and its references, the same run
+    (program, step, name, occurrence) on the other ranks of its program."""
 
     occurrence: np.ndarray
     peers: np.ndarray  # the median of the others (of all of them, from three on): a kernel's
