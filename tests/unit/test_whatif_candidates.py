@@ -69,7 +69,6 @@ def with_ops(ctx: Context, rank, step, name, duration, is_kernel=None, is_nccl=N
         w.end = np.cumsum(duration[rows])
         w.start = w.end - duration[rows]
         w.name, w.is_kernel, w.is_nccl = name[rows], is_kernel[rows], is_nccl[rows]
-        w.compute = np.flatnonzero(w.is_kernel & ~w.is_nccl)
     ctx.graph = SimpleNamespace(ranks=ranks, op_offset={r: int(np.flatnonzero(rank == r)[0]) for r in ranks}, op_step=step)
     if program is not None:
         ctx.program = dict(zip(ranks, program))
@@ -121,7 +120,8 @@ def test_the_kernel_runs_are_the_op_runs_kernels_counted_among_kernels():
                        is_kernel=(True, False, True, True, True, True, True))
         ops, k = ctx.shared(kernels.op_runs), ctx.shared(kernels.kernel_runs)
         assert ops[0].occurrence.tolist() == [0, 0 if copy_name == 5 else 1, 1 if copy_name == 5 else 2]
-        assert (k is ops) != shared and [k[r].occurrence[ctx.job.timeline[r].compute].tolist() for r in (0, 1, 2)] == [[0, 1]] * 3
+        kernel_rows = {r: np.flatnonzero(ctx.job.timeline[r].is_kernel) for r in (0, 1, 2)}
+        assert (k is ops) != shared and [k[r].occurrence[kernel_rows[r]].tolist() for r in (0, 1, 2)] == [[0, 1]] * 3
         (c,) = kernels.kernel_candidates(ctx)
         assert (c.rank, c.excess_ns, c.change["op"].tolist(), c.change["op_ns"].tolist()) == (1, 100, [3, 4], [100, 100])
 
@@ -458,7 +458,6 @@ def test_the_pickers_equal_the_job_wide_version(seed):
             w = j.timeline.per_rank[r]
             w.start = w.end = w.name = np.zeros(0, np.int64)
             w.is_kernel = w.is_nccl = np.zeros(0, bool)
-            w.compute = np.zeros(0, np.int64)
             ctx.program.setdefault(r, 0)
     assert same_candidates(kernels.kernel_candidates(ctx), ref_kernel_candidates(ctx))
     assert same_candidates(kernels.extra_candidates(ctx), ref_extra_candidates(ctx))

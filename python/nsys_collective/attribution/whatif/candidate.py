@@ -70,7 +70,7 @@ def programs(job: Job, ranks: list[int]) -> dict[int, int]:
     names = {}
     for rank in ranks:
         w = job.timeline[rank]
-        names[rank] = set(grouping.unique(w.name[w.compute])[0].tolist())
+        names[rank] = set(grouping.unique(w.name[w.is_kernel & ~w.is_nccl])[0].tolist())
     program, representatives = {}, []
     for rank in ranks:
         for k, rep in enumerate(representatives):

@@ -73,8 +73,13 @@ def kernel_names(ctx: Context) -> np.ndarray:
     kernel = np.zeros(len(ctx.job.timeline.names.values), bool)
     for rank in ctx.graph.ranks:
         w = ctx.job.timeline[rank]
-        kernel[w.name[w.compute]] = True
+        kernel[w.name[w.is_kernel & ~w.is_nccl]] = True
     return np.where(kernel, np.cumsum(kernel) - 1, -1)
+
+
+def _kernel_rows(w: GpuWork) -> np.ndarray:
+    """A rank's compute kernels (kernels not NCCL's): their timeline rows."""
+    return np.flatnonzero(w.is_kernel & ~w.is_nccl)
 
 
 def kernel_candidates(ctx: Context) -> list[Candidate]:
@@ -93,7 +98,7 @@ def _rank_kernel_candidates(ctx: Context, rank: int, runs: RunReferences) -> dic
     """One rank's kernel candidates, by reference."""
     job, min_excess, names = ctx.job, ctx.min_excess, len(ctx.job.timeline.names.values)
     w = job.timeline[rank]
-    rows = w.compute  # its kernel runs' timeline rows
+    rows = _kernel_rows(w)
     duration, name = w.end[rows] - w.start[rows], w.name[rows]
     ref = runs.peers[rows]  # filled in where no peer ran it
     use_peers = ~np.isnan(ref)
@@ -159,7 +164,7 @@ def extra_candidates(ctx: Context) -> list[Candidate]:
         # name, member), zeros included, as a dense table of the members' keys.
         keyed = []
         for rank in members:
-            rows = job.timeline[rank].compute
+            rows = _kernel_rows(job.timeline[rank])
             step = g.op_step[g.op_offset[rank] + rows]  # -1: outside the steps
             keyed.append((rows, *grouping.unique((step + 1) * names + kernel[job.timeline[rank].name[rows]])))
         keys, _ = grouping.unique(np.concatenate([key for _, key, _ in keyed] + [np.zeros(0, np.int64)]))
