@@ -203,9 +203,6 @@ def test_the_core_equals_the_numpy_version(n, columns, span):
         for mine, theirs in zip(grouping.quantiles_of_other_ranks(value, rank, *keys, quantiles=QUANTILES),
                                 ref_quantiles_by_keys(value, rank, *keys, quantiles=QUANTILES)):
             assert same(mine, theirs)
-        others, other_ranks = grouping.medians_of_others_and_other_ranks(value, rank, *keys)
-        assert same(others, ref_median_of_others(value, *keys))
-        assert same(other_ranks, ref_median_of_other_ranks_by_keys(value, rank, *keys))
 
 
 def test_the_keys_of_a_job_with_its_real_shape():
@@ -227,6 +224,47 @@ def test_the_keys_of_a_job_with_its_real_shape():
                 ref_median_of_other_ranks_by_keys(duration, rank, program, step, name, occ))
 
 
+def ref_run_references(ranks):
+    """The what-if's op runs before the core grouped them rank by rank (attribution/whatif/kernels.py's
+    `op_runs` and `op_references`): the runs of every rank in one set of columns, each rank's
+    occurrence counted, then both medians of the whole set."""
+    kept = [np.flatnonzero(keep) for *_, keep in ranks]
+    rank = np.concatenate([np.full(len(rows), k) for k, rows in enumerate(kept)] + [np.zeros(0, np.int64)])
+    program, step, name, start, end = (np.concatenate([np.full(len(rows), part[0]) if c == 0 else part[c][rows]
+                                                       for part, rows in zip(ranks, kept)] + [np.zeros(0, np.int64)])
+                                       for c in range(5))
+    value = end - start
+    occurrence = ref_occurrence(rank, step, name)
+    others = ref_median_of_others(value, program, step, name, occurrence)
+    other_ranks = ref_median_of_other_ranks_by_keys(value, rank, program, step, name, occurrence)
+    out, at = [], 0
+    for (_, step_k, *_), rows in zip(ranks, kept):
+        part = (np.full(len(step_k), -1), np.full(len(step_k), np.nan), np.full(len(step_k), np.nan))
+        for column, whole in zip(part, (occurrence, others, other_ranks)):
+            column[rows] = whole[at:at + len(rows)]
+        out.append(part)
+        at += len(rows)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_run_references_equal_the_job_wide_grouping(seed):
+    """Each rank's runs grouped across ranks equal the job-wide columns grouped at once: ties,
+    groups of one run, ranks without runs, rows that are no runs, two programs, steps outside the
+    steps (-1), names too wide for a table of slots."""
+    rng = np.random.default_rng(seed)
+    ranks = []
+    for _ in range(int(rng.integers(0, 6))):
+        n = int(rng.integers(0, [4, 40, 400][seed % 3]))
+        span = [2, 9, 2**40][seed % 4 % 3]
+        start = rng.integers(0, 10**6, n)
+        ranks.append((int(rng.integers(0, 2)), rng.integers(-1, 4, n), rng.integers(0, span, n) * [1, 1, 7919][seed % 3],
+                      start, start + rng.integers(0, 5, n) * 100 + rng.integers(0, 2, n), rng.random(n) < 0.9))
+    for got, expect in zip(grouping.run_references(ranks), ref_run_references(ranks), strict=True):
+        for mine, theirs in zip(got, expect, strict=True):
+            assert same(mine, theirs)
+
+
 def test_quantiles_of_an_api_over_many_calls():
     """api_stall's shape: a few APIs, thousands of calls each on 8 ranks of two programs, long
     tails and ties, one rank alone in its program, one API only one rank calls."""
@@ -243,9 +281,8 @@ def test_quantiles_of_an_api_over_many_calls():
         assert not np.isnan(mine[(rank != 7) & (api != 6)]).any()
     # Large groups with few distinct values are counted, not sorted: the medians too.
     coarse = duration // 1000
-    others, other_ranks = grouping.medians_of_others_and_other_ranks(coarse, rank, program, api)
-    assert same(others, ref_median_of_others(coarse, program, api))
-    assert same(other_ranks, ref_median_of_other_ranks_by_keys(coarse, rank, program, api))
+    assert same(grouping.median_of_other_ranks(coarse, rank, program, api),
+                ref_median_of_other_ranks_by_keys(coarse, rank, program, api))
 
 
 def test_group_numbers_follow_first_appearance_or_the_keys():

@@ -18,6 +18,8 @@ pub enum GroupingError {
     Length(usize, usize),
     #[error("quantile {0} is not between 0 and 1")]
     Quantile(String),
+    #[error("more than {0} groups of runs: more than 32-bit group numbers hold")]
+    Rows(usize),
 }
 
 /// How groups are numbered.
@@ -261,15 +263,13 @@ pub fn median_of_others(value: &[i64], keys: &[&[i64]]) -> Result<Vec<f64>, Grou
     Ok(out)
 }
 
-/// For each group, its rows: `whole` gets the i-th of their values in value order and the rows
-/// (in no order). For each rank in it, the rows on the other ranks: `visit` gets the i-th of
+/// For each group and each rank in it, the rows on the other ranks: `visit` gets the i-th of
 /// their values in value order (`nth`), how many there are, and the rank's own rows. Ranks with no
 /// other rank in the group are skipped.
 fn by_other_ranks(
     value: &[i64],
     rank: &[i64],
     keys: &[&[i64]],
-    mut whole: impl FnMut(&dyn Fn(usize) -> i64, &[usize]),
     mut visit: impl FnMut(&dyn Fn(usize) -> i64, usize, &mut dyn Iterator<Item = usize>),
 ) -> Result<(), GroupingError> {
     rows_of(keys, &[value, rank])?;
@@ -279,12 +279,11 @@ fn by_other_ranks(
     let mut counted = Counted::new();
     for (k, &start) in first.iter().enumerate() {
         let members = &mut rows[start..first.get(k + 1).copied().unwrap_or(value.len())];
-        if members.len() > COUNTED_GROUP && counted.visit(value, rank, members, &mut whole, &mut visit) {
+        if members.len() > COUNTED_GROUP && counted.visit(value, rank, members, &mut visit) {
             continue;
         }
         members.sort_unstable_by_key(|&r| value[r]);
         let members = &*members;
-        whole(&|i| value[members[i]], members);
         own.clear();
         own.extend(members.iter().enumerate().map(|(at, &r)| (rank[r], at)));
         own.sort_unstable();
@@ -359,7 +358,6 @@ impl Counted {
         value: &[i64],
         rank: &[i64],
         members: &[usize],
-        whole: &mut impl FnMut(&dyn Fn(usize) -> i64, &[usize]),
         visit: &mut impl FnMut(&dyn Fn(usize) -> i64, usize, &mut dyn Iterator<Item = usize>),
     ) -> bool {
         if self.rank_id.len() != rank.len() {
@@ -415,20 +413,6 @@ impl Counted {
                 self.rows[*at] = r;
                 *at += 1;
             }
-            let (order, total) = (&self.order, &self.total);
-            whole(
-                &|i| {
-                    let mut seen = 0;
-                    for &d in order {
-                        seen += total[d];
-                        if seen > i {
-                            return values[d];
-                        }
-                    }
-                    unreachable!("fewer rows than counted")
-                },
-                members,
-            );
             for j in 0..width {
                 let count = members.len() - (self.start[j + 1] - self.start[j]);
                 if count == 0 {
@@ -458,38 +442,169 @@ impl Counted {
 /// rank has them): a rank's own rows never pull its reference towards it.
 pub fn median_of_other_ranks(value: &[i64], rank: &[i64], keys: &[&[i64]]) -> Result<Vec<f64>, GroupingError> {
     let mut out = vec![f64::NAN; value.len()];
-    by_other_ranks(value, rank, keys, |_, _| {}, |nth, count, rows| {
+    by_other_ranks(value, rank, keys, |nth, count, rows| {
         let m = median(nth, count);
         rows.for_each(|r| out[r] = m);
     })?;
     Ok(out)
 }
 
-/// `median_of_others` and `median_of_other_ranks` of the same rows from one grouping (a kernel's
-/// reference among its peers, a device's among the other ranks).
-pub fn medians_of_others_and_other_ranks(
-    value: &[i64],
-    rank: &[i64],
-    keys: &[&[i64]],
-) -> Result<(Vec<f64>, Vec<f64>), GroupingError> {
-    let mut others = vec![f64::NAN; value.len()];
-    let mut other_ranks = vec![f64::NAN; value.len()];
-    let whole = |nth: &dyn Fn(usize) -> i64, members: &[usize]| match members {
-        [_] => {}
-        [a, b] => {
-            others[*a] = value[*b] as f64;
-            others[*b] = value[*a] as f64;
+/// One rank's runs of things (its GPU ops, say) for `run_references`: the program it runs and, per
+/// row, the run's step, name, start and end, in the rank's order; only rows `keep`s are runs.
+pub struct RankRuns<'a> {
+    pub program: i64,
+    pub step: &'a [i64],
+    pub name: &'a [i64],
+    pub start: &'a [i64],
+    pub end: &'a [i64],
+    pub keep: &'a [bool],
+}
+
+/// Per row of a rank's runs (-1 and NaN where the row is no run): its occurrence, its position
+/// among the rank's runs of the same step and name; and, among the runs of the same program, step,
+/// name and occurrence (one per rank at most), `median_of_others` and `median_of_other_ranks` of
+/// their durations (end - start).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunReferences {
+    pub occurrence: Vec<i64>,
+    pub of_others: Vec<f64>,
+    pub of_other_ranks: Vec<f64>,
+}
+
+/// The slots (program, step, name) of `run_references`, numbered as they first appear: in a table
+/// indexed by the three packed, where they pack into a span not much wider than the runs (steps
+/// and names are dense ids), else by hashing.
+enum Slots {
+    Table { low: [i64; 3], width: [u32; 2], at: Vec<u32> },
+    Hash(FxHashMap<(i64, i64, i64), u32>),
+}
+
+impl Slots {
+    const NONE: u32 = u32::MAX;
+
+    fn new(ranks: &[RankRuns]) -> Slots {
+        let (mut low, mut high, mut runs) = ([i64::MAX; 3], [i64::MIN; 3], 0usize);
+        for r in ranks {
+            for row in (0..r.step.len()).filter(|&row| r.keep[row]) {
+                for (k, v) in [r.program, r.step[row], r.name[row]].into_iter().enumerate() {
+                    low[k] = low[k].min(v);
+                    high[k] = high[k].max(v);
+                }
+                runs += 1;
+            }
         }
-        _ => {
-            let m = median(nth, members.len());
-            members.iter().for_each(|&r| others[r] = m);
+        let width = |k: usize| if runs == 0 { 0 } else { 64 - (high[k].wrapping_sub(low[k]) as u64).leading_zeros() };
+        let bits = width(0) + width(1) + width(2);
+        if bits < 32 && (1usize << bits) <= 2 * runs + 1024 {
+            Slots::Table { low, width: [width(1), width(2)], at: vec![Self::NONE; 1 << bits] }
+        } else {
+            Slots::Hash(FxHashMap::default())
         }
-    };
-    by_other_ranks(value, rank, keys, whole, |nth, count, rows| {
-        let m = median(nth, count);
-        rows.for_each(|r| other_ranks[r] = m);
-    })?;
-    Ok((others, other_ranks))
+    }
+
+    /// The slot's number, the next one (`count`) where it is new.
+    fn number(&mut self, program: i64, step: i64, name: i64, count: usize) -> usize {
+        match self {
+            Slots::Table { low, width, at } => {
+                let code = ((((program - low[0]) as usize) << width[0] | (step - low[1]) as usize) << width[1])
+                    | (name - low[2]) as usize;
+                if at[code] == Self::NONE {
+                    at[code] = count as u32;
+                }
+                at[code] as usize
+            }
+            Slots::Hash(map) => *map.entry((program, step, name)).or_insert(count as u32) as usize,
+        }
+    }
+}
+
+/// Each rank's runs numbered by occurrence and grouped with the same runs of the other ranks: the
+/// same figures as `occurrence`, `median_of_others` and `median_of_other_ranks` of the ranks' runs
+/// concatenated, without a job-wide copy of them. A group holds a run of each rank at most, so its
+/// values are sorted once and each run's figures read from them: the others' median is the
+/// group's with one copy of the run's own value left out.
+pub fn run_references(ranks: &[RankRuns]) -> Result<Vec<RunReferences>, GroupingError> {
+    for r in ranks {
+        rows_of(&[r.step], &[r.name, r.start, r.end])?;
+        if r.keep.len() != r.step.len() {
+            return Err(GroupingError::Length(r.step.len(), r.keep.len()));
+        }
+    }
+    // Each (program, step, name) a slot; its runs' groups by occurrence, numbered as they first
+    // appear (so that each rank reads and writes the groups nearly in order).
+    let mut slots = Slots::new(ranks);
+    let (mut groups_of_slot, mut seen): (Vec<Vec<u32>>, Vec<usize>) = (Vec::new(), Vec::new());
+    let mut size: Vec<usize> = Vec::new(); // per group, its runs
+    let mut out = Vec::with_capacity(ranks.len());
+    let mut group: Vec<Vec<u32>> = Vec::with_capacity(ranks.len()); // per rank, each run's group
+    for r in ranks {
+        seen.iter_mut().for_each(|c| *c = 0);
+        let mut occurrence = vec![-1i64; r.step.len()];
+        let mut groups = Vec::with_capacity(r.keep.iter().filter(|&&k| k).count());
+        for row in (0..r.step.len()).filter(|&row| r.keep[row]) {
+            let slot = slots.number(r.program, r.step[row], r.name[row], seen.len());
+            if slot == seen.len() {
+                groups_of_slot.push(Vec::new());
+                seen.push(0);
+            }
+            let occ = seen[slot];
+            seen[slot] += 1;
+            if occ == groups_of_slot[slot].len() {
+                groups_of_slot[slot].push(u32::try_from(size.len()).map_err(|_| GroupingError::Rows(size.len()))?);
+                size.push(0);
+            }
+            let g = groups_of_slot[slot][occ];
+            size[g as usize] += 1;
+            groups.push(g);
+            occurrence[row] = occ as i64;
+        }
+        out.push(RunReferences {
+            occurrence,
+            of_others: vec![f64::NAN; r.step.len()],
+            of_other_ranks: vec![f64::NAN; r.step.len()],
+        });
+        group.push(groups);
+    }
+    drop((slots, groups_of_slot, seen));
+    // Each group's values, sorted: placed group by group (a counting sort), then each sorted.
+    let count = size.len();
+    let mut start = Vec::with_capacity(count + 1);
+    start.push(0);
+    for g in 0..count {
+        start.push(start[g] + size[g]);
+    }
+    let mut next = size;
+    next.copy_from_slice(&start[..count]);
+    let mut values = vec![0i64; start[count]];
+    for (r, groups) in ranks.iter().zip(&group) {
+        let runs = (0..r.step.len()).filter(|&row| r.keep[row]);
+        for (&g, row) in groups.iter().zip(runs) {
+            values[next[g as usize]] = r.end[row] - r.start[row];
+            next[g as usize] += 1;
+        }
+    }
+    drop(next);
+    for g in 0..count {
+        values[start[g]..start[g + 1]].sort_unstable();
+    }
+    for (r, (o, groups)) in ranks.iter().zip(out.iter_mut().zip(&group)) {
+        let runs = (0..r.step.len()).filter(|&row| r.keep[row]);
+        for (&g, row) in groups.iter().zip(runs) {
+            let sorted = &values[start[g as usize]..start[g as usize + 1]];
+            let (n, own) = (sorted.len(), r.end[row] - r.start[row]);
+            if n < 2 {
+                continue;
+            }
+            o.of_others[row] = match n {
+                2 => (if sorted[0] == own { sorted[1] } else { sorted[0] }) as f64,
+                _ => median(|i| sorted[i], n),
+            };
+            // The others in value order: the sorted values with the first copy of its own skipped.
+            let at = sorted.partition_point(|&v| v < own);
+            o.of_other_ranks[row] = median(|i| sorted[if i < at { i } else { i + 1 }], n - 1);
+        }
+    }
+    Ok(out)
 }
 
 /// Per quantile q and row, the value of the rows with the same keys on the other ranks at position
@@ -506,7 +621,7 @@ pub fn quantiles_of_other_ranks(
     }
     let mut out = vec![vec![f64::NAN; value.len()]; quantiles.len()];
     let mut at: Vec<f64> = vec![0.0; quantiles.len()];
-    by_other_ranks(value, rank, keys, |_, _| {}, |nth, count, rows| {
+    by_other_ranks(value, rank, keys, |nth, count, rows| {
         for (v, &q) in at.iter_mut().zip(quantiles) {
             // As numpy truncates `(n - 1) * q` to an index: the same float product.
             *v = nth((((count - 1) as f64) * q) as usize) as f64;
@@ -573,8 +688,6 @@ mod tests {
             let occ = occurrence(&keys).unwrap();
             let others = median_of_others(&value, &keys).unwrap();
             let other_ranks = median_of_other_ranks(&value, &rank, &keys).unwrap();
-            let both = medians_of_others_and_other_ranks(&value, &rank, &keys).unwrap();
-            assert!(same_f64(&both.0, &others) && same_f64(&both.1, &other_ranks), "case {case}");
             let quantiles = quantiles_of_other_ranks(&value, &rank, &keys, &QUANTILES).unwrap();
             for a in 0..n {
                 let peers: Vec<usize> = (0..n).filter(|&b| same_keys(&keys, a, b)).collect();
@@ -610,6 +723,59 @@ mod tests {
     }
 
     #[test]
+    fn run_references_equal_the_row_by_row_definitions() {
+        // Ranks of two programs, runs repeated within a step, rows that are no runs, ties, empty
+        // ranks, groups of one run.
+        let mut rng = fastrand::Rng::with_seed(5);
+        for case in 0..300 {
+            let n_ranks = rng.usize(0..5);
+            let cols: Vec<[Vec<i64>; 3]> = (0..n_ranks)
+                .map(|_| {
+                    let n = if case % 10 == 9 { rng.usize(100..300) } else { rng.usize(0..25) };
+                    // Narrow keys: a table of slots; wide ones: hashed.
+                    let span = [1, 3, 50, i64::MAX / 4][case % 4];
+                    [0, 1, 2].map(|c| (0..n).map(|_| if c == 2 { rng.i64(0..4) * 10 } else { rng.i64(-1..span) }).collect())
+                })
+                .collect();
+            let keep: Vec<Vec<bool>> = cols.iter().map(|c| c[0].iter().map(|_| rng.u8(0..5) > 0).collect()).collect();
+            let program: Vec<i64> = (0..n_ranks).map(|_| rng.i64(0..2)).collect();
+            let ranks: Vec<RankRuns> = (0..n_ranks)
+                .map(|k| RankRuns { program: program[k], step: &cols[k][0], name: &cols[k][1], start: &cols[k][0], end: &cols[k][2], keep: &keep[k] })
+                .collect();
+            let got = run_references(&ranks).unwrap();
+            // Every run of the job, as (rank, program, step, name, occurrence, value).
+            let mut runs = Vec::new();
+            for (k, r) in ranks.iter().enumerate() {
+                for row in (0..r.step.len()).filter(|&row| r.keep[row]) {
+                    let occ = (0..row).filter(|&b| r.keep[b] && r.step[b] == r.step[row] && r.name[b] == r.name[row]).count();
+                    runs.push((k, row, [r.program, r.step[row], r.name[row], occ as i64], r.end[row] - r.start[row]));
+                }
+            }
+            for (k, r) in ranks.iter().enumerate() {
+                assert_eq!(got[k].occurrence.len(), r.step.len());
+                for row in (0..r.step.len()).filter(|&row| !r.keep[row]) {
+                    assert!(got[k].occurrence[row] == -1 && got[k].of_others[row].is_nan() && got[k].of_other_ranks[row].is_nan());
+                }
+            }
+            for &(k, row, key, _) in &runs {
+                let group: Vec<&(usize, usize, [i64; 4], i64)> = runs.iter().filter(|o| o.2 == key).collect();
+                assert_eq!(got[k].occurrence[row], key[3], "case {case}");
+                let others: Vec<i64> = group.iter().filter(|o| (o.0, o.1) != (k, row)).map(|o| o.3).collect();
+                let expect = match group.len() {
+                    1 => f64::NAN,
+                    2 => others[0] as f64,
+                    _ => naive_median(group.iter().map(|o| o.3).collect()),
+                };
+                assert!(same_f64(&[got[k].of_others[row]], &[expect]), "case {case}");
+                let theirs = group.iter().filter(|o| o.0 != k).map(|o| o.3).collect();
+                assert!(same_f64(&[got[k].of_other_ranks[row]], &[naive_median(theirs)]), "case {case}");
+            }
+        }
+        let short = RankRuns { program: 0, step: &[1, 2], name: &[1, 2], start: &[1, 2], end: &[1, 2], keep: &[true] };
+        assert_eq!(run_references(&[short]), Err(GroupingError::Length(2, 1)));
+    }
+
+    #[test]
     fn large_groups_counted_by_value_equal_the_definitions() {
         // Groups of thousands of rows with few distinct values (counted) and with many (sorted),
         // a rank alone in a group, a rank missing from one.
@@ -622,8 +788,6 @@ mod tests {
             key.iter().map(|&k| if k == 1 { rng.i64(0..1_000_000) } else { rng.i64(0..12) * 100 }).collect();
         let quantiles = quantiles_of_other_ranks(&value, &rank, &[&key], &QUANTILES).unwrap();
         let medians = median_of_other_ranks(&value, &rank, &[&key]).unwrap();
-        let both = medians_of_others_and_other_ranks(&value, &rank, &[&key]).unwrap();
-        assert!(same_f64(&both.0, &median_of_others(&value, &[&key]).unwrap()) && same_f64(&both.1, &medians));
         for a in 0..n {
             let mut theirs: Vec<i64> = (0..n).filter(|&b| key[b] == key[a] && rank[b] != rank[a]).map(|b| value[b]).collect();
             theirs.sort();

@@ -22,10 +22,12 @@ pub enum HostTimeError {
     Range(i64, usize),
 }
 
-/// Per range: its host time, and where its first gap began (i64::MAX: no gap in it).
+/// Per range: its host time, the gaps and the calls that do not wait for the GPU apart, and where
+/// its first gap began (i64::MAX: no gap in it).
 #[derive(Debug, PartialEq, Eq)]
 pub struct RangeTime {
-    pub total: Vec<i64>,
+    pub gaps: Vec<i64>,
+    pub calls: Vec<i64>,
     pub first_gap: Vec<i64>,
 }
 
@@ -63,12 +65,14 @@ impl Calls<'_> {
     }
 }
 
-/// Each range's host time: its gaps, and with `with_calls` its calls that do not wait for the GPU.
-pub fn range_time(calls: &Calls, ranges: usize, with_calls: bool) -> Result<RangeTime, HostTimeError> {
+/// Each range's host time: its gaps, and its calls that do not wait for the GPU (in one pass: the
+/// what-if reads both, a range's own host time and the range as a whole).
+pub fn range_time(calls: &Calls, ranges: usize) -> Result<RangeTime, HostTimeError> {
     calls.check(ranges)?;
-    let mut out = RangeTime { total: vec![0; ranges], first_gap: vec![i64::MAX; ranges] };
-    for (c, range, gap, own) in calls.pieces(with_calls) {
-        out.total[range] += gap + own;
+    let mut out = RangeTime { gaps: vec![0; ranges], calls: vec![0; ranges], first_gap: vec![i64::MAX; ranges] };
+    for (c, range, gap, own) in calls.pieces(true) {
+        out.gaps[range] += gap;
+        out.calls[range] += own;
         out.first_gap[range] = out.first_gap[range].min(calls.gap_start[c]);
     }
     Ok(out)
@@ -123,10 +127,8 @@ mod tests {
             gap_range: &[1, 1, -1, 0],
             blocking: &[false, false, true, false],
         };
-        let gaps = range_time(&calls, 3, false).unwrap();
-        assert_eq!(gaps, RangeTime { total: vec![2, 5, 0], first_gap: vec![58, 5, i64::MAX] });
-        let with_calls = range_time(&calls, 3, true).unwrap();
-        assert_eq!(with_calls.total, vec![2 + 1, 5 + 10 + 12, 0]);
+        let time = range_time(&calls, 3).unwrap();
+        assert_eq!(time, RangeTime { gaps: vec![2, 5, 0], calls: vec![1, 10 + 12, 0], first_gap: vec![58, 5, i64::MAX] });
         // Range 1 kept as row 7, range 0 as row 8: row 7's pieces first, in time order.
         let got = pieces(&calls, &[8, 7, -1], true).unwrap();
         // Call 1's gap is empty (it overlaps call 0) and left out.
@@ -142,8 +144,8 @@ mod tests {
     #[test]
     fn columns_that_do_not_fit_are_refused() {
         let calls = Calls { start: &[1], end: &[2], gap_start: &[0], gap_range: &[3], blocking: &[false] };
-        assert_eq!(range_time(&calls, 2, true), Err(HostTimeError::Range(3, 2)));
+        assert_eq!(range_time(&calls, 2), Err(HostTimeError::Range(3, 2)));
         let calls = Calls { start: &[1], end: &[2, 3], gap_start: &[0], gap_range: &[0], blocking: &[false] };
-        assert_eq!(range_time(&calls, 2, true), Err(HostTimeError::Length(1, 2)));
+        assert_eq!(range_time(&calls, 2), Err(HostTimeError::Length(1, 2)));
     }
 }

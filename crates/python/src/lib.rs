@@ -597,7 +597,7 @@ fn native_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace_gpu_items, m)?)?;
     m.add_function(wrap_pyfunction!(trace_host_calls, m)?)?;
     m.add_function(wrap_pyfunction!(quantiles_of_other_ranks, m)?)?;
-    m.add_function(wrap_pyfunction!(medians_of_others_and_other_ranks, m)?)?;
+    m.add_function(wrap_pyfunction!(run_references, m)?)?;
     Ok(())
 }
 
@@ -722,18 +722,17 @@ fn host_calls<'a>(c: &'a HostCalls<'_>) -> PyResult<host_time::Calls<'a>> {
     })
 }
 
-/// Per range of one rank, its host time (its gaps, and with `with_calls` its calls that do not
-/// wait for the GPU) and where its first gap began (int64 max: none): two int64 arrays.
+/// Per range of one rank, its host time (its gaps; its calls that do not wait for the GPU) and
+/// where its first gap began (int64 max: none): three int64 arrays.
 #[pyfunction]
 fn range_host_time<'py>(
     py: Python<'py>,
     calls: HostCalls<'py>,
     ranges: usize,
-    with_calls: bool,
-) -> PyResult<(Column<'py>, Column<'py>)> {
+) -> PyResult<(Column<'py>, Column<'py>, Column<'py>)> {
     let calls = host_calls(&calls)?;
-    let t = py.detach(|| host_time::range_time(&calls, ranges, with_calls)).map_err(to_py_err)?;
-    Ok((t.total.into_pyarray(py), t.first_gap.into_pyarray(py)))
+    let t = py.detach(|| host_time::range_time(&calls, ranges)).map_err(to_py_err)?;
+    Ok((t.gaps.into_pyarray(py), t.calls.into_pyarray(py), t.first_gap.into_pyarray(py)))
 }
 
 /// The host-time pieces of the ranges with a row (`row_of`, -1: none), in row order, each row's in
@@ -980,18 +979,42 @@ fn quantiles_of_other_ranks<'py>(
     Ok(out.into_iter().map(|q| q.into_pyarray(py)).collect())
 }
 
-/// `median_of_others` and `median_of_other_ranks` of the same rows from one grouping.
+/// One rank's runs as `run_references` takes them: (program, step, name, start, end, keep).
+type RankRuns<'py> = (
+    i64,
+    PyReadonlyArray1<'py, i64>,
+    PyReadonlyArray1<'py, i64>,
+    PyReadonlyArray1<'py, i64>,
+    PyReadonlyArray1<'py, i64>,
+    PyReadonlyArray1<'py, bool>,
+);
+
+/// Per rank: each row's occurrence among the rank's runs of its step and name (-1: no run), and
+/// the median of the others and of the other ranks in its group (program, step, name, occurrence).
 #[pyfunction]
-fn medians_of_others_and_other_ranks<'py>(
+#[allow(clippy::type_complexity)]
+fn run_references<'py>(
     py: Python<'py>,
-    value: PyReadonlyArray1<'py, i64>,
-    rank: PyReadonlyArray1<'py, i64>,
-    keys: Keys<'py>,
-) -> PyResult<(Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>)> {
-    let (value, rank, keys) = (value.as_slice()?, rank.as_slice()?, key_slices(&keys)?);
-    let (others, other_ranks) =
-        py.detach(|| grouping::medians_of_others_and_other_ranks(value, rank, &keys)).map_err(to_py_err)?;
-    Ok((others.into_pyarray(py), other_ranks.into_pyarray(py)))
+    ranks: Vec<RankRuns<'py>>,
+) -> PyResult<Vec<(Column<'py>, Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>)>> {
+    let runs = ranks
+        .iter()
+        .map(|(program, step, name, start, end, keep)| {
+            Ok(grouping::RankRuns {
+                program: *program,
+                step: step.as_slice()?,
+                name: name.as_slice()?,
+                start: start.as_slice()?,
+                end: end.as_slice()?,
+                keep: keep.as_slice()?,
+            })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let out = py.detach(|| grouping::run_references(&runs)).map_err(to_py_err)?;
+    Ok(out
+        .into_iter()
+        .map(|r| (r.occurrence.into_pyarray(py), r.of_others.into_pyarray(py), r.of_other_ranks.into_pyarray(py)))
+        .collect())
 }
 
 // The what-if graph's input gathered from the ranks' own columns (python/.../whatif/graph.py): no

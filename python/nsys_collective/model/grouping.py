@@ -88,9 +88,15 @@ def median_of_other_ranks(value: np.ndarray, rank: np.ndarray, *keys: np.ndarray
     return _native.median_of_other_ranks(_ints(value), _ints(rank), [_ints(k) for k in keys])
 
 
-def medians_of_others_and_other_ranks(value: np.ndarray, rank: np.ndarray, *keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`median_of_others` and `median_of_other_ranks` of the same rows, from one grouping."""
-    return _native.medians_of_others_and_other_ranks(_ints(value), _ints(rank), [_ints(k) for k in keys])
+def run_references(ranks: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
+                   ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per rank, given as (program, step, name, start, end, keep) (its rows, the runs those `keep`
+    marks): each row's occurrence among the rank's runs of its step and name, and the
+    `median_of_others` and `median_of_other_ranks` of its duration (end - start) among the runs
+    of the same program, step, name and occurrence (-1, NaN: the row is no run). Each rank's own
+    arrays: no job-wide column is made."""
+    return _native.run_references([(int(program), _ints(step), _ints(name), _ints(start), _ints(end),
+                                    np.ascontiguousarray(keep, bool)) for program, step, name, start, end, keep in ranks])
 
 
 def quantiles_of_other_ranks(value: np.ndarray, rank: np.ndarray, *keys: np.ndarray,

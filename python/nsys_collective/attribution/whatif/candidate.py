@@ -8,6 +8,7 @@ from typing import Any, Callable, TypeVar
 import numpy as np
 
 from nsys_collective.attribution.whatif.graph import JobGraph
+from nsys_collective.model import grouping
 from nsys_collective.model.job import Job
 
 # A kernel or a host range is a candidate when it ran at least this much longer than its
@@ -69,7 +70,7 @@ def programs(job: Job, ranks: list[int]) -> dict[int, int]:
     names = {}
     for rank in ranks:
         w = job.timeline[rank]
-        names[rank] = set(np.unique(w.name[w.is_kernel & ~w.is_nccl]).tolist())
+        names[rank] = set(grouping.unique(w.name[w.is_kernel & ~w.is_nccl])[0].tolist())
     program, representatives = {}, []
     for rank in ranks:
         for k, rep in enumerate(representatives):

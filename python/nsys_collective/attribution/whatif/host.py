@@ -118,18 +118,20 @@ class HostTime:
 
 def host_time(ctx: Context) -> HostTime:
     """Host time inside every range occurrence of the job (steps themselves left out): its gaps."""
-    return _host_time(ctx, with_calls=False)
+    return ctx.shared(_host_times)[0]
 
 
 def range_time(ctx: Context) -> HostTime:
     """The same, with the calls inside each range that do not wait for the GPU."""
-    return _host_time(ctx, with_calls=True)
+    return ctx.shared(_host_times)[1]
 
 
-def _host_time(ctx: Context, with_calls: bool) -> HostTime:
+def _host_times(ctx: Context) -> tuple[HostTime, HostTime]:
+    """`host_time` and `range_time`, from one pass of the core over each rank's calls."""
     job, g, program, step_pattern = ctx.job, ctx.graph, ctx.program, ctx.step_pattern
-    family_id: dict[str, int] = {}
-    parts, calls_of = [], {}
+    family_of: dict[str | None, str | None] = {}  # each distinct name's family, once (None: a step, no family)
+    built: list[tuple[list, dict[str, int]]] = [([], {}), ([], {})]  # per kind: its parts and family ids
+    calls_of = {}
     step_index = {n: i for i, n in enumerate(g.step_names)}
     for rank in g.ranks:
         trace = job.traces[rank]
@@ -137,25 +139,32 @@ def _host_time(ctx: Context, with_calls: bool) -> HostTime:
         # The core sums each range's pieces (crates/core/src/host_time.rs).
         columns = (_ints(calls.start), _ints(calls.end), _ints(calls.gap_start), _ints(calls.gap_range),
                    np.ascontiguousarray(calls.blocking, bool))
-        total, first_gap = _native.range_host_time(columns, len(ranges.start), with_calls)
-        used = np.flatnonzero(total > 0)
-        # Each distinct name classified once, in the order the rows first name it (family ids
-        # follow first appearance); steps themselves are no family (-1).
-        ids, at = grouping.unique(ranges.name[used], first_appearance=True)
-        fam_of = np.full(len(ids), -1, np.int64)
-        for k, name_id in enumerate(ids.tolist()):
-            n = trace.name(name_id)
-            if n and not fnmatch.fnmatchcase(n, step_pattern):
-                fam_of[k] = family_id.setdefault(nvtx_family(n) or "", len(family_id))
-        fam = fam_of[at]
-        used, fam = used[fam >= 0], fam[fam >= 0]
-        step = steps_of(job, rank, ranges.start[used], step_index) if g.has_steps else np.zeros(len(used), np.int64)
-        parts.append((np.full(len(used), rank), np.full(len(used), program[rank]), step, fam, total[used],
-                      job.alignment.correct_rank(rank, ranges.end[used]), used, first_gap[used]))
+        gaps, own, first_gap = _native.range_host_time(columns, len(ranges.start))
+        step = steps_of(job, rank, ranges.start, step_index) if g.has_steps else np.zeros(len(ranges.start), np.int64)
+        end = job.alignment.correct_rank(rank, ranges.end)
+        for (parts, family_id), total in zip(built, (gaps, gaps + own)):
+            used = np.flatnonzero(total > 0)
+            # Each distinct name, in the order the rows first name it, given its family's id
+            # (family ids follow first appearance); steps themselves are no family (-1).
+            ids, at = grouping.unique(ranges.name[used], first_appearance=True)
+            fam_of = np.full(len(ids), -1, np.int64)
+            for k, name_id in enumerate(ids.tolist()):
+                n = trace.name(name_id)
+                if n not in family_of:
+                    family_of[n] = (nvtx_family(n) or "") if n and not fnmatch.fnmatchcase(n, step_pattern) else None
+                if family_of[n] is not None:
+                    fam_of[k] = family_id.setdefault(family_of[n], len(family_id))
+            fam = fam_of[at]
+            used, fam = used[fam >= 0], fam[fam >= 0]
+            parts.append((np.full(len(used), rank), np.full(len(used), program[rank]), step[used], fam, total[used],
+                          end[used], used, first_gap[used]))
         calls_of[rank] = (columns, len(ranges.start), int(g.call_offset[rank]))
-    rank, prog, step, fam, total, end, range_row, gap_start = (np.concatenate(c).astype(np.int64, copy=False) for c in zip(*parts))
-    return HostTime(rank, prog, step, fam, grouping.occurrence(rank, step, fam), total, end, range_row, gap_start,
-                    families=sorted(family_id, key=family_id.get), calls=calls_of, with_calls=with_calls)
+    out = []
+    for with_calls, (parts, family_id) in enumerate(built):
+        rank, prog, step, fam, total, end, range_row, gap_start = (np.concatenate(c).astype(np.int64, copy=False) for c in zip(*parts))
+        out.append(HostTime(rank, prog, step, fam, grouping.occurrence(rank, step, fam), total, end, range_row, gap_start,
+                            families=sorted(family_id, key=family_id.get), calls=calls_of, with_calls=bool(with_calls)))
+    return out[0], out[1]
 
 
 def _ints(column: np.ndarray) -> np.ndarray:
@@ -258,8 +267,10 @@ def host_group_candidates(ctx: Context) -> list[Candidate]:
     if len(hosts) < 2 or not len(h.rank):
         return []
     names = list(hosts)
-    index = {r: i for i, name in enumerate(names) for r in hosts[name]}
-    host = np.array([index[r] for r in h.rank.tolist()], dtype=np.int64)
+    host_of_rank = np.full(max(job.traces) + 1, -1, np.int64)  # each rank's host, by its number in `names`
+    for i, name in enumerate(names):
+        host_of_rank[hosts[name]] = i
+    host = host_of_rank[h.rank]
     # How late each host ended each occurrence: its earliest rank's end (every rank of it late)
     # after the typical (median) end on the earliest host. Groups come sorted by family, program,
     # step, occurrence, then host.

@@ -13,164 +13,128 @@ charged to what made that one late.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
 from nsys_collective.attribution.whatif.candidate import MIN_SLOWDOWN, Candidate, Context
 from nsys_collective.model import grouping
 from nsys_collective.model.job import Job
+from nsys_collective.model.timeline import GpuWork
 
 # A kernel cause is systematic when its runs took this much longer than their reference, summed.
 CONFIDENT_SLOWDOWN = 0.10
 
 
 @dataclass
-class KernelRuns:
-    """Every compute kernel run of the job (or every op run), one row each: the op runs' kernels
-    rank by rank in the graph's rank order, then their other ops likewise (`op_runs`)."""
+class RunReferences:
+    """One rank's runs (its GPU ops but the collectives', `op_runs`; or its compute kernels,
+    `kernel_runs`), per row of its timeline (-1 and NaN on the rows that are no run): each run's
+    occurrence (among the rank's runs of the same step and name) and its references, the same run
+    (program, step, name, occurrence) on the other ranks of its program."""
 
-    rank: np.ndarray
-    program: np.ndarray
-    step: np.ndarray
-    name: np.ndarray
-    duration: np.ndarray
-    op: np.ndarray  # op row in the graph
-    occurrence: np.ndarray  # among the same kernel's runs in the same step on the same rank
-    is_kernel: np.ndarray | None = None  # a compute kernel (not a memcpy or memset)
-    # A kernel run's row in the op runs (their first rows: a slice), where their groups are the same.
-    of_ops: np.ndarray | slice | None = None
-
-    def by_rank(self) -> dict[int, np.ndarray]:
-        """Each rank's rows, in op order (its timeline's)."""
-        at = np.full(int(self.op.max()) + 1 if len(self.op) else 0, -1, np.int64)
-        at[self.op] = np.arange(len(self.op))
-        rows = at[at >= 0]
-        rank = self.rank[rows]
-        start = np.flatnonzero(np.r_[True, rank[1:] != rank[:-1]]) if len(rows) else np.zeros(0, np.int64)
-        end = np.r_[start[1:], len(rows)]
-        return {int(rank[b]): rows[b:e] for b, e in zip(start.tolist(), end.tolist())}
+    occurrence: np.ndarray
+    peers: np.ndarray  # the median of the others (of all of them, from three on): a kernel's
+    other_ranks: np.ndarray  # the median of the other ranks': a device's (rank.device_candidates)
 
 
-def op_runs(ctx: Context) -> KernelRuns:
-    """Every GPU op run of the job but the collectives' (kernels, memcpys, memsets), with its
-    step and its occurrence (in its rank's timeline order): the kernels first, rank by rank, so
-    that the kernel runs are a slice of them (`kernel_runs`), then the other ops."""
-    job, g, program = ctx.job, ctx.graph, ctx.program
-    rows_of = {rank: np.flatnonzero(~job.timeline[rank].is_nccl) for rank in g.ranks}
-    kernel_of = {rank: job.timeline[rank].is_kernel[rows] for rank, rows in rows_of.items()}
-    n, n_kernels = sum(len(r) for r in rows_of.values()), sum(int(k.sum()) for k in kernel_of.values())
-    # Each column filled rank by rank in place: no per-rank parts alive beside the whole.
-    rank_c, program_c, step, name, duration, op, occurrence = (np.empty(n, np.int64) for _ in range(7))
-    is_kernel = np.arange(n) < n_kernels
-    at = {True: 0, False: n_kernels}
+def _runs(ctx: Context, runs: Callable[[GpuWork], np.ndarray]) -> dict[int, RunReferences]:
+    """Each rank's `RunReferences` of the timeline rows `runs` picks, grouped across ranks in the core
+    (model/grouping.py): only the peers' values cross ranks."""
+    job, g = ctx.job, ctx.graph
+    parts = []
     for rank in g.ranks:
-        w, all_rows, kernel = job.timeline[rank], rows_of.pop(rank), kernel_of.pop(rank)
-        all_op = g.op_offset[rank] + all_rows
-        all_step, all_name = g.op_step[all_op], w.name[all_rows]
-        all_occurrence = grouping.occurrence(all_step, all_name)  # the rank's, in its timeline order
-        for part in (True, False):
-            pick = kernel if part else ~kernel
-            rows = all_rows[pick]
-            mine = slice(at[part], at[part] + len(rows))
-            at[part] += len(rows)
-            rank_c[mine], program_c[mine], op[mine] = rank, program[rank], all_op[pick]
-            step[mine], name[mine], occurrence[mine] = all_step[pick], all_name[pick], all_occurrence[pick]
-            duration[mine] = w.end[rows] - w.start[rows]
-    return KernelRuns(rank_c, program_c, step, name, duration, op, occurrence=occurrence, is_kernel=is_kernel)
+        w = job.timeline[rank]
+        at = g.op_offset[rank]
+        parts.append((ctx.program[rank], g.op_step[at:at + len(w)], w.name, w.start, w.end, runs(w)))
+    return {rank: RunReferences(*refs) for rank, refs in zip(g.ranks, grouping.run_references(parts))}
 
 
-def kernel_runs(ctx: Context) -> KernelRuns:
-    """Every compute kernel run of the job (the op runs' kernels), with its step and its
-    occurrence among the kernels: the op runs' first rows, not a copy, unless a copy is named as
-    a kernel (the ops' occurrence counts it, their groups mix)."""
-    ops = ctx.shared(op_runs)
-    n = int(ops.is_kernel.sum())
-    columns = (ops.rank, ops.program, ops.step, ops.name, ops.duration, ops.op, ops.occurrence)
-    if ops.is_kernel[:n].all():
-        rows = slice(0, n)
-    else:  # op runs built by hand, in another order
-        rows = np.flatnonzero(ops.is_kernel)
-    rank, program, step, name, duration, op, occurrence = (c[rows] for c in columns)
-    shared = _names_shared(ops)
-    if shared:
-        occurrence = grouping.occurrence(rank, step, name)
-    return KernelRuns(rank, program, step, name, duration, op, occurrence=occurrence, is_kernel=np.ones(n, bool),
-                      of_ops=None if shared else rows)
+def op_runs(ctx: Context) -> dict[int, RunReferences]:
+    """Every GPU op run of the job but the collectives' (kernels, memcpys, memsets)."""
+    return _runs(ctx, lambda w: ~w.is_nccl)
 
 
-def op_references(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
-    """Per op run, the median duration of the same run (program, step, name, occurrence) on the
-    other rows (a kernel's peers: `kernel_candidates`) and on the other ranks (a device's:
-    rank.device_candidates), from one grouping."""
-    ops = ctx.shared(op_runs)
-    return grouping.medians_of_others_and_other_ranks(ops.duration, ops.rank, ops.program, ops.step, ops.name, ops.occurrence)
+def kernel_runs(ctx: Context) -> dict[int, RunReferences]:
+    """Every compute kernel run of the job, counted among the kernels: the op runs, unless a copy
+    is named as a kernel (the ops' occurrence counts it, their groups mix)."""
+    other = np.zeros(len(ctx.job.timeline.names.values), bool)
+    for rank in ctx.graph.ranks:
+        w = ctx.job.timeline[rank]
+        other[w.name[~w.is_kernel & ~w.is_nccl]] = True
+    if not (other & (ctx.shared(kernel_names) >= 0)).any():
+        return ctx.shared(op_runs)
+    return _runs(ctx, lambda w: w.is_kernel & ~w.is_nccl)
 
 
-def _names_shared(ops: KernelRuns) -> bool:
-    """Whether a kernel and another op (a memcpy, a memset) have the same name."""
-    other_names, _ = grouping.unique(ops.name[~ops.is_kernel])  # a few names: isin compares with each
-    return bool(np.isin(ops.name[ops.is_kernel], other_names).any())
+def kernel_names(ctx: Context) -> np.ndarray:
+    """Per name id of the job, its number among the compute kernels' names (in id order; -1: no
+    kernel's): a few dozen names that a table of a kernel's steps and names can be indexed by."""
+    kernel = np.zeros(len(ctx.job.timeline.names.values), bool)
+    for rank in ctx.graph.ranks:
+        w = ctx.job.timeline[rank]
+        kernel[w.name[w.is_kernel & ~w.is_nccl]] = True
+    return np.where(kernel, np.cumsum(kernel) - 1, -1)
+
+
+def _kernel_rows(w: GpuWork) -> np.ndarray:
+    """A rank's compute kernels (kernels not NCCL's): their timeline rows."""
+    return np.flatnonzero(w.is_kernel & ~w.is_nccl)
 
 
 def kernel_candidates(ctx: Context) -> list[Candidate]:
     """Kernels that ran longer than their reference: the same run on the peers, else on the same
-    rank in other steps. Fixed: each run as long as its reference. Rank by rank (each one's
-    temporaries freed before the next's): only the peers' reference crosses ranks."""
-    k = ctx.shared(kernel_runs)
-    if k.of_ops is not None:
-        peers = ctx.shared(op_references)[0][k.of_ops]  # read only: the rank's part is gathered
-    else:
-        peers = grouping.median_of_others(k.duration, k.program, k.step, k.name, k.occurrence)
-    order, _, first = grouping.groups(k.rank)  # each rank's runs, ranks ascending, each in row order
+    rank in other steps. Fixed: each run as long as its reference. Rank by rank: only the peers'
+    reference crosses ranks."""
+    runs = ctx.shared(kernel_runs)
     found = {"peers": [], "self": []}
-    for at, end in zip(first.tolist(), np.r_[first[1:], len(order)].tolist()):
-        for reference, got in _rank_kernel_candidates(ctx, k, order[at:end], peers).items():
+    for rank in sorted(ctx.graph.ranks):
+        for reference, got in _rank_kernel_candidates(ctx, rank, runs[rank]).items():
             found[reference] += got
     return found["peers"] + found["self"]
 
 
-def _rank_kernel_candidates(ctx: Context, k: KernelRuns, mine: np.ndarray, peers: np.ndarray) -> dict[str, list[Candidate]]:
-    """One rank's kernel candidates (`mine`: its rows), by reference."""
-    job, min_excess = ctx.job, ctx.min_excess
-    ref = peers[mine]  # a gather of its own: filled in where no peer ran it
+def _rank_kernel_candidates(ctx: Context, rank: int, runs: RunReferences) -> dict[str, list[Candidate]]:
+    """One rank's kernel candidates, by reference."""
+    job, min_excess, names = ctx.job, ctx.min_excess, len(ctx.job.timeline.names.values)
+    w = job.timeline[rank]
+    rows = _kernel_rows(w)
+    duration, name = w.end[rows] - w.start[rows], w.name[rows]
+    ref = runs.peers[rows]  # filled in where no peer ran it
     use_peers = ~np.isnan(ref)
     alone = np.flatnonzero(~use_peers)  # only runs no other rank has need their own steps
     if len(alone):
-        ref[alone] = grouping.median_of_others(k.duration[mine[alone]], k.name[mine[alone]], k.occurrence[mine[alone]])
-    known = ~np.isnan(ref)
+        ref[alone] = grouping.median_of_others(duration[alone], name[alone], runs.occurrence[rows[alone]])
     out: dict[str, list[Candidate]] = {}
-    for reference, pick in (("peers", known & use_peers), ("self", known & ~use_peers)):
+    for reference, at in (("peers", np.flatnonzero(use_peers)), ("self", alone[~np.isnan(ref[alone])])):
         out[reference] = []
-        at = np.flatnonzero(pick)  # positions in `mine`
         if not len(at):
             continue
-        # Per kernel, in name order: its runs' time, their references' and their excess (sums of
+        # Per kernel (by name id): its runs' time, their references' and their excess (sums of
         # whole and half nanoseconds: exact in any order). Only the kernels that qualify are
         # gathered, run by run.
-        group, count = grouping.group_ids(k.name[mine[at]], sorted=True)
-        duration, reference_ns = k.duration[mine[at]], ref[at]
-        total = np.bincount(group, weights=duration, minlength=count)
-        total_ref = np.bincount(group, weights=reference_ns, minlength=count)
-        excess = np.bincount(group, weights=np.maximum(0, duration - reference_ns), minlength=count)
+        kernel = name[at]
+        total = np.bincount(kernel, weights=duration[at], minlength=names)
+        total_ref = np.bincount(kernel, weights=ref[at], minlength=names)
+        excess = np.bincount(kernel, weights=np.maximum(0, duration[at] - ref[at]), minlength=names)
         slowdown = total / np.maximum(total_ref, 1) - 1
         found = np.flatnonzero((slowdown >= MIN_SLOWDOWN) & (excess >= min_excess))
-        chosen = np.zeros(count, bool)
+        if not len(found):
+            continue
+        chosen = np.zeros(names, bool)
         chosen[found] = True
-        keep = chosen[group]
-        at, group = at[keep], group[keep]
-        order, _, first = grouping.groups(group)  # the chosen kernels in name order, each in row order
+        at = at[chosen[kernel]]
+        order, _, first = grouping.groups(name[at])  # the chosen kernels in name order, each in row order
         at = at[order]
-        for g_, b, e in zip(found.tolist(), first.tolist(), np.r_[first[1:], len(at)].tolist()):
+        for k, b, e in zip(found.tolist(), first.tolist(), np.r_[first[1:], len(at)].tolist()):
             members = at[b:e]
-            rows = mine[members]
-            slow = members[k.duration[rows] > ref[members]]
-            rank, name = int(k.rank[rows[0]]), int(k.name[rows[0]])
+            slow = members[duration[members] > ref[members]]
             out[reference].append(Candidate(
-                cause="kernel", rank=rank, host=job.by_number[rank].host, name=_short(job, name),
-                name_full=job.timeline.names.values[name], reference=reference, excess_ns=int(excess[g_]),
-                systematic=bool(slowdown[g_] >= CONFIDENT_SLOWDOWN), slowdown=float(slowdown[g_]),
+                cause="kernel", rank=rank, host=job.by_number[rank].host, name=_short(job, k),
+                name_full=job.timeline.names.values[k], reference=reference, excess_ns=int(excess[k]),
+                systematic=bool(slowdown[k] >= CONFIDENT_SLOWDOWN), slowdown=float(slowdown[k]),
                 runs=len(members), reference_runs=len(members),
-                change={"op": k.op[mine[slow]], "op_ns": np.round(ref[slow]).astype(np.int64)}))
+                change={"op": ctx.graph.op_offset[rank] + rows[slow], "op_ns": np.round(ref[slow]).astype(np.int64)}))
     return out
 
 
@@ -186,7 +150,9 @@ def _short(job: Job, name: int) -> str:
 def extra_candidates(ctx: Context) -> list[Candidate]:
     """Kernels a rank ran more often in a step than the other ranks of its program did. Fixed:
     the runs beyond the peers' count are not run."""
-    job, k, program, min_excess = ctx.job, ctx.shared(kernel_runs), ctx.program, ctx.min_excess
+    job, g, runs, program, min_excess = ctx.job, ctx.graph, ctx.shared(kernel_runs), ctx.program, ctx.min_excess
+    kernel = ctx.shared(kernel_names)
+    names = int(kernel.max()) + 1 if len(kernel) else 1
     out = []
     ranks_of = {}
     for rank, p in program.items():
@@ -194,34 +160,37 @@ def extra_candidates(ctx: Context) -> list[Candidate]:
     for p, members in ranks_of.items():
         if len(members) < 2:
             continue
-        mine = np.flatnonzero(k.program == p)
-        # Runs per (step, name, rank), zeros included, as a dense table.
-        names = int(k.name[mine].max()) + 1 if len(mine) else 1
-        key, key_of = grouping.unique(k.step[mine] * names + k.name[mine])
-        keys = np.stack([key // names, key % names])
-        col = np.full(max(members) + 1, -1, dtype=np.int64)
-        col[members] = np.arange(len(members))
-        counts = np.bincount(key_of * len(members) + col[k.rank[mine]],
-                             minlength=len(key) * len(members)).reshape(len(key), len(members))
-        peer = np.median(counts, axis=1)
+        # Each member's kernel runs by (step, name), its keys counted; then the runs per (step,
+        # name, member), zeros included, as a dense table of the members' keys.
+        keyed = []
+        for rank in members:
+            rows = _kernel_rows(job.timeline[rank])
+            step = g.op_step[g.op_offset[rank] + rows]  # -1: outside the steps
+            keyed.append((rows, *grouping.unique((step + 1) * names + kernel[job.timeline[rank].name[rows]])))
+        keys, _ = grouping.unique(np.concatenate([key for _, key, _ in keyed] + [np.zeros(0, np.int64)]))
+        counts = np.zeros((len(keys), len(members)), np.int64)
+        for j, (_, key, key_of) in enumerate(keyed):
+            counts[np.searchsorted(keys, key), j] = np.bincount(key_of, minlength=len(key))
+        ordered = np.sort(counts, axis=1)
+        peer = (ordered[:, (len(members) - 1) // 2] + ordered[:, len(members) // 2]) / 2  # each key's median
+        key_name = keys % names
         for j, rank in enumerate(members):
-            extra_keys = np.flatnonzero(counts[:, j] > peer)
-            if not len(extra_keys):
-                continue
-            rows = mine[(k.rank[mine] == rank) & np.isin(key_of.ravel(), extra_keys)]
+            rows, key, key_of = keyed[j]
+            w = job.timeline[rank]
             # The runs beyond the peers' count in each step are the extra ones.
-            allowed = np.floor(peer[key_of.ravel()[np.searchsorted(mine, rows)]]).astype(np.int64)
-            extra = rows[k.occurrence[rows] >= allowed]
-            for name in np.unique(k.name[extra]).tolist():
-                removed = extra[k.name[extra] == name]
-                excess = int(k.duration[removed].sum())
+            allowed = np.floor(peer[np.searchsorted(keys, key)]).astype(np.int64)
+            extra = rows[runs[rank].occurrence[rows] >= allowed[key_of]]
+            extra_name = w.name[extra]
+            for name in np.unique(extra_name).tolist():
+                removed = extra[extra_name == name]
+                excess = int((w.end[removed] - w.start[removed]).sum())
                 if excess < min_excess:
                     continue
-                per_rank = counts[np.flatnonzero(keys[1] == name)].sum(axis=0)
-                runs, reference_runs = int(per_rank[j]), int(round(np.median(np.delete(per_rank, j))))
+                per_rank = counts[key_name == kernel[name]].sum(axis=0)
+                n_runs, reference_runs = int(per_rank[j]), int(round(np.median(np.delete(per_rank, j))))
                 out.append(Candidate(
                     cause="extra_kernel", rank=rank, host=job.by_number[rank].host, name=_short(job, name),
                     name_full=job.timeline.names.values[name], reference="peers", excess_ns=excess,
-                    systematic=runs > reference_runs, runs=runs, reference_runs=reference_runs,
-                    change={"op": k.op[removed], "op_ns": np.zeros(len(removed), np.int64)}))
+                    systematic=n_runs > reference_runs, runs=n_runs, reference_runs=reference_runs,
+                    change={"op": g.op_offset[rank] + removed, "op_ns": np.zeros(len(removed), np.int64)}))
     return out

@@ -16,10 +16,11 @@ def compute_changes(g: JobGraph, contention, min_excess: int) -> list[tuple[int,
     if contention is None:
         return []
     out = []
+    first_op = np.full(max(g.op_offset, default=-1) + 1, -1, np.int64)  # each rank's first op row, by rank number
+    first_op[list(g.op_offset)] = list(g.op_offset.values())
     for j, (e, ch) in enumerate(zip(contention.compute_slowdown, contention.compute_changes)):
         if e["slowed_ns"] < min_excess or len(out) >= MAX_COMPUTE_REPLAYS:
             continue
         known = np.isin(ch["rank"], list(g.op_offset))
-        op = np.array([g.op_offset[int(r)] for r in ch["rank"][known].tolist()], np.int64) + ch["row"][known]
-        out.append((j, {"op": op, "op_ns": ch["ns"][known].astype(np.int64)}))
+        out.append((j, {"op": first_op[ch["rank"][known]] + ch["row"][known], "op_ns": ch["ns"][known].astype(np.int64)}))
     return out

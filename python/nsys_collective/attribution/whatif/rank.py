@@ -45,38 +45,35 @@ PART_KINDS = {"slow_device": ("kernel",), "host_bound": ("host",), "api_stall": 
 
 def device_candidates(ctx: Context) -> list[Candidate]:
     """`slow_device` per rank, from every op run but the collectives' (kernels, copies, memsets)."""
-    job, g, ops, min_excess = ctx.job, ctx.graph, ctx.shared(kernels.op_runs), ctx.min_excess
-    # Per op run, the median of the same run (program, step, name, occurrence) on the other ranks
-    # (NaN where none ran it). Not the median of all of them: a slow device must not pull its own
-    # reference up (with four ranks the median of all four is half its own).
-    ref = ctx.shared(kernels.op_references)[1]
-    known = ~np.isnan(ref)
-    by_rank = ops.by_rank()
+    job, g, runs, min_excess = ctx.job, ctx.graph, ctx.shared(kernels.op_runs), ctx.min_excess
     out = []
     for rank in g.ranks:
-        if rank not in by_rank:
-            continue
-        mine = by_rank[rank]
-        rows = mine[known[mine]]
+        # Per op run, the median of the same run (program, step, name, occurrence) on the other
+        # ranks (NaN where none ran it). Not the median of all of them: a slow device must not
+        # pull its own reference up (with four ranks the median of all four is half its own).
+        ref = runs[rank].other_ranks
+        rows = np.flatnonzero(~np.isnan(ref))
         if not len(rows):
             continue
-        total, total_ref = float(ops.duration[rows].sum()), float(ref[rows].sum())
+        w = job.timeline[rank]
+        duration, ref = w.end[rows] - w.start[rows], ref[rows]
+        total, total_ref = float(duration.sum()), float(ref.sum())
         slowdown = total / max(total_ref, 1.0) - 1
         if slowdown < MIN_DEVICE_SLOWDOWN:
             continue
         # At the peers' pace: every op as much faster as the device was slower overall. Each op
         # keeps its own jitter; setting each to its reference would also take that away (and
         # credit the device with the luck of the draw).
-        fixed = np.round(ops.duration[rows] / (1 + slowdown)).astype(np.int64)
-        excess = int((ops.duration[rows] - fixed).sum())
+        fixed = np.round(duration / (1 + slowdown)).astype(np.int64)
+        excess = int((duration - fixed).sum())
         if excess < min_excess:
             continue
-        slower = int((ops.duration[rows] > ref[rows]).sum())
+        slower = int((duration > ref).sum())
         systematic = slowdown >= CONFIDENT_DEVICE_SLOWDOWN and slower >= CONFIDENT_SLOWER_SHARE * len(rows)
         out.append(Candidate(
             cause="slow_device", rank=int(rank), host=job.by_number[rank].host, name=None, name_full=None,
             reference="peers", excess_ns=excess, systematic=bool(systematic), slowdown=float(slowdown),
-            runs=len(rows), reference_runs=len(rows), change={"op": ops.op[rows], "op_ns": fixed}))
+            runs=len(rows), reference_runs=len(rows), change={"op": g.op_offset[rank] + rows, "op_ns": fixed}))
     return out
 
 
@@ -84,55 +81,67 @@ def api_candidates(ctx: Context) -> list[Candidate]:
     """`api_stall` per rank: its non-blocking calls that took API_STALL_FACTOR times the peers' p90
     of their API, at the peers' median. The parts are the APIs (by name, most excess first)."""
     job, g, program, min_excess = ctx.job, ctx.graph, ctx.program, ctx.min_excess
-    # Per rank: each call's API (a dense id over the job) and duration, non-blocking calls only,
-    # and the histogram of each API's durations (a quarter of a million calls, a few thousand
-    # distinct durations): what the other ranks' quantiles are taken from.
+    # Per rank, the histogram of each API's durations (a quarter of a million calls, a few
+    # thousand distinct durations): what the other ranks' quantiles are taken from, and all that
+    # is kept of its calls until it proves to have stalled.
     api_id: dict[str, int] = {}
-    calls, hist = {}, []
+    hist = []
     ranks = list(g.ranks)
     for rank in ranks:
         c = job.traces[rank].calls
-        rows = np.flatnonzero(~c.blocking)
-        # Each distinct name id once; the job's API ids are given in name order, rank by rank.
-        ids, at = grouping.unique(c.name[rows])
-        text = [str(n) for n in job.traces[rank].names(ids).tolist()]
-        for name in sorted(set(text)):
-            api_id.setdefault(name, len(api_id))
-        dense = np.array([api_id[n] for n in text], dtype=np.int64)
-        api, duration = (dense[at] if len(rows) else np.zeros(0, np.int64)), (c.end - c.start)[rows]
-        calls[rank] = (rows, api, duration)
-        (api_h,), value, count = grouping.value_counts(duration, api)
-        hist.append((np.full(len(value), rank), np.full(len(value), program[rank]), api_h, value, count))
+        (blocking, name), value, count = grouping.value_counts(c.end - c.start, c.blocking, c.name)
+        keep = blocking == 0
+        api_h = _api_ids(job.traces[rank], name[keep], api_id)
+        hist.append((np.full(len(api_h), rank), np.full(len(api_h), program[rank]), api_h, value[keep], count[keep]))
     names = sorted(api_id, key=api_id.get)
     # Per (rank, API), the p90 and the median of that API's calls on the other ranks of its program
     # (model/grouping.py), from the histograms: each (rank, API) has one of each.
     owner, of_program, api_h, value, count = (np.concatenate([h[k] for h in hist] + [np.zeros(0, np.int64)]) for k in range(5))
     p90_h, median_h = grouping.counted_quantiles_of_other_ranks(value, count, owner, of_program, api_h, quantiles=(0.9, 0.5))
+    limit_h = np.where(p90_h >= 0, np.maximum(API_STALL_FACTOR * p90_h, p90_h + API_STALL_MIN_NS), np.inf)
+    stalled_h = value > limit_h  # an API no peer called: never stalled
     out = []
     for rank in ranks:
-        rows, api, duration = calls[rank]
-        mine = owner == rank
-        p90_of, median_of = np.full(len(names), np.nan), np.full(len(names), np.nan)
-        p90_of[api_h[mine]], median_of[api_h[mine]] = p90_h[mine], median_h[mine]
-        limit = np.where(p90_of >= 0, np.maximum(API_STALL_FACTOR * p90_of, p90_of + API_STALL_MIN_NS), np.inf)
-        stalled = duration > limit[api]  # an API no peer called: never stalled
-        if not stalled.any():
+        # The rank's stalled calls, by (API, duration): their excess over the peers' median.
+        mine = np.flatnonzero((owner == rank) & stalled_h)
+        if not len(mine):
             continue
-        reference = median_of[api[stalled]].astype(np.int64)
-        extra = duration[stalled] - reference
+        extra = (value[mine] - median_h[mine].astype(np.int64)) * count[mine]
         excess = int(extra.sum())
         if excess < min_excess:
             continue
-        by_api = np.bincount(api[stalled], weights=extra, minlength=len(names))
+        by_api = np.bincount(api_h[mine], weights=extra, minlength=len(names))
         parts = [{"name": names[k], "excess_ns": int(by_api[k]), "wait_saved_ns": None}
                  for k in np.argsort(-by_api)[:MAX_PARTS].tolist() if by_api[k] > 0]
         worst = int(np.argmax(by_api))
+        # Its calls again, each stalled one set to the peers' median of its API.
+        rows, api, duration = _api_calls(job, rank, api_id)
+        limit, median_of = np.full(len(names), np.inf), np.full(len(names), np.nan)
+        limit[api_h[mine]], median_of[api_h[mine]] = limit_h[mine], median_h[mine]
+        stalled = duration > limit[api]
         out.append(Candidate(
             cause="api_stall", rank=int(rank), host=job.by_number[rank].host, name=names[worst], name_full=names[worst],
             reference="peers", excess_ns=excess, systematic=True, runs=int(stalled.sum()), reference_runs=None,
             parts=parts,
-            change={"call": g.call_offset[rank] + rows[stalled], "call_ns": reference}))
+            change={"call": g.call_offset[rank] + rows[stalled], "call_ns": median_of[api[stalled]].astype(np.int64)}))
     return out
+
+
+def _api_calls(job, rank: int, api_id: dict[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A rank's calls that do not wait for the GPU: their rows, APIs and durations."""
+    c = job.traces[rank].calls
+    rows = np.flatnonzero(~c.blocking)
+    return rows, _api_ids(job.traces[rank], c.name[rows], api_id), c.end[rows] - c.start[rows]
+
+
+def _api_ids(trace, name: np.ndarray, api_id: dict[str, int]) -> np.ndarray:
+    """The APIs of a rank's calls (their name ids) as dense ids over the job (`api_id`; new names
+    numbered in name order)."""
+    ids, at = grouping.unique(name)  # each distinct name id once
+    text = [str(n) for n in trace.names(ids).tolist()]
+    for n in sorted(set(text)):
+        api_id.setdefault(n, len(api_id))
+    return np.array([api_id[n] for n in text], dtype=np.int64)[at] if len(name) else np.zeros(0, np.int64)
 
 
 def host_bound_candidates(ctx: Context) -> list[Candidate]:

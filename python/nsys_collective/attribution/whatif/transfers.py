@@ -53,7 +53,7 @@ def transfer_candidates(ctx: Context) -> list[Candidate]:
     excess = int((x[rows] - target).sum())
     if not len(rows) or excess < min_excess:
         return out
-    ops = sorted({job.op_name(int(i)) for i in inst[rows].tolist()})
+    ops = sorted({job.op_name(i) for i in np.unique(inst[rows]).tolist()})  # per collective, not per member
     name = f"{'/'.join(ops)} transfers"
     return out + [Candidate(cause="transfer", rank=None, host=None, name=name, name_full=name, reference="baseline",
                             excess_ns=excess, systematic=excess >= 0.1 * max(1, int(x[np.isin(inst, inst[rows])].sum())),
