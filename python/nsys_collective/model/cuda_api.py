@@ -39,14 +39,18 @@ EVENT_RECORD = re.compile(r"^(cudaEventRecord(WithFlags)?|cuEventRecord(WithFlag
 STREAM_WAIT = re.compile(r"^(cudaStreamWaitEvent|cuStreamWaitEvent)(_v\d+|_ptsz)?$")
 
 
-def matches(pattern: re.Pattern, ids: np.ndarray, strings: Sequence[str | None]) -> np.ndarray:
-    """Which of `ids` (ids into `strings`, -1 unnamed) name a call `pattern` matches: each name used
-    is matched once, found by marking a table as long as `strings` (a rank's: only the names its
-    ranks use), then the answer is spread by id (millions of calls, a few hundred names)."""
+def by_name(test, ids: np.ndarray, strings: Sequence[str | None]) -> np.ndarray:
+    """test(name) of each of `ids` (ids into `strings`; -1, unnamed, is None), asked once per id
+    used, found by marking a table as long as `strings` (a rank's holds only the names its ranks
+    use): millions of calls or ranges, a few hundred names."""
     used = np.zeros(len(strings) + 1, bool)
     used[ids] = True  # -1 marks the last slot
-    hit = np.zeros(len(strings) + 1, bool)
-    for i in np.flatnonzero(used[:-1]).tolist():
-        name = strings[i]
-        hit[i] = bool(name) and pattern.match(name) is not None
-    return hit[ids]
+    answer = np.zeros(len(strings) + 1, bool)
+    for i in np.flatnonzero(used).tolist():
+        answer[i] = bool(test(strings[i] if i < len(strings) else None))
+    return answer[ids]
+
+
+def matches(pattern: re.Pattern, ids: np.ndarray, strings: Sequence[str | None]) -> np.ndarray:
+    """Which of `ids` (ids into `strings`, -1 unnamed) name a call `pattern` matches."""
+    return by_name(lambda name: name and pattern.match(name), ids, strings)

@@ -9,6 +9,7 @@ all-to-all), else from the kernel name, which does not always say what NCCL ran.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nsys_collective.ingest.capture import MEMCPY_NAME, NVTX_PUSH_POP_RANGE, NVTX_START_END_RANGE, Export
+from nsys_collective.model import cuda_api
 from nsys_collective.model.nccl_net import wire_bytes
 
 OPS = ("AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce", "AllToAll", "SendRecv", "Send", "Recv", "Generic")
@@ -47,6 +49,7 @@ def algorithm_of_kernel(name: str) -> int:
     return ALGORITHMS.index(match.group(1)) if match else -1
 
 
+@functools.cache  # asked once per NCCL operation, of a few distinct names
 def op_of_kernel(name: str) -> str:
     """The operation a kernel name (any NCCL era) or a PyTorch range name (`all_to_all`) says."""
     match = _KERNEL_OP.search(name.replace("_", ""))
@@ -95,8 +98,7 @@ class NcclOps:
 def nccl_kernel_mask(export: Export) -> np.ndarray:
     """Which kernels are NCCL's: every NCCL naming era starts with `nccl`."""
     is_nccl_name = np.array([s.startswith("nccl") for s in export.strings] + [False], dtype=bool)
-    names = export.kernels["short_name"]
-    return is_nccl_name[np.where(names >= 0, names, len(export.strings))]
+    return is_nccl_name[export.kernels["short_name"]]  # -1 (unnamed) takes the last slot
 
 
 def _ranges(export: Export, pid: int, wanted, domain: str | None, values: np.ndarray | None = None):
@@ -107,19 +109,14 @@ def _ranges(export: Export, pid: int, wanted, domain: str | None, values: np.nda
     domain-create events, so there the names alone must do.
     """
     nvtx = export.nvtx
-    names = export.names(nvtx["name"])
-    domains = export.names(nvtx["domain_name"])
     is_range = np.isin(nvtx["type"], [NVTX_PUSH_POP_RANGE, NVTX_START_END_RANGE]) & (nvtx["pid"] == pid)
-    # `wanted` per distinct name, not per range: millions of NVTX ranges hold a few thousand names.
-    ids, at = np.unique(nvtx["name"], return_inverse=True)
-    known = np.array([bool(wanted(n)) for n in export.names(ids)] + [False], dtype=bool)[at.ravel()] if len(ids) else np.zeros(0, bool)
-    in_domain = (domains == domain) | (domains == None)  # noqa: E711 - elementwise on an object array
-    pick = np.flatnonzero(is_range & known & in_domain)
+    in_domain = cuda_api.by_name(lambda d: d is None or d == domain, nvtx["domain_name"], export.strings)
+    pick = np.flatnonzero(is_range & in_domain & cuda_api.by_name(wanted, nvtx["name"], export.strings))
     out = {}
     for tid in np.unique(nvtx["tid"][pick]):
         rows = pick[nvtx["tid"][pick] == tid]
         rows = rows[np.argsort(nvtx["start"][rows], kind="stable")]
-        out[int(tid)] = (nvtx["start"][rows], nvtx["end"][rows], (names if values is None else values)[rows])
+        out[int(tid)] = (nvtx["start"][rows], nvtx["end"][rows], export.names(nvtx["name"][rows]) if values is None else values[rows])
     return out
 
 
@@ -274,7 +271,7 @@ def nccl_ops(export: Export, pid: int, gpu, strings: tuple[str, ...]) -> NcclOps
 
     # Copy-engine collectives: copies launched inside a collective API range that launched no kernel.
     others = np.flatnonzero(~gpu.is_kernel)
-    copies = others[np.array([n >= 0 and strings[n] == MEMCPY_NAME for n in gpu.name[others].tolist()], dtype=bool)]
+    copies = others[cuda_api.by_name(lambda n: n == MEMCPY_NAME, gpu.name[others], strings)]
     if len(copies) and ranges:
         ctid, cwhen = gpu.launch_tid[copies], gpu.launch[copies]
         capi = _covering_range(ranges, ctid, cwhen)
