@@ -677,21 +677,21 @@ fn median_of_other_ranks<'py>(
 #[allow(clippy::too_many_arguments)]
 fn infer_stream_waits<'py>(
     py: Python<'py>,
-    call_tid: PyReadonlyArray1<'py, i64>,
+    call_tid: IdArray<'py>,
     call_start: PyReadonlyArray1<'py, i64>,
     is_record: PyReadonlyArray1<'py, bool>,
     is_wait: PyReadonlyArray1<'py, bool>,
-    op_tid: PyReadonlyArray1<'py, i64>,
+    op_tid: IdArray<'py>,
     op_launch: PyReadonlyArray1<'py, i64>,
-    op_stream: PyReadonlyArray1<'py, i64>,
+    op_stream: IdArray<'py>,
 ) -> PyResult<(Column<'py>, Column<'py>, Column<'py>, Column<'py>)> {
     let calls = stream_waits::Calls {
-        tid: call_tid.as_slice()?,
+        tid: call_tid.ids()?,
         start: call_start.as_slice()?,
         is_record: is_record.as_slice()?,
         is_wait: is_wait.as_slice()?,
     };
-    let ops = stream_waits::Launches { tid: op_tid.as_slice()?, launch: op_launch.as_slice()?, stream: op_stream.as_slice()? };
+    let ops = stream_waits::Launches { tid: op_tid.ids()?, launch: op_launch.as_slice()?, stream: op_stream.ids()? };
     let pairs = py.detach(|| stream_waits::pair(&calls, &ops)).map_err(to_py_err)?;
     Ok((
         positions(py, pairs.record_call),
@@ -699,6 +699,22 @@ fn infer_stream_waits<'py>(
         positions(py, pairs.wait_call),
         pairs.wait_stream.into_pyarray(py),
     ))
+}
+
+/// A 1-D numpy int32 or int64 array of ids, read as it is (stream_waits::Ids).
+#[derive(FromPyObject)]
+enum IdArray<'py> {
+    I32(PyReadonlyArray1<'py, i32>),
+    I64(PyReadonlyArray1<'py, i64>),
+}
+
+impl IdArray<'_> {
+    fn ids(&self) -> PyResult<stream_waits::Ids<'_>> {
+        Ok(match self {
+            IdArray::I32(a) => stream_waits::Ids::I32(a.as_slice()?),
+            IdArray::I64(a) => stream_waits::Ids::I64(a.as_slice()?),
+        })
+    }
 }
 
 // Host time inside one rank's ranges (crates/core/src/host_time.rs): attribution/whatif/host.py.
