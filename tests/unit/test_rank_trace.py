@@ -192,6 +192,17 @@ def test_host_ranges_and_calls_equal_the_numpy_version(seed):
             _same(getattr(calls, column), values, (seed, pid, column), (local, exported) if column == "name" else None)
 
 
+def test_calls_that_are_the_whole_runtime_table_keep_its_times():
+    export, is_nccl = random_export(11)
+    rt = export.runtime
+    order = np.argsort(rt["start"], kind="stable")
+    export.runtime = {c: (np.ones_like(v) if c == "pid" else v[order]) for c, v in rt.items()}  # one process, by start
+    [(_, _, ranges, calls)], _ = trace_ranks(export, [(1, 0)], is_nccl)
+    assert calls.start is export.runtime["start"] and calls.end is export.runtime["end"]
+    for column, values in reference_host_calls(export, 1, trace._host_ranges(export, 1)).items():
+        assert np.array_equal(getattr(calls, column), values), column
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_the_string_table_holds_only_the_names_the_ranks_use_in_export_order(seed):
     export, is_nccl = random_export(seed)

@@ -344,8 +344,10 @@ pub struct Ranges<'a> {
 /// export's string ids from `host_calls`, the rank's local ones from `trace_ranks`.
 #[derive(Debug, PartialEq, Eq)]
 pub struct HostCalls {
-    pub start: Vec<i64>,
-    pub end: Vec<i64>,
+    /// None where the calls are the runtime table's rows in order (one process, the table sorted
+    /// by start): the table's own columns serve, nothing is copied.
+    pub start: Option<Vec<i64>>,
+    pub end: Option<Vec<i64>>,
     pub tid: Ints,
     pub correlation: Ints,
     pub name: Vec<i32>,
@@ -425,9 +427,11 @@ fn host_calls(runtime: &Runtime, pid: i64, ranges: &Ranges) -> Result<HostCalls,
         }
     }
     let row = |k: usize| rows[k] as usize;
+    let whole_table = n == runtime.start.len() && rows.iter().enumerate().all(|(k, &r)| k == r as usize);
+    let copied = |of: &[i64]| (!whole_table).then(|| (0..n).map(|k| of[row(k)]).collect());
     Ok(HostCalls {
-        start: (0..n).map(|k| runtime.start[row(k)]).collect(),
-        end: (0..n).map(|k| runtime.end[row(k)]).collect(),
+        start: copied(runtime.start),
+        end: copied(runtime.end),
         tid: Ints::of(n, |k| runtime.tid[row(k)]),
         correlation: Ints::of(n, |k| runtime.correlation[row(k)]),
         name: (0..n).map(|k| string_id(runtime.name[row(k)])).collect(),
@@ -614,7 +618,10 @@ mod tests {
         // Thread 7: step [10, 100] around loader [26, 48]; thread 8 has no range.
         let ranges = Ranges { start: &[10, 26], end: &[100, 48], tid: &[7, 7], name: &[0, 1] };
         let got = host_calls(&runtime, 1, &ranges).unwrap();
-        assert_eq!((got.start, got.correlation, got.name), (vec![20, 30, 50], Ints::I32(vec![1, 2, 0]), vec![5, -1, 4]));
+        assert_eq!((got.start, got.correlation, got.name), (Some(vec![20, 30, 50]), Ints::I32(vec![1, 2, 0]), vec![5, -1, 4]));
+        // One process, the table in start order: the table's own times.
+        let one = Runtime { pid: &[1; 4], start: &[0, 20, 30, 50], ..runtime };
+        assert_eq!(host_calls(&one, 1, &ranges).map(|c| (c.start, c.end)), Ok((None, None)));
         assert_eq!(got.gap_start, [10, 30, 25]);
         assert_eq!(got.gap_range, Ints::I32(vec![0, -1, 1]));
         let short = Ranges { tid: &[7], ..ranges };

@@ -999,8 +999,12 @@ fn trace_ranks<'py>(
         g.set_item("stream", ints_array(py, gpu.stream))?;
         g.set_item("correlation", ints_array(py, gpu.correlation))?;
         let h = PyDict::new(py);
-        h.set_item("start", calls.start.into_pyarray(py))?;
-        h.set_item("end", calls.end.into_pyarray(py))?;
+        for (name, copied) in [("start", calls.start), ("end", calls.end)] {
+            match copied {
+                Some(v) => h.set_item(name, v.into_pyarray(py))?,
+                None => h.set_item(name, runtime.get_item(name)?)?, // the runtime table's own column
+            }
+        }
         h.set_item("tid", ints_array(py, calls.tid))?;
         h.set_item("correlation", ints_array(py, calls.correlation))?;
         h.set_item("name", calls.name.into_pyarray(py))?;
