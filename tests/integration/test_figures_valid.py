@@ -138,24 +138,34 @@ def test_odd_kernel_times_give_no_invalid_figure_and_a_warning(tmp_path, case, u
     assert (tmp_path / "out" / "report.html").is_file()
 
 
-def test_rows_with_missing_negative_reversed_or_absurd_times_are_dropped_and_counted():
-    from nsys_collective.model.trace import drop_bad_times
+def _screened_kernels(start, end, capture_start=None):
+    """(kept kernel starts, dropped-row warnings) of an export whose kernels have these times."""
+    from nsys_collective.ingest.capture import Export, Session
+    from nsys_collective.model.trace import screen_gpu_work
 
-    start = np.array([10, -1, 30, 50, 2**62 + 1], dtype=np.int64)
-    end = np.array([20, 5, 25, 60, 2**62 + 9], dtype=np.int64)
-    table = {"start": start, "end": end, "pid": np.arange(5)}
-    kept, dropped = drop_bad_times(table)
-    assert dropped == 3 and kept["pid"].tolist() == [0, 3] and kept["start"].tolist() == [10, 50]
+    n = len(start)
+    kernels = {"start": np.array(start, np.int64), "end": np.array(end, np.int64), "pid": np.ones(n, np.int64),
+               "device": np.zeros(n, np.int64), "stream": np.full(n, 7), "correlation": np.arange(n)}
+    empty = {c: np.zeros(0, np.int64) for c in kernels}
+    export = Export(path=None, session=Session(None, None, True, None, None, capture_start_ns=capture_start), metadata={},
+                    system_env={}, capture=[], strings=[], kernels=kernels, memcpy=empty, memset=empty, runtime={}, nvtx={},
+                    gpu_metrics={}, gpu_metric_names={}, gpus={}, sync={}, cuda_event={}, cpu_ops={})
+    warnings = []
+    screened, _ = screen_gpu_work(export, "rep.sqlite", warnings)
+    return screened.kernels["start"].tolist(), warnings
+
+
+def test_rows_with_missing_negative_reversed_or_absurd_times_are_dropped_and_counted():
+    kept, warnings = _screened_kernels([10, -1, 30, 50, 2**62 + 1], [20, 5, 25, 60, 2**62 + 9])
+    assert kept == [10, 50] and warnings == ["rep.sqlite: 3 kernels rows with missing, negative, reversed or out-of-range times dropped"]
     # Nothing before the capture started, nothing more than 30 days after.
     day = 24 * 3600 * 10**9
     capture = 1_750_000_000 * 10**9
-    table = {"start": np.array([capture - 1, capture, capture + 29 * day]), "end": np.array([capture, capture + 5, capture + 31 * day])}
-    kept, dropped = drop_bad_times(table, capture_start=capture)
-    assert dropped == 2 and kept["start"].tolist() == [capture]
+    kept, warnings = _screened_kernels([capture - 1, capture, capture + 29 * day], [capture, capture + 5, capture + 31 * day], capture)
+    assert kept == [capture] and "2 kernels rows" in warnings[0]
     # Where the capture's start is unknown (Kineto), nothing lasts longer than 30 days either.
-    table = {"start": np.array([capture, capture + 400 * day]), "end": np.array([capture + 31 * day, capture + 400 * day + 5])}
-    kept, dropped = drop_bad_times(table)
-    assert dropped == 1 and kept["start"].tolist() == [capture + 400 * day]
+    kept, warnings = _screened_kernels([capture, capture + 400 * day], [capture + 31 * day, capture + 400 * day + 5])
+    assert kept == [capture + 400 * day] and "1 kernels rows" in warnings[0]
 
 
 def test_causality_violations_are_counted_right_whatever_the_durations():

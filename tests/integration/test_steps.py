@@ -99,7 +99,7 @@ def _trace(steps, lost_at=()):
     calls = SimpleNamespace(start=np.array(launches), name=np.full(len(launches), len(steps)),
                             correlation=np.arange(len(launches)))
     gpu = SimpleNamespace(correlation=np.array([0]))
-    return SimpleNamespace(ranges=ranges, calls=calls, gpu=gpu,
+    return SimpleNamespace(ranges=ranges, calls=calls, gpu=gpu, strings=names,
                            names=lambda ids: np.array([names[i] for i in ids], dtype=object))
 
 

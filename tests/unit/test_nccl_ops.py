@@ -8,6 +8,7 @@ import pytest
 from conftest import FIXTURES
 from nsys_collective import read_exports
 from nsys_collective.model.nccl import OPS, nccl_kernel_mask, nccl_ops, op_of_kernel
+from nsys_collective.model.trace import trace_ranks
 
 
 @pytest.mark.parametrize("name, op", [
@@ -25,12 +26,17 @@ def test_operation_of_every_naming_era(name, op):
     assert op_of_kernel(name) == op
 
 
+def _ops(export, pid, device):
+    [(gpu, *_)], strings = trace_ranks(export, [(pid, device)], nccl_kernel_mask(export))
+    return nccl_ops(export, pid, gpu, strings)
+
+
 def test_copy_engine_collective_is_one_operation():
     """NCCL 2.28+ can run a collective as copies on its stream: a memcpy launched inside an
     ncclAllReduce range that launched no kernel is that collective."""
     (export,) = read_exports([FIXTURES / "demo-4rank-2host" / "rep_0.sqlite"])
     pid, device = int(export.kernels["pid"][0]), int(export.kernels["device"][0])
-    before = nccl_ops(export, pid, device)
+    before = _ops(export, pid, device)
     k = export.kernels
     first = np.flatnonzero(nccl_kernel_mask(export))[0]
     # The first NCCL kernel becomes two copies of the same call (split in time), on its stream.
@@ -42,7 +48,7 @@ def test_copy_engine_collective_is_one_operation():
     }
     export.memcpy = {c: np.concatenate([export.memcpy[c], np.array(v, dtype=np.int64)]) for c, v in copies.items()}
     export.kernels = {c: np.delete(v, first) for c, v in k.items()}
-    after = nccl_ops(export, pid, device)
+    after = _ops(export, pid, device)
     assert len(after) == len(before)
     np.testing.assert_array_equal(after.start, before.start)
     np.testing.assert_array_equal(after.end, before.end)

@@ -62,7 +62,7 @@ def idle_before(trace, selection, rank) -> dict:
 
 def host_sync_before(trace, selection, rank) -> dict:
     calls = trace.calls
-    mine = cuda_api.matches(cuda_api.SYNCHRONIZE, calls.name, trace)
+    mine = cuda_api.matches(cuda_api.SYNCHRONIZE, calls.name, trace.strings)
     if selection is not None:
         mine &= selection.analyzed(rank, calls.start)
     return {"host_sync_ns": int((calls.end[mine] - calls.start[mine]).sum()), "host_sync_calls": int(mine.sum())}
@@ -84,7 +84,7 @@ def random_rank(rng):
     k = int(rng.integers(0, 20))
     syncs = {"kind": rng.choice([SyncType.STREAM_WAIT_EVENT, SyncType.STREAM_SYNCHRONIZE], k).astype(np.int64),
              "correlation": rng.integers(0, m * 2, k).astype(np.int64), "stream": rng.integers(0, 3, k).astype(np.int64)}
-    trace = SimpleNamespace(gpu=gpu, calls=calls, stream_waits=(syncs, None), names=lambda ids: np.array(NAMES + [""])[ids])
+    trace = SimpleNamespace(gpu=gpu, calls=calls, stream_waits=(syncs, None), strings=NAMES)
     s = int(rng.integers(1, 6))
     step_start = np.sort(rng.integers(0, 2_000, s)).astype(np.int64)
     steps = RankSteps(start=step_start, end=step_start + rng.integers(0, 600, s), label=[f"step {i}" for i in range(s)])

@@ -1,8 +1,9 @@
-"""model/trace.py's per-rank GPU items, counts and host calls, made in the core
-(crates/core/src/rank_trace.rs), against the numpy version they replaced (kept here as the
-definition), on random exports: several processes and devices, ties in start times, correlation
-ids shared by several calls or by none, nested and overlapping host ranges, threads without
-ranges, calls that overlap on one thread."""
+"""model/trace.py's screening of GPU work and its per-rank GPU items, counts and host calls, made in
+the core (crates/core/src/rank_trace.rs), against the numpy version they replaced (kept here as
+the definition), on random exports: several processes and devices, ties in start times,
+correlation ids shared by several calls or by none, nested and overlapping host ranges, threads
+without ranges, calls that overlap on one thread, rows with impossible times or ids; names as ids
+into a table of only the names the ranks use, ids as int32 where they fit."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import pytest
 from nsys_collective import _native
 from nsys_collective.model import cuda_api
 from nsys_collective.model.intervals import covered_ns, overlap_ns
-from nsys_collective.model.trace import HostRanges, _gpu_items, _host_calls
+from nsys_collective.model import trace
+from nsys_collective.model.trace import screen_gpu_work, trace_ranks
 
 NAMES = ["cudaLaunchKernel", "cudaStreamSynchronize", "cudaMemcpyAsync", "cudaMemcpy", "ncclDevKernel_AllReduce", "gemm"]
 
@@ -79,7 +81,7 @@ def reference_host_calls(export, pid, ranges):
     rows = np.flatnonzero(rt["pid"] == pid)
     rows = rows[np.argsort(rt["start"][rows], kind="stable")]
     start, end, tid = rt["start"][rows], rt["end"][rows], rt["tid"][rows]
-    blocking = cuda_api.matches(cuda_api.BLOCKING, rt["name"][rows], export)
+    blocking = cuda_api.matches(cuda_api.BLOCKING, rt["name"][rows], export.strings)
     gap_range = np.full(len(rows), -1, dtype=np.int64)
     gap_start = start.copy()
     for t in np.unique(tid).tolist():
@@ -94,6 +96,18 @@ def reference_host_calls(export, pid, ranges):
             gap_range[mine] = np.where(found >= 0, own[np.maximum(found, 0)], -1)
     return {"start": start, "end": end, "tid": tid, "correlation": rt["correlation"][rows], "name": rt["name"][rows],
             "blocking": blocking, "gap_start": gap_start, "gap_range": gap_range}
+
+
+def reference_screen(table, capture_start=None):
+    """drop_bad_times, then drop_bad_ids: (kept table, bad times, bad ids)."""
+    start, end = table["start"], table["end"]
+    lo = max(0, capture_start or 0)
+    hi = min(trace.MAX_TIME_NS, lo + trace.MAX_CAPTURE_NS) if capture_start else trace.MAX_TIME_NS
+    good = (start >= lo) & (end >= start) & (end <= hi) & (end - start <= trace.MAX_CAPTURE_NS)
+    table, bad_times = {c: v[good] for c, v in table.items()}, int((~good).sum())
+    good = ((table["device"] >= 0) & (table["device"] < trace.MAX_DEVICE) & (table["pid"] >= 1)
+            & (table["pid"] <= trace.MAX_PID) & (table["stream"] >= -1) & (table["stream"] <= trace.MAX_STREAM))
+    return {c: v[good] for c, v in table.items()}, bad_times, int((~good).sum())
 
 
 # Random exports.
@@ -115,44 +129,136 @@ def random_export(seed: int):
     runtime = {"start": start, "end": start + rng.integers(0, 30, n_calls), "pid": rng.integers(1, 3, n_calls),
                "tid": rng.integers(1, 4, n_calls), "correlation": rng.integers(0, 60, n_calls),
                "name": rng.integers(-1, len(NAMES), n_calls)}
-    export = SimpleNamespace(kernels=_activity(rng, int(rng.integers(0, 150)), kernels=True),
-                             memcpy=_activity(rng, int(rng.integers(0, 20))), memset=_activity(rng, int(rng.integers(0, 10))),
-                             runtime={c: np.ascontiguousarray(v, np.int64) for c, v in runtime.items()}, strings=list(NAMES))
-    export.names = lambda ids: np.array(NAMES + [None], dtype=object)[np.where(ids >= 0, ids, len(NAMES))]
     n_ranges = int(rng.integers(0, 12))
     rs = rng.integers(0, 300, n_ranges)
-    ranges = HostRanges(start=rs, end=rs + rng.integers(0, 150, n_ranges), tid=rng.integers(1, 4, n_ranges),
-                        name=rng.integers(-1, len(NAMES), n_ranges))
+    nvtx = {"start": rs, "end": rs + rng.integers(0, 150, n_ranges), "tid": rng.integers(1, 4, n_ranges),
+            "name": rng.integers(-1, len(NAMES), n_ranges), "pid": rng.integers(1, 3, n_ranges),
+            "type": rng.choice([59, 60, 75], n_ranges)}
+    export = SimpleNamespace(kernels=_activity(rng, int(rng.integers(0, 150)), kernels=True),
+                             memcpy=_activity(rng, int(rng.integers(0, 20))), memset=_activity(rng, int(rng.integers(0, 10))),
+                             runtime={c: np.ascontiguousarray(v, np.int64) for c, v in runtime.items()}, strings=list(NAMES),
+                             nvtx={c: np.ascontiguousarray(v, np.int64) for c, v in nvtx.items()},
+                             cpu_ops={c: np.zeros(0, np.int64) for c in nvtx})
+    export.names = lambda ids: np.array(NAMES + [None], dtype=object)[np.where(ids >= 0, ids, len(NAMES))]
     is_nccl = rng.random(len(export.kernels["start"])) < 0.3
-    return export, ranges, is_nccl
+    return export, is_nccl
+
+
+KEYS = [(1, 0), (1, 1), (2, 0), (2, 1)]
+
+
+def _traced(export, is_nccl):
+    traced, strings = trace_ranks(export, KEYS, is_nccl)
+    names = np.array(strings + (None,), dtype=object)
+    extended = np.array(export.strings + ["[CUDA memcpy]", "[CUDA memset]", None], dtype=object)
+    return traced, strings, (lambda local: names[local]), (lambda ids: extended[ids])
+
+
+def _same(got, want, what, names=None):
+    """Equal values; ids (names) equal as strings; int32 exactly where int64 was and every value fits."""
+    if names is not None:
+        assert got.dtype == np.int32 and names[0](got).tolist() == names[1](want).tolist(), what
+        return
+    assert np.array_equal(got, want), what
+    fits = want.dtype == np.int64 and (not len(want) or (want.min() >= -2**31 and want.max() < 2**31))
+    assert got.dtype == (np.int32 if fits and what[-1] in NARROWED else want.dtype), what
+
+
+NARROWED = {"launch_tid", "ctas", "stream", "correlation", "tid", "gap_range"}
 
 
 @pytest.mark.parametrize("seed", range(60))
 def test_gpu_items_and_counts_equal_the_numpy_version(seed):
-    export, _, is_nccl = random_export(seed)
-    for pid in (1, 2):
-        for device in (0, 1):
-            items, counts = _gpu_items(export, pid, device, is_nccl)
-            want = reference_gpu_items(export, pid, device, is_nccl)
-            for column, values in want.items():
-                got = getattr(items, column)
-                assert got.dtype == values.dtype and np.array_equal(got, values), (seed, pid, device, column)
-            assert counts == reference_counts(export, pid, device, is_nccl), (seed, pid, device)
+    export, is_nccl = random_export(seed)
+    traced, _, local, exported = _traced(export, is_nccl)
+    for (pid, device), (items, counts, _, _) in zip(KEYS, traced):
+        want = reference_gpu_items(export, pid, device, is_nccl)
+        for column, values in want.items():
+            names = (local, exported) if column in ("name", "short_name") else None
+            _same(getattr(items, column), values, (seed, pid, device, column), names)
+        assert counts == reference_counts(export, pid, device, is_nccl), (seed, pid, device)
 
 
 @pytest.mark.parametrize("seed", range(60))
-def test_host_calls_equal_the_numpy_version(seed):
-    export, ranges, _ = random_export(seed)
-    for pid in (1, 2):
-        calls = _host_calls(export, pid, ranges)
-        for column, values in reference_host_calls(export, pid, ranges).items():
-            got = getattr(calls, column)
-            assert got.dtype == values.dtype and np.array_equal(got, values), (seed, pid, column)
+def test_host_ranges_and_calls_equal_the_numpy_version(seed):
+    export, is_nccl = random_export(seed)
+    traced, _, local, exported = _traced(export, is_nccl)
+    for (pid, device), (_, _, ranges, calls) in zip(KEYS, traced):
+        want_ranges = trace._host_ranges(export, pid)
+        for column in ("start", "end", "tid"):
+            assert np.array_equal(getattr(ranges, column), getattr(want_ranges, column)), (seed, pid, column)
+        _same(ranges.name, want_ranges.name, (seed, pid, "range name"), (local, exported))
+        for column, values in reference_host_calls(export, pid, want_ranges).items():
+            _same(getattr(calls, column), values, (seed, pid, column), (local, exported) if column == "name" else None)
+
+
+def test_calls_that_are_the_whole_runtime_table_keep_its_times():
+    export, is_nccl = random_export(11)
+    rt = export.runtime
+    order = np.argsort(rt["start"], kind="stable")
+    export.runtime = {c: (np.ones_like(v) if c == "pid" else v[order]) for c, v in rt.items()}  # one process, by start
+    [(_, _, ranges, calls)], _ = trace_ranks(export, [(1, 0)], is_nccl)
+    assert calls.start is export.runtime["start"] and calls.end is export.runtime["end"]
+    for column, values in reference_host_calls(export, 1, trace._host_ranges(export, 1)).items():
+        assert np.array_equal(getattr(calls, column), values), column
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_string_table_holds_only_the_names_the_ranks_use_in_export_order(seed):
+    export, is_nccl = random_export(seed)
+    traced, strings = trace_ranks(export, KEYS[:2 + seed % 3], is_nccl)
+    used = set()
+    for (pid, device) in KEYS[:2 + seed % 3]:
+        g = reference_gpu_items(export, pid, device, is_nccl)
+        used |= set(g["name"].tolist()) | set(g["short_name"].tolist())
+        used |= set(trace._host_ranges(export, pid).name.tolist())
+        used |= set(export.runtime["name"][export.runtime["pid"] == pid].tolist())
+    extended = export.strings + ["[CUDA memcpy]", "[CUDA memset]"]
+    assert strings == tuple(extended[i] for i in sorted(used - {-1}))
+
+
+def test_ids_past_int32_stay_int64():
+    export, is_nccl = random_export(5)
+    export.kernels["correlation"] = export.kernels["correlation"] + 2**31
+    export.runtime["tid"] = export.runtime["tid"] + 2**40
+    traced, _ = trace_ranks(export, KEYS, is_nccl)
+    for (pid, device), (items, _, _, calls) in zip(KEYS, traced):
+        want = reference_gpu_items(export, pid, device, is_nccl)
+        assert items.correlation.dtype == np.int64 and np.array_equal(items.correlation, want["correlation"])
+        assert calls.tid.dtype == np.int64 and calls.correlation.dtype == np.int32
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_screening_equals_the_numpy_version(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 80))
+    capture = [None, 0, 1_000, 2**62 - 5][seed % 4]
+    base = 0 if capture is None else capture
+    start = base + rng.choice([-1, 0, 5, 2**62, trace.MAX_CAPTURE_NS - 3], n) + rng.integers(0, 3, n)
+    end = start + rng.choice([-1, 0, 7, trace.MAX_CAPTURE_NS, trace.MAX_CAPTURE_NS + 1], n)
+    table = {"start": start, "end": end, "pid": rng.choice([-1, 0, 1, 2, trace.MAX_PID, trace.MAX_PID + 1], n),
+             "device": rng.choice([-1, 0, 3, trace.MAX_DEVICE - 1, trace.MAX_DEVICE], n),
+             "stream": rng.choice([-2, -1, 7, trace.MAX_STREAM, trace.MAX_STREAM + 1], n),
+             "correlation": rng.integers(0, 9, n)}
+    table = {c: np.ascontiguousarray(v, np.int64) for c, v in table.items()}
+    empty = {c: np.zeros(0, np.int64) for c in table}
+    export = trace.Export(path=None, session=trace.Session(None, None, True, None, None, capture_start_ns=capture),
+                          metadata={}, system_env={}, capture=[], strings=[], kernels=table, memcpy=empty, memset=empty,
+                          runtime={}, nvtx={}, gpu_metrics={}, gpu_metric_names={}, gpus={}, sync={}, cuda_event={}, cpu_ops={})
+    warnings = []
+    screened, ranks = screen_gpu_work(export, "r", warnings)
+    kept, bad_times, bad_ids = reference_screen(table, capture)
+    assert all(np.array_equal(screened.kernels[c], kept[c]) for c in table), seed
+    assert ranks == sorted(set(zip(kept["pid"].tolist(), kept["device"].tolist())))
+    assert len(warnings) == (bad_times > 0) + (bad_ids > 0)
+    assert all(f" {k} kernels rows" in w for k, w in zip([k for k in (bad_times, bad_ids) if k], warnings))
+    if not bad_times + bad_ids:
+        assert screened.kernels is table  # nothing copied
 
 
 def test_columns_that_differ_in_length_are_refused():
-    export, _, is_nccl = random_export(3)
+    export, is_nccl = random_export(3)
     with pytest.raises(ValueError, match="differ in length"):
-        _native.trace_host_calls(export.runtime, 1, np.arange(3), np.arange(2), np.arange(3))
+        _native.trace_ranks(export.kernels, is_nccl, [], export.runtime, [(1, 0, np.arange(3), np.arange(2), np.arange(3), np.arange(3))], 6)
     with pytest.raises(ValueError, match="differ in length"):
-        _native.trace_gpu_items(export.kernels, is_nccl[:-1], [], export.runtime, 1, 0)
+        _native.trace_ranks(export.kernels, is_nccl[:-1], [], export.runtime, [(1, 0, *[np.zeros(0, np.int64)] * 4)], 6)

@@ -14,9 +14,8 @@ from nsys_collective.model.stream_waits import stream_waits_from_calls
 NAMES = ["cudaEventRecord", "cudaStreamWaitEvent", "cudaLaunchKernel", "cuEventRecord_v2", None]
 
 
-class Names:
-    def names(self, ids):
-        return np.array([NAMES[i] if i >= 0 else None for i in ids], dtype=object)
+def names_of(ids):
+    return [NAMES[i] if i >= 0 else None for i in ids]
 
 
 def _scan(calls, gpu):
@@ -54,8 +53,13 @@ def test_each_wait_gets_the_latest_record_of_another_stream(seed):
                             correlation=np.arange(n) + 1000)
     gpu = SimpleNamespace(launch=np.where(rng.random(m) < 0.1, -1, rng.integers(0, 2000, m)),
                           launch_tid=rng.integers(1, 4, m), stream=rng.integers(7, 10, m))
-    syncs, events = stream_waits_from_calls(calls, gpu, Names())
-    before = numpy_version(calls, gpu, Names())
+    syncs, events = stream_waits_from_calls(calls, gpu, NAMES)
+    before = numpy_version(calls, gpu, NAMES)
+    # Ids narrowed to int32, as the rank's trace holds them where they fit: read as they are.
+    narrow = SimpleNamespace(**{**vars(gpu), "launch_tid": gpu.launch_tid.astype(np.int32), "stream": gpu.stream.astype(np.int32)})
+    for mine, theirs in zip(stream_waits_from_calls(SimpleNamespace(**{**vars(calls), "tid": calls.tid.astype(np.int32)}),
+                                                    narrow, NAMES), (syncs, events)):
+        assert (mine is None and theirs is None) or all(np.array_equal(v, theirs[k]) for k, v in mine.items())
     assert (syncs is None) == (before[0] is None)
     if syncs is not None:
         for mine, theirs in zip((syncs, events), before):
@@ -76,24 +80,23 @@ def test_each_wait_gets_the_latest_record_of_another_stream(seed):
 def test_names_are_matched_once_per_string_id():
     seen = []
 
-    class Counting(Names):
-        def names(self, ids):
-            seen.append(len(ids))
-            return super().names(ids)
+    class Counting(list):
+        def __getitem__(self, i):
+            seen.append(i)
+            return super().__getitem__(i)
 
     ids = np.array([0, 1, 1, 2, 0, -1, 3, 3] * 1000)
-    got = cuda_api.matches(cuda_api.EVENT_RECORD, ids, Counting())
-    assert seen == [4]  # the distinct named ids (-1 names nothing), not the 8,000 calls
-    assert got.tolist() == [n is not None and n in ("cudaEventRecord", "cuEventRecord_v2")
-                            for n in Names().names(ids)]
+    got = cuda_api.matches(cuda_api.EVENT_RECORD, ids, Counting(NAMES))
+    assert sorted(seen) == [0, 1, 2, 3]  # the distinct ids named, not the 8,000 calls
+    assert got.tolist() == [n is not None and n in ("cudaEventRecord", "cuEventRecord_v2") for n in names_of(ids)]
 
 
-def numpy_version(calls, gpu, names) -> tuple[dict | None, dict | None]:
+def numpy_version(calls, gpu, strings) -> tuple[dict | None, dict | None]:
     """model/stream_waits.py before the core paired the calls, verbatim but for its name."""
     if calls is None or gpu is None or not len(calls.start):
         return None, None
-    is_record = cuda_api.matches(cuda_api.EVENT_RECORD, calls.name, names)
-    is_wait = cuda_api.matches(cuda_api.STREAM_WAIT, calls.name, names)
+    is_record = cuda_api.matches(cuda_api.EVENT_RECORD, calls.name, strings)
+    is_wait = cuda_api.matches(cuda_api.STREAM_WAIT, calls.name, strings)
     if not is_record.any() or not is_wait.any():
         return None, None
     rec_call, rec_stream, wait_call, wait_stream = [], [], [], []

@@ -1,20 +1,48 @@
-//! One rank's trace from its export's columns (python/nsys_collective/model/trace.py): its GPU
-//! work in start order with the runtime call that launched each item and the figures counted over
-//! it, and its host calls in start order with where the host work before each began. One pass
-//! per table with a hash map of correlation ids, where the numpy version masked, sorted and
-//! searched whole columns several times per rank (tests/unit/test_rank_trace.py keeps it).
+//! The ranks' traces from their export's columns (python/nsys_collective/model/trace.py): which
+//! GPU work can be right and which ranks it belongs to (`screen`); per rank its GPU work in start
+//! order with the runtime call that launched each item and the figures counted over it, and its
+//! host calls in start order with where the host work before each began; their names as ids
+//! into a string table of only the names the export's ranks use (`trace_ranks`). Each column is
+//! made once in the type it is held in (ids as int32 where they fit), where the numpy version
+//! masked, sorted, searched, narrowed and remapped whole columns several times per rank
+//! (tests/unit/test_rank_trace.py keeps it).
 
-use rustc_hash::FxHashMap;
+use rustc_hash::FxHashSet;
 
-/// Columns of one table that differ in length: the caller's bug.
+/// Why the columns given cannot be traced: the caller's bug.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
-#[error("rank trace columns differ in length ({0} and {1} rows)")]
-pub struct LengthMismatch(pub usize, pub usize);
+pub enum TraceError {
+    #[error("rank trace columns differ in length ({0} and {1} rows)")]
+    LengthMismatch(usize, usize),
+    #[error("string id {0} outside the export's table of {1} strings")]
+    StringId(i64, usize),
+    #[error("{0} strings: more than int32 ids can name")]
+    TooManyStrings(usize),
+}
 
-fn same_length(columns: &[usize]) -> Result<(), LengthMismatch> {
+fn same_length(columns: &[usize]) -> Result<(), TraceError> {
     match columns.iter().find(|&&n| n != columns[0]) {
-        Some(&n) => Err(LengthMismatch(columns[0], n)),
+        Some(&n) => Err(TraceError::LengthMismatch(columns[0], n)),
         None => Ok(()),
+    }
+}
+
+/// An integer column as int32 where every value fits, else int64: ids and counts held for every
+/// rank until the analysis ends, which their consumers only compare, search, index or divide.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ints {
+    I32(Vec<i32>),
+    I64(Vec<i64>),
+}
+
+impl Ints {
+    /// value(i) for i in 0..n, each computed twice (checked, then written) rather than held twice.
+    fn of(n: usize, value: impl Fn(usize) -> i64) -> Ints {
+        if (0..n).all(|i| i32::try_from(value(i)).is_ok()) {
+            Ints::I32((0..n).map(|i| value(i) as i32).collect())
+        } else {
+            Ints::I64((0..n).map(value).collect())
+        }
     }
 }
 
@@ -29,7 +57,7 @@ pub struct Activity<'a> {
 }
 
 impl Activity<'_> {
-    fn check(&self) -> Result<(), LengthMismatch> {
+    fn check(&self) -> Result<(), TraceError> {
         same_length(&[self.start.len(), self.end.len(), self.pid.len(), self.device.len(), self.stream.len(), self.correlation.len()])
     }
 
@@ -60,29 +88,89 @@ pub struct Runtime<'a> {
     pub start: &'a [i64],
     pub end: &'a [i64],
     pub correlation: &'a [i64],
+    pub name: &'a [i64],
 }
 
 impl Runtime<'_> {
-    fn check(&self) -> Result<(), LengthMismatch> {
-        same_length(&[self.pid.len(), self.tid.len(), self.start.len(), self.end.len(), self.correlation.len()])
+    fn check(&self) -> Result<(), TraceError> {
+        same_length(&[self.pid.len(), self.tid.len(), self.start.len(), self.end.len(), self.correlation.len(), self.name.len()])
     }
 }
 
+/// What a GPU activity row must keep to for its times and ids to be right (model/trace.py says
+/// why): start >= lo, start <= end <= hi, end - start <= max_duration; device in 0..max_device,
+/// pid in 1..=max_pid, stream in -1..=max_stream.
+pub struct Limits {
+    pub lo: i64,
+    pub hi: i64,
+    pub max_duration: i64,
+    pub max_device: i64,
+    pub max_pid: i64,
+    pub max_stream: i64,
+}
+
+/// A GPU activity table checked: how many rows have impossible times, how many of the rest
+/// impossible ids, which rows are kept (None: all), and the ranks (pid, device) of those, sorted.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Screened {
+    pub bad_times: usize,
+    pub bad_ids: usize,
+    pub good: Option<Vec<bool>>,
+    pub ranks: Vec<(i64, i64)>,
+}
+
+/// One pass over a GPU activity table: its rows checked against `limits`, its ranks found.
+pub fn screen(table: &Activity, limits: &Limits) -> Result<Screened, TraceError> {
+    table.check()?;
+    let verdict = |i: usize| -> u8 {
+        let (s, e) = (table.start[i], table.end[i]);
+        if !(s >= limits.lo && e >= s && e <= limits.hi && e.wrapping_sub(s) <= limits.max_duration) {
+            return 1;
+        }
+        let (d, p, st) = (table.device[i], table.pid[i], table.stream[i]);
+        if !((0..limits.max_device).contains(&d) && (1..=limits.max_pid).contains(&p) && (-1..=limits.max_stream).contains(&st)) {
+            return 2;
+        }
+        0
+    };
+    let (mut bad_times, mut bad_ids) = (0, 0);
+    let mut ranks = FxHashSet::default();
+    let mut last = None; // rows of one rank mostly come in runs
+    for i in 0..table.start.len() {
+        match verdict(i) {
+            1 => bad_times += 1,
+            2 => bad_ids += 1,
+            _ => {
+                let key = (table.pid[i], table.device[i]);
+                if last != Some(key) {
+                    ranks.insert(key);
+                    last = Some(key);
+                }
+            }
+        }
+    }
+    let good = (bad_times + bad_ids > 0).then(|| (0..table.start.len()).map(|i| verdict(i) == 0).collect());
+    let mut ranks: Vec<(i64, i64)> = ranks.into_iter().collect();
+    ranks.sort_unstable();
+    Ok(Screened { bad_times, bad_ids, good, ranks })
+}
+
 /// One rank's GPU work sorted by start (stable: kernels, then copies, then memsets, each in table
-/// order on a tie), as model/trace.py's GpuItems.
-#[derive(Debug, Default, PartialEq, Eq)]
+/// order on a tie), as model/trace.py's GpuItems. Names are the export's string ids from
+/// `gpu_items`, the rank's local ones from `trace_ranks`.
+#[derive(Debug, PartialEq, Eq)]
 pub struct GpuItems {
     pub start: Vec<i64>,
     pub end: Vec<i64>,
-    pub name: Vec<i64>,
-    pub short_name: Vec<i64>,
+    pub name: Vec<i32>,
+    pub short_name: Vec<i32>,
     pub launch: Vec<i64>,
-    pub launch_tid: Vec<i64>,
+    pub launch_tid: Ints,
     pub is_nccl: Vec<bool>,
     pub is_kernel: Vec<bool>,
-    pub ctas: Vec<i64>,
-    pub stream: Vec<i64>,
-    pub correlation: Vec<i64>,
+    pub ctas: Ints,
+    pub stream: Ints,
+    pub correlation: Ints,
 }
 
 /// The rank's figures over its kernels: how many, NCCL's, the time covered by NCCL kernels and
@@ -116,12 +204,13 @@ const NONE: u32 = u32::MAX;
 
 impl Launches {
     fn new(runtime: &Runtime, pid: i64) -> Launches {
-        let mine: Vec<usize> = (0..runtime.pid.len()).filter(|&i| runtime.pid[i] == pid).collect();
-        let (lo, hi) = mine.iter().fold((i64::MAX, i64::MIN), |(lo, hi), &i| (lo.min(runtime.correlation[i]), hi.max(runtime.correlation[i])));
+        let mine = || (0..runtime.pid.len()).filter(|&i| runtime.pid[i] == pid);
+        let (count, lo, hi) =
+            mine().fold((0usize, i64::MAX, i64::MIN), |(n, lo, hi), i| (n + 1, lo.min(runtime.correlation[i]), hi.max(runtime.correlation[i])));
         let span = hi.wrapping_sub(lo) as u64;
-        if !mine.is_empty() && span < 4 * mine.len() as u64 + 4096 {
+        if count > 0 && span < 4 * count as u64 + 4096 {
             let mut at = vec![NONE; span as usize + 1];
-            for &i in &mine {
+            for i in mine() {
                 let slot = &mut at[(runtime.correlation[i] - lo) as usize];
                 if *slot == NONE {
                     *slot = i as u32;
@@ -129,7 +218,7 @@ impl Launches {
             }
             return Launches::Dense { lo, at };
         }
-        let mut by_id = mine;
+        let mut by_id: Vec<usize> = mine().collect();
         by_id.sort_by_key(|&i| runtime.correlation[i]); // stable: the first in table order leads
         by_id.dedup_by_key(|i| runtime.correlation[*i]);
         Launches::Sorted { ids: by_id.iter().map(|&i| runtime.correlation[i]).collect(), rows: by_id.iter().map(|&i| i as u32).collect() }
@@ -153,14 +242,14 @@ impl Launches {
 }
 
 /// The GPU work of rank (pid, device) and its counts.
-pub fn gpu_items(
+fn gpu_items(
     kernels: &Activity,
     names: &KernelColumns,
     copies: &[Copies],
     runtime: &Runtime,
     pid: i64,
     device: i64,
-) -> Result<(GpuItems, GpuCounts), LengthMismatch> {
+) -> Result<(GpuItems, GpuCounts), TraceError> {
     kernels.check()?;
     let n = kernels.start.len();
     same_length(&[n, names.name.len(), names.short_name.len(), names.grid_x.len(), names.grid_y.len(), names.grid_z.len(), names.is_nccl.len()])?;
@@ -197,87 +286,123 @@ pub fn gpu_items(
     }
     // Column by column: one pass per output column streams through memory, where one pass over
     // all of them at once was 3x slower (too many streams for the prefetchers).
-    let column = |of: for<'x, 'y> fn(&'x Activity<'y>) -> &'y [i64]| -> Vec<i64> {
-        let columns: Vec<&[i64]> = tables.iter().map(|a| of(a)).collect();
-        items.iter().map(|&(t, r)| columns[t as usize][r as usize]).collect()
+    let of_tables = |of: for<'x, 'y> fn(&'x Activity<'y>) -> &'y [i64]| -> Vec<&[i64]> { tables.iter().map(|a| of(a)).collect() };
+    let (starts, ends, streams, correlations) =
+        (of_tables(|a| a.start), of_tables(|a| a.end), of_tables(|a| a.stream), of_tables(|a| a.correlation));
+    let value = |columns: &[&[i64]], k: usize| {
+        let (t, r) = items[k];
+        columns[t as usize][r as usize]
     };
-    let kernel_or = |of: &[i64], copy: &dyn Fn(u32) -> i64| -> Vec<i64> {
-        items.iter().map(|&(t, r)| if t == 0 { of[r as usize] } else { copy(t) }).collect()
+    let n = items.len();
+    let kernel_or_label = |of: &[i64]| -> Vec<i32> {
+        items.iter().map(|&(t, r)| string_id(if t == 0 { of[r as usize] } else { copies[t as usize - 1].label })).collect()
     };
-    let label = |t: u32| copies[t as usize - 1].label;
-    let correlation = column(|a| a.correlation);
     let launched = Launches::new(runtime, pid);
-    let rows_launched: Vec<u32> = correlation.iter().map(|&c| launched.row(c).map_or(NONE, |i| i as u32)).collect();
+    let rows_launched: Vec<u32> = (0..n).map(|k| launched.row(value(&correlations, k)).map_or(NONE, |i| i as u32)).collect();
     let out = GpuItems {
-        start: column(|a| a.start),
-        end: column(|a| a.end),
-        name: kernel_or(names.name, &label),
-        short_name: kernel_or(names.short_name, &label),
+        start: (0..n).map(|k| value(&starts, k)).collect(),
+        end: (0..n).map(|k| value(&ends, k)).collect(),
+        name: kernel_or_label(names.name),
+        short_name: kernel_or_label(names.short_name),
         launch: rows_launched.iter().map(|&i| if i == NONE { -1 } else { runtime.start[i as usize] }).collect(),
-        launch_tid: rows_launched.iter().map(|&i| if i == NONE { -1 } else { runtime.tid[i as usize] }).collect(),
+        launch_tid: Ints::of(n, |k| if rows_launched[k] == NONE { -1 } else { runtime.tid[rows_launched[k] as usize] }),
         is_nccl: items.iter().map(|&(t, r)| t == 0 && names.is_nccl[r as usize]).collect(),
         is_kernel: items.iter().map(|&(t, _)| t == 0).collect(),
         // Thread blocks: x * max(y, 1) * max(z, 1), wrapping as numpy's int64 does; 0 for copies.
-        ctas: items
-            .iter()
-            .map(|&(t, r)| (t, r as usize))
-            .map(|(t, r)| if t == 0 { names.grid_x[r].wrapping_mul(names.grid_y[r].max(1)).wrapping_mul(names.grid_z[r].max(1)) } else { 0 })
-            .collect(),
-        stream: column(|a| a.stream),
-        correlation,
+        ctas: Ints::of(n, |k| match items[k] {
+            (0, r) => {
+                let r = r as usize;
+                names.grid_x[r].wrapping_mul(names.grid_y[r].max(1)).wrapping_mul(names.grid_z[r].max(1))
+            }
+            _ => 0,
+        }),
+        stream: Ints::of(n, |k| value(&streams, k)),
+        correlation: Ints::of(n, |k| value(&correlations, k)),
     };
     Ok((out, counts))
 }
 
-/// Host ranges of one process: (start, end, thread), in capture order.
+/// A string id as the name columns hold it before `trace_ranks` makes it local: -1 for none (any
+/// negative id), ids past int32 saturated (`localize` refuses them: no string table is that long).
+fn string_id(id: i64) -> i32 {
+    if id < 0 {
+        -1
+    } else {
+        i32::try_from(id).unwrap_or(i32::MAX)
+    }
+}
+
+/// Host ranges of one process: (start, end, thread, name: a string id), in capture order.
 pub struct Ranges<'a> {
     pub start: &'a [i64],
     pub end: &'a [i64],
     pub tid: &'a [i64],
+    pub name: &'a [i64],
 }
 
-/// A process's calls in start order, as model/trace.py's HostCalls takes them.
-#[derive(Debug, Default, PartialEq, Eq)]
+/// A process's calls in start order (stable), as model/trace.py's HostCalls. Names are the
+/// export's string ids from `host_calls`, the rank's local ones from `trace_ranks`.
+#[derive(Debug, PartialEq, Eq)]
 pub struct HostCalls {
-    /// The runtime table's rows of the process, by start (stable).
-    pub rows: Vec<i64>,
+    /// None where the calls are the runtime table's rows in order (one process, the table sorted
+    /// by start): the table's own columns serve, nothing is copied.
+    pub start: Option<Vec<i64>>,
+    pub end: Option<Vec<i64>>,
+    pub tid: Ints,
+    pub correlation: Ints,
+    pub name: Vec<i32>,
     /// Where the host work before each call began: the previous call's end on its thread; for a
     /// thread's first call, the start of the outermost range around it (else its own start).
     pub gap_start: Vec<i64>,
     /// The innermost range (index into `Ranges`) on the call's thread that covers the middle of the
     /// gap before the call; -1 where none does.
-    pub gap_range: Vec<i64>,
+    pub gap_range: Ints,
+}
+
+/// Runs of equal keys: positions 0..n grouped by `key` (a stable sort: positions in order within a
+/// run; one key, the usual one thread, costs one pass), and each run's key and range.
+fn runs_by(n: usize, key: impl Fn(usize) -> i64) -> (Vec<u32>, Vec<(i64, std::ops::Range<usize>)>) {
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    order.sort_by_key(|&k| key(k as usize));
+    let mut runs: Vec<(i64, std::ops::Range<usize>)> = Vec::new();
+    for (at, &k) in order.iter().enumerate() {
+        match runs.last_mut() {
+            Some((last, range)) if *last == key(k as usize) => range.end = at + 1,
+            _ => runs.push((key(k as usize), at..at + 1)),
+        }
+    }
+    (order, runs)
 }
 
 /// The calls of process `pid` and the gap before each.
-pub fn host_calls(runtime: &Runtime, pid: i64, ranges: &Ranges) -> Result<HostCalls, LengthMismatch> {
+fn host_calls(runtime: &Runtime, pid: i64, ranges: &Ranges) -> Result<HostCalls, TraceError> {
     runtime.check()?;
-    same_length(&[ranges.start.len(), ranges.end.len(), ranges.tid.len()])?;
-    let mut rows: Vec<usize> = (0..runtime.pid.len()).filter(|&i| runtime.pid[i] == pid).collect();
-    rows.sort_by_key(|&i| runtime.start[i]);
-    let mut by_thread: FxHashMap<i64, Vec<usize>> = FxHashMap::default(); // positions in `rows`
-    for (k, &r) in rows.iter().enumerate() {
-        by_thread.entry(runtime.tid[r]).or_default().push(k);
-    }
-    let mut own: FxHashMap<i64, Vec<usize>> = FxHashMap::default();
-    for (j, &t) in ranges.tid.iter().enumerate() {
-        own.entry(t).or_default().push(j);
-    }
-    let mut gap_start = vec![0i64; rows.len()];
-    let mut gap_range = vec![-1i64; rows.len()];
-    let empty = Vec::new();
-    for (tid, mine) in &by_thread {
-        let own = own.get(tid).unwrap_or(&empty);
-        let first_start = runtime.start[rows[mine[0]]];
+    same_length(&[ranges.start.len(), ranges.end.len(), ranges.tid.len(), ranges.name.len()])?;
+    let mut rows: Vec<u32> = (0..runtime.pid.len()).filter(|&i| runtime.pid[i] == pid).map(|i| i as u32).collect();
+    rows.sort_by_key(|&i| runtime.start[i as usize]); // stable; one pass when sorted
+    let n = rows.len();
+    let (by_thread, threads) = runs_by(n, |k| runtime.tid[rows[k] as usize]); // positions in `rows`
+    let (by_range_thread, range_threads) = runs_by(ranges.tid.len(), |j| ranges.tid[j]);
+    let mut gap_start = vec![0i64; n];
+    let mut gap_range = if i32::try_from(ranges.start.len()).is_ok() { Ints::I32(vec![-1; n]) } else { Ints::I64(vec![-1; n]) };
+    for (tid, run) in threads {
+        let mine = &by_thread[run];
+        let own: &[u32] = match range_threads.binary_search_by_key(&tid, |(t, _)| *t) {
+            Ok(r) => &by_range_thread[range_threads[r].1.clone()],
+            Err(_) => &[],
+        };
+        let call = |k: u32| rows[k as usize] as usize;
+        let first_start = runtime.start[call(mine[0])];
         // A thread's work before its first call (a data loader in the first step) counts too.
-        gap_start[mine[0]] = own
+        gap_start[mine[0] as usize] = own
             .iter()
-            .filter(|&&j| ranges.start[j] <= first_start && ranges.end[j] >= first_start)
-            .map(|&j| ranges.start[j])
+            .map(|&j| j as usize)
+            .filter(|&j| ranges.start[j] <= first_start && ranges.end[j] >= first_start)
+            .map(|j| ranges.start[j])
             .min()
             .unwrap_or(first_start);
         for w in mine.windows(2) {
-            gap_start[w[1]] = runtime.end[rows[w[0]]];
+            gap_start[w[1] as usize] = runtime.end[call(w[0])];
         }
         if own.is_empty() {
             continue;
@@ -285,16 +410,115 @@ pub fn host_calls(runtime: &Runtime, pid: i64, ranges: &Ranges) -> Result<HostCa
         // The middle of each gap, rounded down (numpy's floor division).
         let middle: Vec<i64> = mine
             .iter()
-            .map(|&k| gap_start[k] + (runtime.start[rows[k]] - gap_start[k]).div_euclid(2))
+            .map(|&k| {
+                let from = gap_start[k as usize];
+                from + (runtime.start[call(k)] - from).div_euclid(2)
+            })
             .collect();
-        let s: Vec<i64> = own.iter().map(|&j| ranges.start[j]).collect();
-        let e: Vec<i64> = own.iter().map(|&j| ranges.end[j]).collect();
+        let s: Vec<i64> = own.iter().map(|&j| ranges.start[j as usize]).collect();
+        let e: Vec<i64> = own.iter().map(|&j| ranges.end[j as usize]).collect();
         let found = crate::intervals::innermost_covering(&s, &e, &middle);
-        for (&k, f) in mine.iter().zip(found) {
-            gap_range[k] = if f >= 0 { own[f as usize] as i64 } else { -1 };
+        for (&k, f) in mine.iter().zip(found).filter(|(_, f)| *f >= 0) {
+            let range = own[f as usize];
+            match &mut gap_range {
+                Ints::I32(v) => v[k as usize] = range as i32,
+                Ints::I64(v) => v[k as usize] = range as i64,
+            }
         }
     }
-    Ok(HostCalls { rows: rows.into_iter().map(|r| r as i64).collect(), gap_start, gap_range })
+    let row = |k: usize| rows[k] as usize;
+    let whole_table = n == runtime.start.len() && rows.iter().enumerate().all(|(k, &r)| k == r as usize);
+    let copied = |of: &[i64]| (!whole_table).then(|| (0..n).map(|k| of[row(k)]).collect());
+    Ok(HostCalls {
+        start: copied(runtime.start),
+        end: copied(runtime.end),
+        tid: Ints::of(n, |k| runtime.tid[row(k)]),
+        correlation: Ints::of(n, |k| runtime.correlation[row(k)]),
+        name: (0..n).map(|k| string_id(runtime.name[row(k)])).collect(),
+        gap_start,
+        gap_range,
+    })
+}
+
+/// One rank of an export: its process, its device and its process's host ranges.
+pub struct Rank<'a> {
+    pub pid: i64,
+    pub device: i64,
+    pub ranges: Ranges<'a>,
+}
+
+/// One rank traced: its GPU work and counts, its host calls, and its ranges' names (local ids).
+#[derive(Debug, PartialEq, Eq)]
+pub struct RankTrace {
+    pub gpu: GpuItems,
+    pub counts: GpuCounts,
+    pub calls: HostCalls,
+    pub range_name: Vec<i32>,
+}
+
+/// The ranks of one export traced, their names ids into one table of the names they use: the
+/// export's string ids of its entries (ascending; `n_strings` and `n_strings + 1` are the copy
+/// tables' labels).
+#[derive(Debug, PartialEq, Eq)]
+pub struct ExportTrace {
+    pub ranks: Vec<RankTrace>,
+    pub strings: Vec<i64>,
+}
+
+/// Every rank of an export traced (`kernels` and `copies` screened, every row one of `ranks`):
+/// its GPU work and host calls, names as ids into a table of only the names the ranks use, in the
+/// export's order (`n_strings`: the length of the export's string table, which the copy labels
+/// follow).
+pub fn trace_ranks(
+    kernels: &Activity,
+    names: &KernelColumns,
+    copies: &[Copies],
+    runtime: &Runtime,
+    ranks: &[Rank],
+    n_strings: usize,
+) -> Result<ExportTrace, TraceError> {
+    let mut traced = Vec::with_capacity(ranks.len());
+    for rank in ranks {
+        let (gpu, counts) = gpu_items(kernels, names, copies, runtime, rank.pid, rank.device)?;
+        let calls = host_calls(runtime, rank.pid, &rank.ranges)?;
+        let range_name = rank.ranges.name.iter().map(|&id| string_id(id)).collect();
+        traced.push(RankTrace { gpu, counts, calls, range_name });
+    }
+    let strings = localize(&mut traced, n_strings)?;
+    Ok(ExportTrace { ranks: traced, strings })
+}
+
+/// The names of the traced ranks made ids into a table of the names they use (in export order);
+/// returns the export's ids of its entries.
+fn localize(traced: &mut [RankTrace], n_strings: usize) -> Result<Vec<i64>, TraceError> {
+    let size = n_strings + 2; // the export's strings and the two copy labels
+    if i32::try_from(size).is_err() {
+        return Err(TraceError::TooManyStrings(n_strings));
+    }
+    let mut used = vec![false; size];
+    for t in traced.iter() {
+        for column in [&t.gpu.name, &t.gpu.short_name, &t.calls.name, &t.range_name] {
+            for &id in column {
+                if id >= 0 {
+                    *used.get_mut(id as usize).ok_or(TraceError::StringId(id as i64, n_strings))? = true;
+                }
+            }
+        }
+    }
+    let mut local = vec![-1i32; size];
+    let mut strings = Vec::new();
+    for (id, _) in used.iter().enumerate().filter(|(_, &u)| u) {
+        local[id] = strings.len() as i32;
+        strings.push(id as i64);
+    }
+    for t in traced.iter_mut() {
+        for column in [&mut t.gpu.name, &mut t.gpu.short_name, &mut t.calls.name, &mut t.range_name] {
+            for id in column.iter_mut().filter(|id| **id >= 0) {
+                *id = local[*id as usize];
+            }
+        }
+    }
+    Ok(strings)
 }
 
 #[cfg(test)]
@@ -305,11 +529,38 @@ mod tests {
     fn launches_found_densely_or_by_search() {
         // Correlation ids 0..3 (dense) and ids far apart (searched): the first call of an id wins.
         for ids in [[2, 0, 2, 1], [2_000_000_000, 0, 2_000_000_000, -7]] {
-            let runtime = Runtime { pid: &[1, 1, 1, 1], tid: &[1, 2, 3, 4], start: &[0; 4], end: &[0; 4], correlation: &ids };
+            let runtime = Runtime { pid: &[1, 1, 1, 1], tid: &[1, 2, 3, 4], start: &[0; 4], end: &[0; 4], correlation: &ids, name: &[0; 4] };
             let found = Launches::new(&runtime, 1);
             assert_eq!([ids[0], ids[1], ids[3], 5, i64::MIN].map(|c| found.row(c)), [Some(0), Some(1), Some(3), None, None]);
             assert_eq!(Launches::new(&runtime, 2).row(ids[0]), None);
         }
+    }
+
+    #[test]
+    fn ints_narrowed_where_every_value_fits() {
+        assert_eq!(Ints::of(3, |i| i as i64 - 1), Ints::I32(vec![-1, 0, 1]));
+        assert_eq!(Ints::of(2, |i| [7, 1 << 31][i]), Ints::I64(vec![7, 1 << 31]));
+        assert_eq!(Ints::of(1, |_| i32::MIN as i64 - 1), Ints::I64(vec![i32::MIN as i64 - 1]));
+    }
+
+    #[test]
+    fn rows_with_impossible_times_or_ids_counted_and_left_out() {
+        let limits = Limits { lo: 10, hi: 1000, max_duration: 100, max_device: 8, max_pid: 99, max_stream: 50 };
+        // Rows: good (1, 0); start before lo; reversed; too long; past hi; bad device (times good);
+        // bad pid; bad stream; good (2, 1); good (1, 0) again.
+        let table = Activity {
+            start: &[10, 9, 50, 20, 990, 30, 30, 30, 40, 60],
+            end: &[20, 20, 40, 121, 1001, 40, 40, 40, 50, 70],
+            pid: &[1, 1, 1, 1, 1, 1, 100, 1, 2, 1],
+            device: &[0, 0, 0, 0, 0, 8, 0, 0, 1, 0],
+            stream: &[-1, 0, 0, 0, 0, 0, 0, 51, 50, 3],
+            correlation: &[0; 10],
+        };
+        let got = screen(&table, &limits).unwrap();
+        let good = [true, false, false, false, false, false, false, false, true, true];
+        assert_eq!(got, Screened { bad_times: 4, bad_ids: 3, good: Some(good.to_vec()), ranks: vec![(1, 0), (2, 1)] });
+        let clean = Activity { start: &[10], end: &[10], pid: &[1], device: &[0], stream: &[0], correlation: &[0] };
+        assert_eq!(screen(&clean, &limits).unwrap(), Screened { bad_times: 0, bad_ids: 0, good: None, ranks: vec![(1, 0)] });
     }
 
     #[test]
@@ -338,15 +589,16 @@ mod tests {
             start: &[-5, -3, -2, -4],
             end: &[-4, -2, -1, -3],
             correlation: &[10, 11, 11, 12],
+            name: &[0; 4],
         };
         let (items, counts) = gpu_items(&kernels, &names, &[Copies { table: memcpy, label: 99 }], &runtime, 1, 0).unwrap();
         assert_eq!(items.start, [0, 5, 5]);
         assert_eq!(items.name, [4, 3, 99]);
         assert_eq!(items.is_kernel, [true, true, false]);
         assert_eq!(items.is_nccl, [true, false, false]);
-        assert_eq!(items.ctas, [8, 6, 0]);
+        assert_eq!(items.ctas, Ints::I32(vec![8, 6, 0]));
         assert_eq!(items.launch, [-5, -3, -1]); // the first call of correlation 11 wins; 13 has none
-        assert_eq!(items.launch_tid, [100, 100, -1]);
+        assert_eq!(items.launch_tid, Ints::I32(vec![100, 100, -1]));
         assert_eq!(
             counts,
             GpuCounts { kernels: 2, nccl_kernels: 1, nccl_time_ns: 10, compute_overlap_ns: 5, first_ns: Some(0), last_ns: Some(20) }
@@ -355,14 +607,43 @@ mod tests {
 
     #[test]
     fn host_calls_gaps_from_the_previous_call_or_the_outer_range() {
-        let runtime = Runtime { pid: &[1, 1, 1, 2], tid: &[7, 7, 8, 7], start: &[50, 20, 30, 0], end: &[60, 25, 40, 5], correlation: &[0, 1, 2, 3] };
+        let runtime = Runtime {
+            pid: &[1, 1, 1, 2],
+            tid: &[7, 7, 8, 7],
+            start: &[50, 20, 30, 0],
+            end: &[60, 25, 40, 5],
+            correlation: &[0, 1, 2, 3],
+            name: &[4, 5, -1, 6],
+        };
         // Thread 7: step [10, 100] around loader [26, 48]; thread 8 has no range.
-        let ranges = Ranges { start: &[10, 26], end: &[100, 48], tid: &[7, 7] };
+        let ranges = Ranges { start: &[10, 26], end: &[100, 48], tid: &[7, 7], name: &[0, 1] };
         let got = host_calls(&runtime, 1, &ranges).unwrap();
-        assert_eq!(got.rows, [1, 2, 0]);
+        assert_eq!((got.start, got.correlation, got.name), (Some(vec![20, 30, 50]), Ints::I32(vec![1, 2, 0]), vec![5, -1, 4]));
+        // One process, the table in start order: the table's own times.
+        let one = Runtime { pid: &[1; 4], start: &[0, 20, 30, 50], ..runtime };
+        assert_eq!(host_calls(&one, 1, &ranges).map(|c| (c.start, c.end)), Ok((None, None)));
         assert_eq!(got.gap_start, [10, 30, 25]);
-        assert_eq!(got.gap_range, [0, -1, 1]);
+        assert_eq!(got.gap_range, Ints::I32(vec![0, -1, 1]));
         let short = Ranges { tid: &[7], ..ranges };
-        assert_eq!(host_calls(&runtime, 1, &short), Err(LengthMismatch(2, 1)));
+        assert_eq!(host_calls(&runtime, 1, &short), Err(TraceError::LengthMismatch(2, 1)));
+    }
+
+    #[test]
+    fn names_made_ids_into_a_table_of_the_names_the_ranks_use() {
+        // Strings 0..10; kernels named 3 and 8 (short 9), a memcpy (label 10), calls named 6 and none,
+        // ranges named 8 and none: the table is [3, 6, 8, 9, 10].
+        let kernels = Activity { start: &[0, 1], end: &[1, 2], pid: &[1, 1], device: &[0, 0], stream: &[0, 0], correlation: &[0, 1] };
+        let names = KernelColumns { name: &[3, 8], short_name: &[9, 9], grid_x: &[1, 1], grid_y: &[1, 1], grid_z: &[1, 1], is_nccl: &[false, false] };
+        let memcpy = Activity { start: &[3], end: &[4], pid: &[1], device: &[0], stream: &[0], correlation: &[2] };
+        let runtime = Runtime { pid: &[1, 1], tid: &[1, 1], start: &[0, 1], end: &[0, 1], correlation: &[0, 1], name: &[6, -1] };
+        let rank = Rank { pid: 1, device: 0, ranges: Ranges { start: &[0, 0], end: &[9, 9], tid: &[1, 1], name: &[8, -1] } };
+        let copies = [Copies { table: memcpy, label: 10 }];
+        let got = trace_ranks(&kernels, &names, &copies, &runtime, &[rank], 10).unwrap();
+        assert_eq!(got.strings, [3, 6, 8, 9, 10]);
+        let r = &got.ranks[0];
+        assert_eq!((&r.gpu.name, &r.gpu.short_name, &r.calls.name, &r.range_name), (&vec![0, 2, 4], &vec![3, 3, 4], &vec![1, -1], &vec![2, -1]));
+        // An id past the table is the caller's bug.
+        let bad = Rank { pid: 1, device: 0, ranges: Ranges { start: &[0], end: &[9], tid: &[1], name: &[12] } };
+        assert_eq!(trace_ranks(&kernels, &names, &copies, &runtime, &[bad], 10), Err(TraceError::StringId(12, 10)));
     }
 }

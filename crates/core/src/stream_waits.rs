@@ -7,9 +7,44 @@
 
 use rustc_hash::FxHashMap;
 
+/// An id column as the rank's trace holds it: int32 where its values fit, else int64 (read as
+/// it is, not copied wider).
+#[derive(Clone, Copy)]
+pub enum Ids<'a> {
+    I32(&'a [i32]),
+    I64(&'a [i64]),
+}
+
+impl Ids<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            Ids::I32(v) => v.len(),
+            Ids::I64(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    #[inline]
+    fn at(&self, i: usize) -> i64 {
+        match self {
+            Ids::I32(v) => v[i] as i64,
+            Ids::I64(v) => v[i],
+        }
+    }
+}
+
+impl<'a> From<&'a [i64]> for Ids<'a> {
+    fn from(v: &'a [i64]) -> Self {
+        Ids::I64(v)
+    }
+}
+
 /// The calls and launches of one rank. Calls are in start order.
 pub struct Calls<'a> {
-    pub tid: &'a [i64],
+    pub tid: Ids<'a>,
     pub start: &'a [i64],
     pub is_record: &'a [bool],
     pub is_wait: &'a [bool],
@@ -17,9 +52,9 @@ pub struct Calls<'a> {
 
 /// The GPU ops of the rank: the thread and time of their launch (negative: unknown) and stream.
 pub struct Launches<'a> {
-    pub tid: &'a [i64],
+    pub tid: Ids<'a>,
     pub launch: &'a [i64],
-    pub stream: &'a [i64],
+    pub stream: Ids<'a>,
 }
 
 /// The waits paired with their records, thread by thread (ascending thread id), waits in call
@@ -45,10 +80,10 @@ fn same_length(columns: &[usize]) -> Result<(), LengthMismatch> {
 }
 
 /// Rows of each thread in row order, threads ascending.
-fn by_thread(tid: &[i64], keep: impl Fn(usize) -> bool) -> Vec<(i64, Vec<usize>)> {
+fn by_thread(tid: Ids, keep: impl Fn(usize) -> bool) -> Vec<(i64, Vec<usize>)> {
     let mut rows: FxHashMap<i64, Vec<usize>> = FxHashMap::default();
-    for (row, &t) in tid.iter().enumerate().filter(|&(row, _)| keep(row)) {
-        rows.entry(t).or_default().push(row);
+    for row in (0..tid.len()).filter(|&row| keep(row)) {
+        rows.entry(tid.at(row)).or_default().push(row);
     }
     let mut out: Vec<_> = rows.into_iter().collect();
     out.sort_unstable_by_key(|(t, _)| *t);
@@ -72,7 +107,7 @@ pub fn pair(calls: &Calls, ops: &Launches) -> Result<Pairs, LengthMismatch> {
             let before = when.partition_point(|&w| w < calls.start[c]);
             if before > 0 {
                 records.push(c);
-                streams.push(ops.stream[order[before - 1]]);
+                streams.push(ops.stream.at(order[before - 1]));
             }
         }
         // Per record, the latest record at or before it of another stream than its own.
@@ -87,7 +122,7 @@ pub fn pair(calls: &Calls, ops: &Launches) -> Result<Pairs, LengthMismatch> {
         for &c in rows.iter().filter(|&&c| calls.is_wait[c]) {
             let after = when.partition_point(|&w| w <= calls.start[c]);
             let Some(&next) = order.get(after) else { continue };
-            let stream = ops.stream[next];
+            let stream = ops.stream.at(next);
             let upto = records.partition_point(|&r| calls.start[r] <= calls.start[c]);
             let found = match upto.checked_sub(1) {
                 Some(k) if streams[k] != stream => Some(k),
@@ -113,18 +148,18 @@ mod tests {
     fn scan(calls: &Calls, ops: &Launches) -> Pairs {
         let mut out = Pairs::default();
         let mut threads: Vec<i64> =
-            (0..calls.tid.len()).filter(|&c| calls.is_record[c] || calls.is_wait[c]).map(|c| calls.tid[c]).collect();
+            (0..calls.tid.len()).filter(|&c| calls.is_record[c] || calls.is_wait[c]).map(|c| calls.tid.at(c)).collect();
         threads.sort();
         threads.dedup();
         for t in threads {
-            let mut order: Vec<usize> = (0..ops.tid.len()).filter(|&o| ops.tid[o] == t && ops.launch[o] >= 0).collect();
+            let mut order: Vec<usize> = (0..ops.tid.len()).filter(|&o| ops.tid.at(o) == t && ops.launch[o] >= 0).collect();
             order.sort_by_key(|&o| ops.launch[o]);
-            let stream_before = |x: i64| order.iter().rev().find(|&&o| ops.launch[o] < x).map(|&o| ops.stream[o]);
-            let stream_after = |x: i64| order.iter().find(|&&o| ops.launch[o] > x).map(|&o| ops.stream[o]);
-            for w in (0..calls.tid.len()).filter(|&c| calls.tid[c] == t && calls.is_wait[c]) {
+            let stream_before = |x: i64| order.iter().rev().find(|&&o| ops.launch[o] < x).map(|&o| ops.stream.at(o));
+            let stream_after = |x: i64| order.iter().find(|&&o| ops.launch[o] > x).map(|&o| ops.stream.at(o));
+            for w in (0..calls.tid.len()).filter(|&c| calls.tid.at(c) == t && calls.is_wait[c]) {
                 let Some(ws) = stream_after(calls.start[w]) else { continue };
                 let best = (0..calls.tid.len())
-                    .filter(|&r| calls.tid[r] == t && calls.is_record[r] && calls.start[r] <= calls.start[w])
+                    .filter(|&r| calls.tid.at(r) == t && calls.is_record[r] && calls.start[r] <= calls.start[w])
                     .filter_map(|r| stream_before(calls.start[r]).map(|s| (r, s)))
                     .filter(|&(_, s)| s != ws)
                     .last();
@@ -146,14 +181,14 @@ mod tests {
             let (n, m) = (rng.usize(0..80), rng.usize(0..60));
             let mut start: Vec<i64> = (0..n).map(|_| rng.i64(0..200)).collect();
             start.sort(); // calls in start order, ties on purpose
-            let tid: Vec<i64> = (0..n).map(|_| rng.i64(1..4)).collect();
+            let tid: Vec<i32> = (0..n).map(|_| rng.i32(1..4)).collect();
             let kind: Vec<u8> = (0..n).map(|_| rng.u8(0..3)).collect();
             let (is_record, is_wait): (Vec<bool>, Vec<bool>) = kind.iter().map(|&k| (k == 0, k == 1)).unzip();
             let op_tid: Vec<i64> = (0..m).map(|_| rng.i64(1..4)).collect();
             let launch: Vec<i64> = (0..m).map(|_| if rng.u8(0..10) == 0 { -1 } else { rng.i64(0..200) }).collect();
             let stream: Vec<i64> = (0..m).map(|_| rng.i64(7..10)).collect();
-            let calls = Calls { tid: &tid, start: &start, is_record: &is_record, is_wait: &is_wait };
-            let ops = Launches { tid: &op_tid, launch: &launch, stream: &stream };
+            let calls = Calls { tid: Ids::I32(&tid), start: &start, is_record: &is_record, is_wait: &is_wait };
+            let ops = Launches { tid: op_tid.as_slice().into(), launch: &launch, stream: stream.as_slice().into() };
             assert_eq!(pair(&calls, &ops).unwrap(), scan(&calls, &ops));
         }
     }
@@ -162,15 +197,15 @@ mod tests {
     fn a_wait_skips_the_records_of_its_own_stream() {
         // Thread 1 launches on stream 7, records (7), launches on 8, records (8), waits, launches on 8.
         let calls = Calls {
-            tid: &[1, 1, 1],
+            tid: Ids::I32(&[1, 1, 1]),
             start: &[10, 30, 40],
             is_record: &[true, true, false],
             is_wait: &[false, false, true],
         };
-        let ops = Launches { tid: &[1, 1, 1], launch: &[5, 20, 50], stream: &[7, 8, 8] };
+        let ops = Launches { tid: Ids::I64(&[1, 1, 1]), launch: &[5, 20, 50], stream: Ids::I32(&[7, 8, 8]) };
         let got = pair(&calls, &ops).unwrap();
         assert_eq!(got, Pairs { record_call: vec![0], record_stream: vec![7], wait_call: vec![2], wait_stream: vec![8] });
-        let short = Calls { tid: &[1], ..calls };
+        let short = Calls { tid: Ids::I32(&[1]), ..calls };
         assert_eq!(pair(&short, &ops), Err(LengthMismatch(1, 3)));
     }
 }

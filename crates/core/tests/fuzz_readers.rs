@@ -99,7 +99,7 @@ fn check(label: &str, e: &Export) {
         }
         for (name, column) in &t.columns {
             // An export's pids are a packed globalPid's 24-bit field, or none (a trace's are its own
-            // JSON's, checked by the analysis: model.trace.drop_bad_ids).
+            // JSON's, checked by the analysis: model.trace.screen_gpu_work).
             if *name == "pid" && e.session.schema_version.as_deref() != Some("kineto") {
                 assert!(column.iter().all(|&p| (-1..1 << 24).contains(&p)), "{label}: {}.pid out of range", t.name);
             }

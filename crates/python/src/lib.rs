@@ -594,8 +594,8 @@ fn native_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(infer_stream_waits, m)?)?;
     m.add_function(wrap_pyfunction!(range_host_time, m)?)?;
     m.add_function(wrap_pyfunction!(range_host_pieces, m)?)?;
-    m.add_function(wrap_pyfunction!(trace_gpu_items, m)?)?;
-    m.add_function(wrap_pyfunction!(trace_host_calls, m)?)?;
+    m.add_function(wrap_pyfunction!(screen_activity, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_ranks, m)?)?;
     m.add_function(wrap_pyfunction!(quantiles_of_other_ranks, m)?)?;
     m.add_function(wrap_pyfunction!(run_references, m)?)?;
     Ok(())
@@ -677,21 +677,21 @@ fn median_of_other_ranks<'py>(
 #[allow(clippy::too_many_arguments)]
 fn infer_stream_waits<'py>(
     py: Python<'py>,
-    call_tid: PyReadonlyArray1<'py, i64>,
+    call_tid: IdArray<'py>,
     call_start: PyReadonlyArray1<'py, i64>,
     is_record: PyReadonlyArray1<'py, bool>,
     is_wait: PyReadonlyArray1<'py, bool>,
-    op_tid: PyReadonlyArray1<'py, i64>,
+    op_tid: IdArray<'py>,
     op_launch: PyReadonlyArray1<'py, i64>,
-    op_stream: PyReadonlyArray1<'py, i64>,
+    op_stream: IdArray<'py>,
 ) -> PyResult<(Column<'py>, Column<'py>, Column<'py>, Column<'py>)> {
     let calls = stream_waits::Calls {
-        tid: call_tid.as_slice()?,
+        tid: call_tid.ids()?,
         start: call_start.as_slice()?,
         is_record: is_record.as_slice()?,
         is_wait: is_wait.as_slice()?,
     };
-    let ops = stream_waits::Launches { tid: op_tid.as_slice()?, launch: op_launch.as_slice()?, stream: op_stream.as_slice()? };
+    let ops = stream_waits::Launches { tid: op_tid.ids()?, launch: op_launch.as_slice()?, stream: op_stream.ids()? };
     let pairs = py.detach(|| stream_waits::pair(&calls, &ops)).map_err(to_py_err)?;
     Ok((
         positions(py, pairs.record_call),
@@ -699,6 +699,22 @@ fn infer_stream_waits<'py>(
         positions(py, pairs.wait_call),
         pairs.wait_stream.into_pyarray(py),
     ))
+}
+
+/// A 1-D numpy int32 or int64 array of ids, read as it is (stream_waits::Ids).
+#[derive(FromPyObject)]
+enum IdArray<'py> {
+    I32(PyReadonlyArray1<'py, i32>),
+    I64(PyReadonlyArray1<'py, i64>),
+}
+
+impl IdArray<'_> {
+    fn ids(&self) -> PyResult<stream_waits::Ids<'_>> {
+        Ok(match self {
+            IdArray::I32(a) => stream_waits::Ids::I32(a.as_slice()?),
+            IdArray::I64(a) => stream_waits::Ids::I64(a.as_slice()?),
+        })
+    }
 }
 
 // Host time inside one rank's ranges (crates/core/src/host_time.rs): attribution/whatif/host.py.
@@ -857,8 +873,8 @@ fn replay_collectives<'py>(
     Ok(d)
 }
 
-// One rank's trace from its export's tables (crates/core/src/rank_trace.rs): model/trace.py's
-// GPU items, counts and host calls.
+// The ranks' traces from their export's tables (crates/core/src/rank_trace.rs): model/trace.py's
+// screening of GPU work, GPU items, counts and host calls.
 
 use collectivetrace_core::rank_trace;
 
@@ -887,36 +903,67 @@ impl<'py> TableColumns<'py> {
 }
 
 const ACTIVITY: [&str; 6] = ["start", "end", "pid", "device", "stream", "correlation"];
-const RUNTIME: [&str; 5] = ["pid", "tid", "start", "end", "correlation"];
+const RUNTIME: [&str; 6] = ["pid", "tid", "start", "end", "correlation", "name"];
 
 fn activity<'a>(c: &[&'a [i64]]) -> rank_trace::Activity<'a> {
     rank_trace::Activity { start: c[0], end: c[1], pid: c[2], device: c[3], stream: c[4], correlation: c[5] }
 }
 
 fn runtime_of<'a>(c: &[&'a [i64]]) -> rank_trace::Runtime<'a> {
-    rank_trace::Runtime { pid: c[0], tid: c[1], start: c[2], end: c[3], correlation: c[4] }
+    rank_trace::Runtime { pid: c[0], tid: c[1], start: c[2], end: c[3], correlation: c[4], name: c[5] }
 }
 
-fn trace_err(err: rank_trace::LengthMismatch) -> PyErr {
+fn trace_err(err: rank_trace::TraceError) -> PyErr {
     // Columns that do not fit together are the caller's bug, not the user's input.
     pyo3::exceptions::PyValueError::new_err(err.to_string())
 }
 
-/// trace_gpu_items(kernels, is_nccl, copies, runtime, pid, device) -> (columns, counts): the GPU
-/// work of rank (pid, device) sorted by start, as a dict of GpuItems' columns, and (kernels,
-/// nccl_kernels, nccl_time_ns, compute_overlap_ns, first_ns, last_ns). `kernels`, `runtime`: the
-/// export's tables; `is_nccl`: per kernel row; `copies`: [(memcpy table, its label's string id),
-/// ...]. Runs without the GIL.
+/// An int32 or int64 column as a numpy array.
+fn ints_array(py: Python<'_>, ints: rank_trace::Ints) -> Bound<'_, PyAny> {
+    match ints {
+        rank_trace::Ints::I32(v) => v.into_pyarray(py).into_any(),
+        rank_trace::Ints::I64(v) => v.into_pyarray(py).into_any(),
+    }
+}
+
+/// screen_activity(table, limits) -> (bad_times, bad_ids, good, ranks): a GPU activity table's
+/// rows with impossible times counted, then those with impossible ids (limits: (lo, hi,
+/// max_duration, max_device, max_pid, max_stream), as rank_trace::Limits), which rows are kept (a
+/// bool array, None where all are) and the ranks [(pid, device), ...] of those, sorted.
 #[pyfunction]
-fn trace_gpu_items<'py>(
+fn screen_activity<'py>(
+    py: Python<'py>,
+    table: &Bound<'py, PyDict>,
+    limits: (i64, i64, i64, i64, i64, i64),
+) -> PyResult<(usize, usize, Option<Bound<'py, PyArray1<bool>>>, Vec<(i64, i64)>)> {
+    let t = TableColumns::of(table, "activity", &ACTIVITY)?;
+    let ts = t.slices()?;
+    let (lo, hi, max_duration, max_device, max_pid, max_stream) = limits;
+    let limits = rank_trace::Limits { lo, hi, max_duration, max_device, max_pid, max_stream };
+    let s = py.detach(|| rank_trace::screen(&activity(&ts), &limits)).map_err(trace_err)?;
+    Ok((s.bad_times, s.bad_ids, s.good.map(|g| g.into_pyarray(py)), s.ranks))
+}
+
+/// One rank to trace: (pid, device, range_start, range_end, range_tid, range_name).
+type RankArgs<'py> = (i64, i64, PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, i64>);
+
+/// trace_ranks(kernels, is_nccl, copies, runtime, ranks, n_strings) -> (traces, strings): every
+/// rank of an export (its tables screened) traced without the GIL. `is_nccl`: per kernel row;
+/// `copies`: [(memcpy table, its label's string id), ...]; `ranks`: [(pid, device, range_start,
+/// range_end, range_tid, range_name), ...]; `n_strings`: the export's string count. Per rank:
+/// (GpuItems' columns, (kernels, nccl_kernels, nccl_time_ns, compute_overlap_ns, first_ns,
+/// last_ns), HostCalls' columns but `blocking`, the ranges' names); names are ids into the table
+/// whose entries are the export's string ids `strings`.
+#[pyfunction]
+fn trace_ranks<'py>(
     py: Python<'py>,
     kernels: &Bound<'py, PyDict>,
     is_nccl: PyReadonlyArray1<'py, bool>,
     copies: Vec<(Bound<'py, PyDict>, i64)>,
     runtime: &Bound<'py, PyDict>,
-    pid: i64,
-    device: i64,
-) -> PyResult<(Bound<'py, PyDict>, (i64, i64, i64, i64, Option<i64>, Option<i64>))> {
+    ranks: Vec<RankArgs<'py>>,
+    n_strings: usize,
+) -> PyResult<(Vec<Bound<'py, PyTuple>>, Column<'py>)> {
     let k = TableColumns::of(kernels, "kernels", &ACTIVITY)?;
     let kn = TableColumns::of(kernels, "kernels", &["name", "short_name", "grid_x", "grid_y", "grid_z"])?;
     let copy_columns: Vec<(TableColumns, i64)> =
@@ -927,41 +974,46 @@ fn trace_gpu_items<'py>(
     let is_nccl = is_nccl.as_slice()?;
     let names = rank_trace::KernelColumns { name: kns[0], short_name: kns[1], grid_x: kns[2], grid_y: kns[3], grid_z: kns[4], is_nccl };
     let copies: Vec<rank_trace::Copies> = copy_slices.iter().map(|(c, l)| rank_trace::Copies { table: activity(c), label: *l }).collect();
-    let (items, c) = py
-        .detach(|| rank_trace::gpu_items(&activity(&ks), &names, &copies, &runtime_of(&rts), pid, device))
+    let ranks: Vec<rank_trace::Rank> = ranks
+        .iter()
+        .map(|(pid, device, start, end, tid, name)| {
+            let ranges = rank_trace::Ranges { start: start.as_slice()?, end: end.as_slice()?, tid: tid.as_slice()?, name: name.as_slice()? };
+            Ok(rank_trace::Rank { pid: *pid, device: *device, ranges })
+        })
+        .collect::<PyResult<_>>()?;
+    let traced = py
+        .detach(|| rank_trace::trace_ranks(&activity(&ks), &names, &copies, &runtime_of(&rts), &ranks, n_strings))
         .map_err(trace_err)?;
-    let d = PyDict::new(py);
-    d.set_item("start", items.start.into_pyarray(py))?;
-    d.set_item("end", items.end.into_pyarray(py))?;
-    d.set_item("name", items.name.into_pyarray(py))?;
-    d.set_item("short_name", items.short_name.into_pyarray(py))?;
-    d.set_item("launch", items.launch.into_pyarray(py))?;
-    d.set_item("launch_tid", items.launch_tid.into_pyarray(py))?;
-    d.set_item("is_nccl", items.is_nccl.into_pyarray(py))?;
-    d.set_item("is_kernel", items.is_kernel.into_pyarray(py))?;
-    d.set_item("ctas", items.ctas.into_pyarray(py))?;
-    d.set_item("stream", items.stream.into_pyarray(py))?;
-    d.set_item("correlation", items.correlation.into_pyarray(py))?;
-    Ok((d, (c.kernels, c.nccl_kernels, c.nccl_time_ns, c.compute_overlap_ns, c.first_ns, c.last_ns)))
-}
-
-/// trace_host_calls(runtime, pid, range_start, range_end, range_tid) -> (rows, gap_start,
-/// gap_range): the runtime rows of process pid in start order, where the host work before each
-/// began and the innermost host range covering the middle of that gap (-1: none). Without the GIL.
-#[pyfunction]
-fn trace_host_calls<'py>(
-    py: Python<'py>,
-    runtime: &Bound<'py, PyDict>,
-    pid: i64,
-    range_start: PyReadonlyArray1<'py, i64>,
-    range_end: PyReadonlyArray1<'py, i64>,
-    range_tid: PyReadonlyArray1<'py, i64>,
-) -> PyResult<(Column<'py>, Column<'py>, Column<'py>)> {
-    let rt = TableColumns::of(runtime, "runtime", &RUNTIME)?;
-    let rts = rt.slices()?;
-    let ranges = rank_trace::Ranges { start: range_start.as_slice()?, end: range_end.as_slice()?, tid: range_tid.as_slice()? };
-    let calls = py.detach(|| rank_trace::host_calls(&runtime_of(&rts), pid, &ranges)).map_err(trace_err)?;
-    Ok((calls.rows.into_pyarray(py), calls.gap_start.into_pyarray(py), calls.gap_range.into_pyarray(py)))
+    let mut out = Vec::with_capacity(traced.ranks.len());
+    for rank_trace::RankTrace { gpu, counts: c, calls, range_name } in traced.ranks {
+        let g = PyDict::new(py);
+        g.set_item("start", gpu.start.into_pyarray(py))?;
+        g.set_item("end", gpu.end.into_pyarray(py))?;
+        g.set_item("name", gpu.name.into_pyarray(py))?;
+        g.set_item("short_name", gpu.short_name.into_pyarray(py))?;
+        g.set_item("launch", gpu.launch.into_pyarray(py))?;
+        g.set_item("launch_tid", ints_array(py, gpu.launch_tid))?;
+        g.set_item("is_nccl", gpu.is_nccl.into_pyarray(py))?;
+        g.set_item("is_kernel", gpu.is_kernel.into_pyarray(py))?;
+        g.set_item("ctas", ints_array(py, gpu.ctas))?;
+        g.set_item("stream", ints_array(py, gpu.stream))?;
+        g.set_item("correlation", ints_array(py, gpu.correlation))?;
+        let h = PyDict::new(py);
+        for (name, copied) in [("start", calls.start), ("end", calls.end)] {
+            match copied {
+                Some(v) => h.set_item(name, v.into_pyarray(py))?,
+                None => h.set_item(name, runtime.get_item(name)?)?, // the runtime table's own column
+            }
+        }
+        h.set_item("tid", ints_array(py, calls.tid))?;
+        h.set_item("correlation", ints_array(py, calls.correlation))?;
+        h.set_item("name", calls.name.into_pyarray(py))?;
+        h.set_item("gap_start", calls.gap_start.into_pyarray(py))?;
+        h.set_item("gap_range", ints_array(py, calls.gap_range))?;
+        let counts = (c.kernels, c.nccl_kernels, c.nccl_time_ns, c.compute_overlap_ns, c.first_ns, c.last_ns);
+        out.push((g, counts, h, range_name.into_pyarray(py)).into_pyobject(py)?);
+    }
+    Ok((out, traced.strings.into_pyarray(py)))
 }
 
 /// Per quantile q, per row: the value at position floor((n - 1) q) of the n rows with the same keys

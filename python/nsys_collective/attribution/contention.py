@@ -235,7 +235,8 @@ def _distinct_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarra
     """np.unique(np.stack([a, b]), axis=1, return_inverse=True) of name id pairs (-1 and up): the
     pair packed in one integer, which sorts in the same order and many times faster."""
     span = int(b.max(initial=-1)) + 2
-    packed, at = np.unique((a + 1) * span + (b + 1), return_inverse=True)
+    # In int64: the timeline's name ids are int32, and a few ten thousand names squared are not.
+    packed, at = np.unique((a.astype(np.int64) + 1) * span + (b + 1), return_inverse=True)
     return np.stack([packed // span - 1, packed % span - 1]), at.ravel()
 
 

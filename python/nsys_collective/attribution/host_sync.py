@@ -22,7 +22,7 @@ def host_sync(trace: RankTrace, selection: StepSelection | None, rank: int) -> d
     calls = trace.calls
     if calls is None or not len(calls.start):
         return {"host_sync_ns": 0, "host_sync_calls": 0}
-    mine = np.flatnonzero(cuda_api.matches(cuda_api.SYNCHRONIZE, calls.name, trace))
+    mine = np.flatnonzero(cuda_api.matches(cuda_api.SYNCHRONIZE, calls.name, trace.strings))
     if selection is not None:  # only the synchronize calls searched among the steps, not every call
         mine = mine[selection.analyzed(rank, calls.start[mine])]
     return {"host_sync_ns": int((calls.end[mine] - calls.start[mine]).sum()), "host_sync_calls": len(mine)}

@@ -28,6 +28,9 @@ TABLES = ("kernels", "memcpy", "memset", "runtime", "nvtx", "gpu_metrics", "gpu_
 NVTX_PUSH_POP_RANGE = 59
 NVTX_START_END_RANGE = 60
 NVTX_DOMAIN_CREATE = 75
+# The names the analysis gives copies and memsets (nsys's own labels): they have none in the tables.
+MEMCPY_NAME = "[CUDA memcpy]"
+MEMSET_NAME = "[CUDA memset]"
 
 
 @dataclass

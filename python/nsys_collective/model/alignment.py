@@ -76,9 +76,14 @@ class Alignment:
         return _apply(utc, self.offset_ns[clock], self.drift_ppm[clock], self.t_ref_ns)
 
     def correct_rank(self, rank: int, utc: np.ndarray) -> np.ndarray:
-        """Aligned times of UTC times of one rank."""
+        """Aligned times of UTC times of one rank: `utc` itself where its clock is the reference's
+        (never write into the result)."""
         clock = self.clock_of_rank[rank]  # its two numbers, not an array of them per time: the same products
-        return _apply(utc, self.offset_ns[clock], self.drift_ppm[clock], self.t_ref_ns)
+        offset, drift = self.offset_ns[clock], self.drift_ppm[clock]
+        if drift == 0 and np.isfinite(offset):  # a constant shift: _apply's numbers without its float temporaries
+            shift = int(np.rint(offset))
+            return utc if shift == 0 else utc + shift
+        return _apply(utc, offset, drift, self.t_ref_ns)
 
 
 def _lookup(mapping: dict[int, int], keys: np.ndarray) -> np.ndarray:

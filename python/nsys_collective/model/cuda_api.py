@@ -8,6 +8,7 @@ wait on events; and the kinds of synchronization record (CUPTI's `syncType`, Kin
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from enum import IntEnum
 
 import numpy as np
@@ -38,15 +39,18 @@ EVENT_RECORD = re.compile(r"^(cudaEventRecord(WithFlags)?|cuEventRecord(WithFlag
 STREAM_WAIT = re.compile(r"^(cudaStreamWaitEvent|cuStreamWaitEvent)(_v\d+|_ptsz)?$")
 
 
-def matches(pattern: re.Pattern, ids: np.ndarray, names) -> np.ndarray:
-    """Which of `ids` (string ids, -1 unnamed) name a call `pattern` matches: each distinct name is
-    matched once, then the answer is spread by id (millions of calls, a few hundred names).
-    `names`: what turns string ids into names (a rank's trace or an export)."""
-    # By id, in a table as long as the string table (ids index it): the last slot stands for -1.
-    used = np.zeros(int(ids.max()) + 2 if len(ids) else 1, dtype=bool)
-    used[ids] = True
-    named = np.flatnonzero(used[:-1])
-    hit = np.zeros(len(used), dtype=bool)
-    hit[named] = np.fromiter((bool(n) and pattern.match(n) is not None for n in names.names(named).tolist()),
-                             dtype=bool, count=len(named))
-    return hit[ids]
+def by_name(test, ids: np.ndarray, strings: Sequence[str | None]) -> np.ndarray:
+    """test(name) of each of `ids` (ids into `strings`; -1, unnamed, is None), asked once per id
+    used, found by marking a table as long as `strings` (a rank's holds only the names its ranks
+    use): millions of calls or ranges, a few hundred names."""
+    used = np.zeros(len(strings) + 1, bool)
+    used[ids] = True  # -1 marks the last slot
+    answer = np.zeros(len(strings) + 1, bool)
+    for i in np.flatnonzero(used).tolist():
+        answer[i] = bool(test(strings[i] if i < len(strings) else None))
+    return answer[ids]
+
+
+def matches(pattern: re.Pattern, ids: np.ndarray, strings: Sequence[str | None]) -> np.ndarray:
+    """Which of `ids` (ids into `strings`, -1 unnamed) name a call `pattern` matches."""
+    return by_name(lambda name: name and pattern.match(name), ids, strings)

@@ -9,6 +9,7 @@ all-to-all), else from the kernel name, which does not always say what NCCL ran.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -16,7 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsys_collective.ingest.capture import NVTX_PUSH_POP_RANGE, NVTX_START_END_RANGE, Export
+from nsys_collective.ingest.capture import MEMCPY_NAME, NVTX_PUSH_POP_RANGE, NVTX_START_END_RANGE, Export
+from nsys_collective.model import cuda_api
 from nsys_collective.model.nccl_net import wire_bytes
 
 OPS = ("AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce", "AllToAll", "SendRecv", "Send", "Recv", "Generic")
@@ -47,6 +49,7 @@ def algorithm_of_kernel(name: str) -> int:
     return ALGORITHMS.index(match.group(1)) if match else -1
 
 
+@functools.cache  # asked once per NCCL operation, of a few distinct names
 def op_of_kernel(name: str) -> str:
     """The operation a kernel name (any NCCL era) or a PyTorch range name (`all_to_all`) says."""
     match = _KERNEL_OP.search(name.replace("_", ""))
@@ -95,8 +98,7 @@ class NcclOps:
 def nccl_kernel_mask(export: Export) -> np.ndarray:
     """Which kernels are NCCL's: every NCCL naming era starts with `nccl`."""
     is_nccl_name = np.array([s.startswith("nccl") for s in export.strings] + [False], dtype=bool)
-    names = export.kernels["short_name"]
-    return is_nccl_name[np.where(names >= 0, names, len(export.strings))]
+    return is_nccl_name[export.kernels["short_name"]]  # -1 (unnamed) takes the last slot
 
 
 def _ranges(export: Export, pid: int, wanted, domain: str | None, values: np.ndarray | None = None):
@@ -107,19 +109,14 @@ def _ranges(export: Export, pid: int, wanted, domain: str | None, values: np.nda
     domain-create events, so there the names alone must do.
     """
     nvtx = export.nvtx
-    names = export.names(nvtx["name"])
-    domains = export.names(nvtx["domain_name"])
     is_range = np.isin(nvtx["type"], [NVTX_PUSH_POP_RANGE, NVTX_START_END_RANGE]) & (nvtx["pid"] == pid)
-    # `wanted` per distinct name, not per range: millions of NVTX ranges hold a few thousand names.
-    ids, at = np.unique(nvtx["name"], return_inverse=True)
-    known = np.array([bool(wanted(n)) for n in export.names(ids)] + [False], dtype=bool)[at.ravel()] if len(ids) else np.zeros(0, bool)
-    in_domain = (domains == domain) | (domains == None)  # noqa: E711 - elementwise on an object array
-    pick = np.flatnonzero(is_range & known & in_domain)
+    in_domain = cuda_api.by_name(lambda d: d is None or d == domain, nvtx["domain_name"], export.strings)
+    pick = np.flatnonzero(is_range & in_domain & cuda_api.by_name(wanted, nvtx["name"], export.strings))
     out = {}
     for tid in np.unique(nvtx["tid"][pick]):
         rows = pick[nvtx["tid"][pick] == tid]
         rows = rows[np.argsort(nvtx["start"][rows], kind="stable")]
-        out[int(tid)] = (nvtx["start"][rows], nvtx["end"][rows], (names if values is None else values)[rows])
+        out[int(tid)] = (nvtx["start"][rows], nvtx["end"][rows], export.names(nvtx["name"][rows]) if values is None else values[rows])
     return out
 
 
@@ -250,34 +247,33 @@ def _payload_bytes(export: Export, pid: int, tid: np.ndarray, when: np.ndarray) 
     return np.array([-1 if v is None else int(v) for v in found], dtype=np.int64)
 
 
-def nccl_ops(export: Export, pid: int, device: int, is_nccl: np.ndarray | None = None) -> NcclOps:
-    """The NCCL operations of the rank (export, pid, device); `is_nccl`: nccl_kernel_mask(export),
-    where the caller has it."""
-    k = export.kernels
-    is_nccl = nccl_kernel_mask(export) if is_nccl is None else is_nccl
-    rows = np.flatnonzero(is_nccl & (k["pid"] == pid) & (k["device"] == device))
+def nccl_ops(export: Export, pid: int, gpu, strings: tuple[str, ...]) -> NcclOps:
+    """The NCCL operations of a rank of process `pid` of the export, from its GPU work (`gpu`:
+    model.trace's GpuItems, in start order with each item's launch; names ids into `strings`)."""
+    rows = np.flatnonzero(gpu.is_nccl)
     ranges = _ranges(export, pid, _is_api, "NCCL")
-    tid, when = launches(export, pid, k["correlation"][rows])
+    tid, when = gpu.launch_tid[rows], gpu.launch[rows]
     api = _covering_range(ranges, tid, when)
     pytorch = _covering_range(_ranges(export, pid, _is_pytorch, None), tid, when)
-    kernel_names = export.names(k["short_name"][rows])
+    names, at = np.unique(gpu.short_name[rows], return_inverse=True)  # parse each distinct name once
+    texts = [strings[n] if n >= 0 else None for n in names.tolist()]
+    kernel_names = np.array(texts, dtype=object)[at.ravel()]
     ops = [_API_OP.get(a) or (op_of_kernel(p[5:]) if p else op_of_kernel(n or ""))
            for a, p, n in zip(api, pytorch, kernel_names)]
-    start, end, stream = k["start"][rows], k["end"][rows], k["stream"][rows]
+    start, end, stream = gpu.start[rows], gpu.end[rows], gpu.stream[rows].astype(np.int64)
     launch = when.copy()
-    names, at = np.unique(k["short_name"][rows], return_inverse=True)  # parse each distinct name once
-    algorithm = np.array([algorithm_of_kernel(n or "") for n in export.names(names).tolist()], dtype=np.int64)[at.ravel()]
-    element = np.array([kernel_dtype_bytes(n or "") for n in export.names(names).tolist()], dtype=np.int64)[at.ravel()]
+    algorithm = np.array([algorithm_of_kernel(n or "") for n in texts], dtype=np.int64)[at.ravel()]
+    element = np.array([kernel_dtype_bytes(n or "") for n in texts], dtype=np.int64)[at.ravel()]
     nbytes, size_source = _message_bytes(export, pid, tid, when, element)
     payload = _payload_bytes(export, pid, tid, when)
     nbytes = np.where(payload >= 0, payload, nbytes)
     size_source = np.where(payload >= 0, SIZE_SOURCES.index("nvtx_payload"), size_source)
 
     # Copy-engine collectives: copies launched inside a collective API range that launched no kernel.
-    m = export.memcpy
-    copies = np.flatnonzero((m["pid"] == pid) & (m["device"] == device))
+    others = np.flatnonzero(~gpu.is_kernel)
+    copies = others[cuda_api.by_name(lambda n: n == MEMCPY_NAME, gpu.name[others], strings)]
     if len(copies) and ranges:
-        ctid, cwhen = launches(export, pid, m["correlation"][copies])
+        ctid, cwhen = gpu.launch_tid[copies], gpu.launch[copies]
         capi = _covering_range(ranges, ctid, cwhen)
         kernel_launch_times = set(when.tolist())
         ce = [i for i, a in enumerate(capi) if a in _API_OP]
@@ -290,9 +286,9 @@ def nccl_ops(export: Export, pid: int, device: int, is_nccl: np.ndarray | None =
                 calls.setdefault((t, start_of_call), []).append(i)
         for (t, _), members in calls.items():
             sel = copies[members]
-            start = np.append(start, m["start"][sel].min())
-            end = np.append(end, m["end"][sel].max())
-            stream = np.append(stream, m["stream"][sel][0])
+            start = np.append(start, gpu.start[sel].min())
+            end = np.append(end, gpu.end[sel].max())
+            stream = np.append(stream, gpu.stream[sel][0])
             nbytes = np.append(nbytes, -1)  # what the copies add up to depends on the algorithm: unknown
             size_source = np.append(size_source, -1)
             launch = np.append(launch, cwhen[members].min())

@@ -126,7 +126,7 @@ def lost_launches(trace: RankTrace) -> np.ndarray:
     calls, gpu = trace.calls, trace.gpu
     if calls is None or not len(calls.start):
         return np.zeros(0, dtype=np.int64)
-    launch = np.flatnonzero(cuda_api.matches(cuda_api.LAUNCH, calls.name, trace))
+    launch = np.flatnonzero(cuda_api.matches(cuda_api.LAUNCH, calls.name, trace.strings))
     ran = np.isin(calls.correlation[launch], gpu.correlation) if gpu is not None else np.zeros(len(launch), bool)
     return calls.start[launch[~ran]]
 

@@ -13,24 +13,23 @@ from nsys_collective.model import cuda_api
 from nsys_collective.model.cuda_api import SyncType
 
 
-def stream_waits_from_calls(calls, gpu, names) -> tuple[dict | None, dict | None]:
+def stream_waits_from_calls(calls, gpu, strings) -> tuple[dict | None, dict | None]:
     """Stream waits inferred where the capture recorded none (no SYNCHRONIZATION or CUDA_EVENT
     rows, no Kineto cuda_sync): a `cudaStreamWaitEvent` waits for the latest `cudaEventRecord`
     before it on the same thread that recorded another stream; the recording stream is the one the
     thread last launched work on before the record, the waiting stream the one it next launches
     work on. PyTorch records and waits on the thread that launches (DDP's reducer, FSDP's
     prefetch, tensor-parallel collectives). Marked inferred: the fidelity counts them so.
-    `calls`, `gpu`: the rank's HostCalls (in start order) and GpuItems; `names`: what turns string
-    ids into names (the rank's trace)."""
+    `calls`, `gpu`: the rank's HostCalls (in start order) and GpuItems; `strings`: the rank's string
+    table."""
     if calls is None or gpu is None or not len(calls.start):
         return None, None
-    is_record = cuda_api.matches(cuda_api.EVENT_RECORD, calls.name, names)
-    is_wait = cuda_api.matches(cuda_api.STREAM_WAIT, calls.name, names)
+    is_record = cuda_api.matches(cuda_api.EVENT_RECORD, calls.name, strings)
+    is_wait = cuda_api.matches(cuda_api.STREAM_WAIT, calls.name, strings)
     if not is_record.any() or not is_wait.any():
         return None, None
     rec_call, rec_stream, wait_call, wait_stream = _native.infer_stream_waits(
-        _ints(calls.tid), _ints(calls.start), np.ascontiguousarray(is_record, bool), np.ascontiguousarray(is_wait, bool),
-        _ints(gpu.launch_tid), _ints(gpu.launch), _ints(gpu.stream))
+        _ids(calls.tid), _ints(calls.start), is_record, is_wait, _ids(gpu.launch_tid), _ints(gpu.launch), _ids(gpu.stream))
     if not len(wait_call):
         return None, None
     event = np.arange(len(rec_call), dtype=np.int64)  # each pairing its own event id
@@ -44,3 +43,9 @@ def stream_waits_from_calls(calls, gpu, names) -> tuple[dict | None, dict | None
 
 def _ints(column) -> np.ndarray:
     return np.ascontiguousarray(column, dtype=np.int64)
+
+
+def _ids(column) -> np.ndarray:
+    """An id column as the core reads it: int32 (GpuItems' and HostCalls' where ids fit) or int64, not widened."""
+    column = np.ascontiguousarray(column)
+    return column if column.dtype in (np.int32, np.int64) else column.astype(np.int64)

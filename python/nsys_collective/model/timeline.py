@@ -1,5 +1,7 @@
 """Each rank's GPU work as one timeline on the aligned clock: kernels, copies and memsets, sorted
-by start, with names in one table shared by all ranks and the host call that launched each."""
+by start, with names in one table shared by all ranks and the host call that launched each. It
+holds nothing twice: the trace's own columns where they need no change (the times of a rank on
+the reference clock, the names of a trace whose string table the shared one begins with)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,9 @@ class Names:
     def __init__(self) -> None:
         self.values: list[str] = []
         self._ids: dict[str, int] = {}
-        self._by_table: dict[int, np.ndarray] = {}  # by the key of a trace's (shared) string table
+        # By the key of a trace's (shared) string table: its ids' global ids (-1 last), or None
+        # where they are the same ids.
+        self._by_table: dict[int, np.ndarray | None] = {}
 
     def intern(self, value: str) -> int:
         if value not in self._ids:
@@ -27,20 +31,22 @@ class Names:
         return self._ids[value]
 
     def of(self, trace: RankTrace, string_ids: np.ndarray) -> np.ndarray:
-        """Global ids of a trace's string ids (-1 stays -1)."""
-        table = self._by_table.get(trace.key)
-        if table is None:
-            table = np.array([self.intern(s) for s in trace.strings] + [-1], dtype=np.int64)
-            self._by_table[trace.key] = table
-        return table[np.where(string_ids >= 0, string_ids, len(table) - 1)]
+        """Global ids (int32) of a trace's string ids (-1 stays -1): `string_ids` itself where they
+        are the same."""
+        if trace.key not in self._by_table:
+            table = np.array([self.intern(s) for s in trace.strings] + [-1], dtype=np.int32)
+            same = np.array_equal(table[:-1], np.arange(len(table) - 1))
+            self._by_table[trace.key] = None if same else table
+        table = self._by_table[trace.key]
+        return string_ids if table is None else table[string_ids]  # -1 takes the last slot
 
 
 @dataclass(frozen=True)
 class GpuWork:
     start: np.ndarray
     end: np.ndarray
-    name: np.ndarray  # global id of the full (demangled) name: what pairs kernels across ranks
-    short_name: np.ndarray  # global id of the short name, for people
+    name: np.ndarray  # global id (int32) of the full (demangled) name: what pairs kernels across ranks
+    short_name: np.ndarray  # global id (int32) of the short name, for people
     launch: np.ndarray  # aligned start of the launching runtime call, -1 when unknown
     launch_tid: np.ndarray
     is_nccl: np.ndarray
@@ -92,12 +98,14 @@ class Timeline:
         g = trace.gpu
         if g is None:
             return GpuWork(*([_EMPTY] * 6), is_nccl=_EMPTY.astype(bool), is_kernel=_EMPTY.astype(bool), ctas=_EMPTY, stream=_EMPTY)
-        correct = self.alignment.correct_rank
+        correct = self.alignment.correct_rank  # the trace's own column where the rank's clock is the reference's
+        launch = correct(rank, g.launch)
+        if launch is not g.launch:
+            launch[g.launch < 0] = -1  # unknown stays unknown
         return GpuWork(
             start=correct(rank, g.start), end=correct(rank, g.end),
             name=self.names.of(trace, g.name), short_name=self.names.of(trace, g.short_name),
-            launch=np.where(g.launch >= 0, correct(rank, g.launch), -1), launch_tid=g.launch_tid,
-            is_nccl=g.is_nccl, is_kernel=g.is_kernel, ctas=g.ctas, stream=g.stream)
+            launch=launch, launch_tid=g.launch_tid, is_nccl=g.is_nccl, is_kernel=g.is_kernel, ctas=g.ctas, stream=g.stream)
 
     def name_stats(self, rank: int) -> dict[int, tuple[int, int]]:
         """Per name id: (total duration ns, runs) on the rank."""

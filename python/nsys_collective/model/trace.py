@@ -22,10 +22,10 @@ import re
 import numpy as np
 
 from nsys_collective import _native
-from nsys_collective.ingest.capture import NVTX_PUSH_POP_RANGE, NVTX_START_END_RANGE, Export, Session
+from nsys_collective.ingest.capture import MEMCPY_NAME, MEMSET_NAME, NVTX_PUSH_POP_RANGE, NVTX_START_END_RANGE, Export, Session
 from nsys_collective.ingest.discover import shown
 from nsys_collective.ingest.identity import Candidate, rank_from_environment, rank_from_file_name
-from nsys_collective.model import cuda_api, grouping
+from nsys_collective.model import cuda_api
 from nsys_collective.model.nccl import NcclOps, nccl_kernel_mask, nccl_ops
 from nsys_collective.model.stream_waits import stream_waits_from_calls
 
@@ -69,7 +69,8 @@ class GpuItems:
     ctas: np.ndarray  # thread blocks (grid x*y*z) of kernels, 0 for copies
     stream: np.ndarray
     correlation: np.ndarray  # of the launching call (several ops share one under a CUDA graph)
-    # launch_tid, ctas and correlation are int32 where their values fit (narrow_ids).
+    # launch_tid, ctas, stream and correlation are int32 where their values fit: held for every
+    # rank until the analysis ends, they are only compared, searched, indexed or divided.
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ class HostCalls:
     correlation: np.ndarray
     name: np.ndarray  # string id (int32)
     blocking: np.ndarray  # bool: the call returns only once GPU work it waits for has ended
-    # tid, correlation and gap_range are int32 where their values fit (narrow_ids).
+    # tid, correlation and gap_range are int32 where their values fit (as GpuItems' ids).
     # Where the host work before the call began: the previous call's end on its thread, for a
     # thread's first call the start of the outermost host range around it (else its own start).
     gap_start: np.ndarray
@@ -142,7 +143,7 @@ class RankTrace:
         from the calls; computed once, as the idle split and the what-if both read them."""
         if self.syncs is not None and len(self.syncs["correlation"]):
             return self.syncs, self.events
-        return stream_waits_from_calls(self.calls, self.gpu, self)
+        return stream_waits_from_calls(self.calls, self.gpu, self.strings)
 
 
 def _no_gpu_counts() -> dict:
@@ -166,27 +167,6 @@ def sm_count(export: Export, device: int | None) -> int | None:
         if any(n and known in n for n in names):
             return KNOWN_SM_COUNTS[known]
     return None
-
-
-def _gpu_items(export: Export, pid: int, device: int, is_nccl: np.ndarray) -> tuple[GpuItems, dict]:
-    """The rank's GPU work sorted by start (copies named by two labels past the export's strings),
-    and its counts: kernels, NCCL's, the time NCCL kernels cover and how much of it compute
-    kernels cover too, its first start and last end. One pass in the core
-    (crates/core/src/rank_trace.rs); tests/unit/test_rank_trace.py keeps the numpy version."""
-    labels = [(export.memcpy, len(export.strings)), (export.memset, len(export.strings) + 1)]  # "[CUDA memcpy]", "[CUDA memset]"
-    columns, (kernels, nccl_kernels, nccl_time, overlap, first, last) = _native.trace_gpu_items(
-        export.kernels, np.ascontiguousarray(is_nccl, bool), labels, export.runtime, pid, device)
-    counts = {
-        "kernels": kernels,
-        "nccl_kernels": nccl_kernels,
-        "nccl_time_ns": nccl_time,
-        "compute_overlap_ns": overlap,
-        # HTA's and NVIDIA's headline figure: the share of NCCL time with compute running beside it.
-        "overlap_share": overlap / nccl_time if nccl_time else None,
-        "first_ns": first,
-        "last_ns": last,
-    }
-    return GpuItems(**columns), counts
 
 
 def _host_ranges(export: Export, pid: int) -> HostRanges:
@@ -224,18 +204,6 @@ def _sync_records(export: Export, pid: int, device: int, own_process: bool) -> t
     return syncs, events
 
 
-def _host_calls(export: Export, pid: int, ranges: HostRanges) -> HostCalls:
-    """The process's calls by start and the gap before each (in the core,
-    crates/core/src/rank_trace.rs; tests/unit/test_rank_trace.py keeps the numpy version)."""
-    rt = export.runtime
-    rows, gap_start, gap_range = _native.trace_host_calls(rt, pid, *(np.ascontiguousarray(c, np.int64) for c in
-                                                                     (ranges.start, ranges.end, ranges.tid)))
-    name = rt["name"][rows]
-    return HostCalls(start=rt["start"][rows], end=rt["end"][rows], tid=rt["tid"][rows], correlation=rt["correlation"][rows],
-                     name=name, blocking=cuda_api.matches(cuda_api.BLOCKING, name, export), gap_start=gap_start,
-                     gap_range=gap_range)
-
-
 def _metric_samples(export: Export) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per field, the export's samples of every metric whose name matches it, in capture order."""
     m, names = export.gpu_metrics, export.gpu_metric_names
@@ -254,20 +222,6 @@ def _metric_samples(export: Export) -> dict[str, tuple[np.ndarray, np.ndarray]]:
 MAX_TIME_NS = 2**62
 # No capture lasts this long: later times are damage too (they would make sums of GPU time overflow).
 MAX_CAPTURE_NS = 30 * 24 * 3600 * 10**9
-
-
-def drop_bad_times(table: dict[str, np.ndarray], capture_start: int | None = None) -> tuple[dict[str, np.ndarray], int]:
-    """The rows of a GPU work table whose times can be right, and how many were dropped: end >=
-    start, lasting at most MAX_CAPTURE_NS, within MAX_CAPTURE_NS from the capture's start where
-    known (nothing runs before it), else from 0 (a missing time reads -1) to MAX_TIME_NS."""
-    start, end = table["start"], table["end"]
-    lo = max(0, capture_start or 0)
-    hi = min(MAX_TIME_NS, lo + MAX_CAPTURE_NS) if capture_start else MAX_TIME_NS
-    good = (start >= lo) & (end >= start) & (end <= hi) & (end - start <= MAX_CAPTURE_NS)
-    dropped = int(len(good) - np.count_nonzero(good))
-    return ({c: v[good] for c, v in table.items()} if dropped else table), dropped
-
-
 # Ids a rank and its streams are keyed on: CUDA device ordinals (CUPTI's 0xFFFFFFFF is "invalid"),
 # the 24-bit pid field of nsys's packed globalPid (0 is no user process; -1 none), CUPTI's 32-bit
 # stream ids (-1: not recorded). Rows outside are damage: they would become phantom ranks.
@@ -276,95 +230,92 @@ MAX_PID = (1 << 24) - 1
 MAX_STREAM = (1 << 32) - 1
 
 
-def drop_bad_ids(table: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], int]:
-    """The rows of a GPU work table whose device, pid and stream can be right, and how many were
-    dropped."""
-    good = ((table["device"] >= 0) & (table["device"] < MAX_DEVICE) & (table["pid"] >= 1) & (table["pid"] <= MAX_PID)
-            & (table["stream"] >= -1) & (table["stream"] <= MAX_STREAM))
-    dropped = int(len(good) - np.count_nonzero(good))
-    return ({c: v[good] for c, v in table.items()} if dropped else table), dropped
+def screen_gpu_work(export: Export, report: str, warnings: list[str]) -> tuple[Export, list[tuple[int, int]]]:
+    """The export without the GPU work whose times or ids cannot be right, and the ranks (pid,
+    device) of the rest, sorted; what was dropped is counted in `warnings`. Times must have end >=
+    start, last at most MAX_CAPTURE_NS, and lie within MAX_CAPTURE_NS from the capture's start
+    where known (nothing runs before it), else from 0 (a missing time reads -1) to MAX_TIME_NS:
+    others would become negative or absurd figures. Ids must be a device 0..MAX_DEVICE - 1, a pid
+    1..MAX_PID and a stream -1..MAX_STREAM: others would become phantom ranks. One pass per table
+    in the core (crates/core/src/rank_trace.rs); tests/unit/test_rank_trace.py keeps the numpy
+    version."""
+    capture_start = export.session.capture_start_ns  # None where the format records none
+    lo = max(0, capture_start or 0)
+    hi = min(MAX_TIME_NS, lo + MAX_CAPTURE_NS) if capture_start else MAX_TIME_NS
+    limits = (lo, hi, MAX_CAPTURE_NS, MAX_DEVICE, MAX_PID, MAX_STREAM)
+    kept, ranks = {}, set()
+    for name in GPU_ACTIVITY_TABLES:
+        table = getattr(export, name)
+        bad_times, bad_ids, good, found = _native.screen_activity(table, limits)
+        if good is not None:
+            table = {c: v[good] for c, v in table.items()}
+        if bad_times:
+            warnings.append(f"{report}: {bad_times} {name} rows with missing, negative, reversed or out-of-range times dropped")
+        if bad_ids:
+            warnings.append(f"{report}: {bad_ids} {name} rows with a missing or out-of-range device, process or stream id "
+                            f"(device 0-{MAX_DEVICE - 1}, pid 1-{MAX_PID}, stream 0-{MAX_STREAM}) dropped")
+        kept[name] = table
+        ranks.update(found)
+    return dataclasses.replace(export, **kept), sorted(ranks)
 
 
-def narrow_ids(column: np.ndarray) -> np.ndarray:
-    """An id or count column (thread ids, correlation ids, row indices, thread blocks) as int32
-    where every value fits, else as it is: these are held for every rank until the reduce ends,
-    and their consumers only compare, search, index or divide with them (the what-if graph's
-    input, attribution/whatif/graph.py, takes any integer dtype)."""
-    info = np.iinfo(np.int32)
-    if column.dtype == np.int64 and (not len(column) or (info.min <= column.min() and column.max() <= info.max)):
-        return column.astype(np.int32)
-    return column
+def trace_ranks(export: Export, keys: list[tuple[int, int]], is_nccl: np.ndarray
+                ) -> tuple[list[tuple[GpuItems, dict, HostRanges, HostCalls]], tuple[str, ...]]:
+    """Per rank (pid, device) of a screened export: its GPU work sorted by start (copies named by
+    two labels past the export's strings) and its counts (kernels, NCCL's, the time NCCL kernels
+    cover and how much of it compute kernels cover too, its first start and last end), its host
+    ranges, and its calls by start with the gap before each; their names ids into one string table
+    of only the names the ranks use, in export order, returned beside them. One pass per table
+    and rank in the core, each column made in the type it is held in (crates/core/src/rank_trace.rs);
+    tests/unit/test_rank_trace.py keeps the numpy version."""
+    labels = [(export.memcpy, len(export.strings)), (export.memset, len(export.strings) + 1)]  # MEMCPY_NAME, MEMSET_NAME
+    ranges = [_host_ranges(export, pid) for pid, _ in keys]
+    traced, used = _native.trace_ranks(
+        export.kernels, np.ascontiguousarray(is_nccl, bool), labels, export.runtime,
+        [(pid, device, r.start, r.end, r.tid, r.name) for (pid, device), r in zip(keys, ranges)], len(export.strings))
+    extended = export.strings + [MEMCPY_NAME, MEMSET_NAME]
+    strings = tuple(extended[i] for i in used.tolist())
+    out = []
+    for (gpu, counted, calls, range_name), r in zip(traced, ranges):
+        kernels, nccl_kernels, nccl_time, overlap, first, last = counted
+        counts = {
+            "kernels": kernels,
+            "nccl_kernels": nccl_kernels,
+            "nccl_time_ns": nccl_time,
+            "compute_overlap_ns": overlap,
+            # HTA's and NVIDIA's headline figure: the share of NCCL time with compute running beside it.
+            "overlap_share": overlap / nccl_time if nccl_time else None,
+            "first_ns": first,
+            "last_ns": last,
+        }
+        calls["blocking"] = cuda_api.matches(cuda_api.BLOCKING, calls["name"], strings)
+        out.append((GpuItems(**gpu), counts, dataclasses.replace(r, name=range_name), HostCalls(**calls)))
+    return out, strings
 
 
 def trace_export(export: Export, index: int, report: str, key: int | None = None) -> tuple[InputFacts, list[RankTrace]]:
     """The facts of one input and a trace per rank it holds (at least one: a report without GPU
-    work is a rank with zero kernels, and a warning says so). GPU work with impossible times is
-    dropped, counted in a warning: it would become negative or absurd figures; so is GPU work whose
-    ids cannot be right (drop_bad_ids): it would become a phantom rank."""
+    work is a rank with zero kernels, and a warning says so). GPU work with impossible times or
+    ids is dropped, counted in a warning (screen_gpu_work)."""
     warnings = [f"{report}: {w}" for w in export.warnings]
-    capture_start = export.session.capture_start_ns  # None where the format records none
-    fixed = {}
-    for name in GPU_ACTIVITY_TABLES:
-        fixed[name], dropped = drop_bad_times(getattr(export, name), capture_start)
-        if dropped:
-            warnings.append(f"{report}: {dropped} {name} rows with missing, negative, reversed or out-of-range times dropped")
-        fixed[name], dropped = drop_bad_ids(fixed[name])
-        if dropped:
-            warnings.append(f"{report}: {dropped} {name} rows with a missing or out-of-range device, process or stream id "
-                            f"(device 0-{MAX_DEVICE - 1}, pid 1-{MAX_PID}, stream 0-{MAX_STREAM}) dropped")
-    export = dataclasses.replace(export, **fixed)
-    tables = [getattr(export, t) for t in GPU_ACTIVITY_TABLES]
-    # (pid, device) packed in one integer: np.unique on rows is many times slower.
-    packed, _ = grouping.unique(np.concatenate([(t["pid"] << 20) + (t["device"] + 1) for t in tables]))
-    keys = [(int(k >> 20), int((k & 0xFFFFF) - 1)) for k in packed]
+    export, keys = screen_gpu_work(export, report, warnings)
+    is_nccl = nccl_kernel_mask(export)
+    traced, strings = trace_ranks(export, keys, is_nccl)
     if not keys:
         warnings.append(f"{report}: no CUDA kernels or copies captured; counted as a rank with zero kernels")
-        keys = [(None, None)]
+        keys, traced = [(None, None)], [(None, _no_gpu_counts(), None, None)]
     env = rank_from_environment(export) if len(keys) == 1 else None
     file = rank_from_file_name(report) if len(keys) == 1 else None
-    is_nccl = nccl_kernel_mask(export)
     metrics = _metric_samples(export) if len(export.gpu_metrics["start"]) else None
     devices = {device for _, device in keys}
-
-    per_rank, used = [], []
-    for pid, device in keys:
-        gpu = ranges = ops = calls = syncs = events = None
-        counts = _no_gpu_counts()
-        if pid is not None:
-            gpu, counts = _gpu_items(export, pid, device, is_nccl)
-            ranges = _host_ranges(export, pid)
-            calls = _host_calls(export, pid, ranges)
-            ops = nccl_ops(export, pid, device, is_nccl)
-            syncs, events = _sync_records(export, pid, device, own_process=sum(p == pid for p, _ in keys) == 1)
-            used += [gpu.name, gpu.short_name, ranges.name, calls.name]
-        per_rank.append((pid, device, gpu, ranges, ops, calls, syncs, events, counts))
-
-    # One string table for the export's ranks, holding only the names they use, in export order.
-    extended = export.strings + ["[CUDA memcpy]", "[CUDA memset]"]
-    # Which ids are used, by marking a table (the last slot stands for -1: none), not by sorting them.
-    present = np.zeros(len(extended) + 1, bool)
-    for column in used:
-        present[np.maximum(column, -1)] = True
-    ids = np.flatnonzero(present[:-1])
-    # Local ids fit in int32 (a table of at most a few thousand names): half the memory of the
-    # name columns held for every rank until the reduce.
-    remap = np.full(len(extended) + 1, -1, dtype=np.int32 if len(extended) < 2**31 - 1 else np.int64)
-    remap[ids] = np.arange(len(ids))
-    strings = tuple(extended[i] for i in ids.tolist())
-
-    def local(column: np.ndarray) -> np.ndarray:
-        return remap[np.maximum(column, -1)]
-
     traces = []
     # Unique per export, across chunks and processes: id() is reused once an export is released.
     key = secrets.randbits(63) if key is None else key
-    for pid, device, gpu, ranges, ops, calls, syncs, events, counts in per_rank:
-        if gpu is not None:
-            gpu = GpuItems(**{**gpu.__dict__, "name": local(gpu.name), "short_name": local(gpu.short_name),
-                              **{c: narrow_ids(getattr(gpu, c)) for c in ("correlation", "launch_tid", "ctas")}})
-            ranges = HostRanges(start=ranges.start, end=ranges.end, tid=ranges.tid, name=local(ranges.name))
-            calls = HostCalls(**{**calls.__dict__, "name": local(calls.name), "tid": narrow_ids(calls.tid),
-                                 "correlation": narrow_ids(calls.correlation), "gap_range": narrow_ids(calls.gap_range)})
+    for (pid, device), (gpu, counts, ranges, calls) in zip(keys, traced):
+        ops = syncs = events = None
+        if pid is not None:
+            ops = nccl_ops(export, pid, gpu, strings)
+            syncs, events = _sync_records(export, pid, device, own_process=sum(p == pid for p, _ in keys) == 1)
         traces.append(RankTrace(
             index=index, report=report, host=export.session.hostname, pid=pid, device=device, env_rank=env, file_rank=file,
             counts=counts, strings=strings, ops=ops, gpu=gpu, ranges=ranges, calls=calls,

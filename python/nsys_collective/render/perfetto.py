@@ -174,7 +174,7 @@ def _rank_events(view: _View, r: RankRow, item_of, us) -> tuple[list[str], np.nd
         return [_dumps(e) for e in meta], np.zeros(0, np.int64)
     w, names = view.work[rank], view.work.names.values
     lane = _lanes(w.start, w.end, w.stream)
-    tid = w.stream + 1 + lane * LANE_TID_STRIDE
+    tid = lane * LANE_TID_STRIDE + w.stream + 1  # int64 before the stream (int32 where it fits) is added
 
     # One track per (stream, lane), named; NCCL streams say so.
     nccl_tids = set(tid[w.is_nccl].tolist())
