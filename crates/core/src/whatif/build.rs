@@ -1,0 +1,612 @@
+//! Building the job's graph (the rules are [`super::graph`]'s): each rank's own edges worked out on
+//! its own rows ([`super::rank`]), then the units of the whole job put in topological order and
+//! laid out, each unit's in-edges made as it is laid out (from the ranks' tables: no list of the
+//! job's edges is ever held). The input is read where it lies: nothing of the job is copied.
+
+use super::by_rank::{Rows, Split};
+use super::fidelity::Fidelity;
+use super::graph::{narrow, Edge, EdgeKind, Graph, Unit, NONE, NULL_SLOT, U_CALL, U_CALL_END, U_MEMBER_END, U_OP, U_ORIGIN, U_TRANSFER, WIDE};
+use super::input::Job;
+use super::rank::{percentile, End, RankEdges, RankView};
+use super::topo;
+use super::{input_error, Options, WhatIfError};
+use rayon::prelude::*;
+use std::sync::OnceLock;
+
+/// An edge into a unit as made: its source slot reference (2 * source unit + 1 for the unit's
+/// second slot, before units have positions), the measured time there, its nominal lag and kind.
+#[derive(Clone, Copy)]
+struct InEdge {
+    src: u32,
+    src_time: i64,
+    lag: i64,
+    kind: EdgeKind,
+}
+
+/// What the layout reads of one rank: its times and rows, and its own edges.
+struct RankUnits<'v> {
+    c_start: &'v [i64],
+    c_end: &'v [i64],
+    o_start: &'v [i64],
+    o_end: &'v [i64],
+    call_rows: &'v Rows,
+    op_rows: &'v Rows,
+    edges: &'v RankEdges,
+    /// Per blocking call of the rank: its end unit (from `u_cend`).
+    cend: Vec<u32>,
+}
+
+/// The job's units in creation order (origin, calls, ops, blocking call ends, transfers, member
+/// ends: the order that breaks ties of time) and what makes each one's edges.
+struct Units<'v> {
+    u_call: usize,
+    u_op: usize,
+    u_cend: usize,
+    u_t: usize,
+    u_mend: usize,
+    n_units: usize,
+    calls: &'v Split<7>,
+    ops: &'v Split<6>,
+    ranks: Vec<RankUnits<'v>>,
+    /// Per blocking call end unit: (rank, index among the rank's blocking calls), by call row.
+    blocking: Vec<(u32, u32)>,
+    /// Per op: its member row, or NONE.
+    op_member: Vec<u32>,
+    member_op: Vec<u32>,
+    member_inst: Vec<u32>,
+    inst_off: Vec<u32>,
+    inst_member: Vec<u32>,
+    /// Per instance: its measured transfer start `T` (the last arrival).
+    t_meas: Vec<i64>,
+    /// The origin's time: that of the earliest unit, so that it sorts first (ties go by unit).
+    origin_time: i64,
+    /// Edges dropped to break a cycle: (unit, index among its in-edges), sorted.
+    dropped: Vec<(u32, u32)>,
+}
+
+impl Units<'_> {
+    fn call_start_ref(&self, r: &RankUnits, k: usize) -> u32 {
+        2 * (self.u_call + r.call_rows.global(k)) as u32
+    }
+
+    fn call_end_ref(&self, r: &RankUnits, k: usize) -> u32 {
+        match r.edges.blocking_index(k) {
+            Some(b) => 2 * (self.u_cend + r.cend[b] as usize) as u32,
+            None => self.call_start_ref(r, k) + 1,
+        }
+    }
+
+    fn op_start_ref(&self, g: usize) -> u32 {
+        2 * (self.u_op + g) as u32
+    }
+
+    /// The end of op row g: the op's second slot, or a member's end unit.
+    fn op_end_ref(&self, g: usize) -> u32 {
+        match self.op_member[g] {
+            NONE => self.op_start_ref(g) + 1,
+            m => 2 * (self.u_mend + m as usize) as u32,
+        }
+    }
+
+    fn end_ref(&self, r: usize, end: End) -> u32 {
+        let r = &self.ranks[r];
+        match end {
+            End::Op(k) => self.op_end_ref(r.op_rows.global(k as usize)),
+            End::Call(k) => self.call_end_ref(r, k as usize),
+        }
+    }
+
+    /// Unit u's kind and row (call row, op row, instance or member row).
+    fn kind_row(&self, u: usize) -> (u8, u32) {
+        match u {
+            0 => (U_ORIGIN, 0),
+            u if u < self.u_op => (U_CALL, (u - self.u_call) as u32),
+            u if u < self.u_cend => (U_OP, (u - self.u_op) as u32),
+            u if u < self.u_t => {
+                let (r, b) = self.blocking[u - self.u_cend];
+                let r = &self.ranks[r as usize];
+                (U_CALL_END, r.call_rows.global(r.edges.blocking[b as usize] as usize) as u32)
+            }
+            u if u < self.u_mend => (U_TRANSFER, (u - self.u_t) as u32),
+            u => (U_MEMBER_END, (u - self.u_mend) as u32),
+        }
+    }
+
+    /// Every unit's time, in unit order.
+    fn each_time(&self, f: &mut dyn FnMut(i64)) {
+        f(self.origin_time);
+        self.calls.each_row(|r, k| f(self.ranks[r].c_start[k]));
+        self.ops.each_row(|r, k| f(self.ranks[r].o_start[k]));
+        for &(r, b) in &self.blocking {
+            let r = &self.ranks[r as usize];
+            f(r.c_end[r.edges.blocking[b as usize] as usize]);
+        }
+        self.t_meas.iter().for_each(|&t| f(t));
+        for &op in &self.member_op {
+            let (r, k) = self.ops.locate(op as usize);
+            f(self.ranks[r].o_end[k]);
+        }
+    }
+
+    /// Unit u's measured time (of its first slot) and inline duration (its second slot's time after
+    /// its first); its in-edges, in order (those dropped to break a cycle left out), into `out`.
+    fn unit(&self, u: usize, out: &mut Vec<InEdge>) -> (i64, i64) {
+        out.clear();
+        let mut put = |src: u32, src_time: i64, lag: i64, kind: EdgeKind| out.push(InEdge { src, src_time, lag, kind });
+        let time = match u {
+            0 => (self.origin_time, 0),
+            u if u < self.u_op => {
+                let (r, k) = self.calls.locate(u - self.u_call);
+                let r = &self.ranks[r];
+                let prev = r.edges.call_prev[k];
+                let start = r.c_start[k];
+                if prev != NONE {
+                    let end = r.c_end[prev as usize];
+                    put(self.call_end_ref(r, prev as usize), end, start - end, EdgeKind::HostGap);
+                }
+                (start, if r.edges.is_blocking[k] { 0 } else { r.c_end[k] - start })
+            }
+            u if u < self.u_cend => {
+                let g = u - self.u_op;
+                let (r, k) = self.ops.locate(g);
+                let r = &self.ranks[r];
+                let e = r.edges;
+                let prev = e.op_prev[k];
+                if prev != NONE {
+                    put(self.op_end_ref(r.op_rows.global(prev as usize)), r.o_end[prev as usize], 0, EdgeKind::Stream);
+                }
+                let start = r.o_start[k];
+                let call = e.op_launch[k];
+                if call != NONE {
+                    let call = call as usize;
+                    let called_end = r.c_end[call];
+                    if start >= called_end {
+                        put(self.call_end_ref(r, call), called_end, e.launch_latency, EdgeKind::Launch);
+                    } else {
+                        put(self.call_start_ref(r, call), r.c_start[call], e.launch_latency, EdgeKind::Launch);
+                    }
+                }
+                for &(_, a, recorded) in e.cross_into(k) {
+                    let kind = if recorded { EdgeKind::CrossStream } else { EdgeKind::CrossStreamInferred };
+                    put(self.op_end_ref(r.op_rows.global(a as usize)), r.o_end[a as usize], 0, kind);
+                }
+                (start, if self.op_member[g] == NONE { r.o_end[k] - start } else { 0 })
+            }
+            u if u < self.u_t => {
+                let (r, b) = self.blocking[u - self.u_cend];
+                let (r, b) = (&self.ranks[r as usize], b as usize);
+                let e = r.edges;
+                let k = e.blocking[b] as usize;
+                put(self.call_start_ref(r, k), r.c_start[k], e.min_duration, EdgeKind::Duration);
+                for &(op, recorded) in e.waits_of(b) {
+                    let kind = if recorded { EdgeKind::Wait } else { EdgeKind::WaitInferred };
+                    put(self.op_end_ref(r.op_rows.global(op as usize)), r.o_end[op as usize], e.return_latency, kind);
+                }
+                (r.c_end[k], 0)
+            }
+            u if u < self.u_mend => {
+                let inst = u - self.u_t;
+                for &m in &self.inst_member[self.inst_off[inst] as usize..self.inst_off[inst + 1] as usize] {
+                    let g = self.member_op[m as usize] as usize;
+                    let (r, k) = self.ops.locate(g);
+                    put(self.op_start_ref(g), self.ranks[r].o_start[k], 0, EdgeKind::Arrival);
+                }
+                (self.t_meas[inst], 0)
+            }
+            u => {
+                let m = u - self.u_mend;
+                let (g, inst) = (self.member_op[m] as usize, self.member_inst[m] as usize);
+                let (r, k) = self.ops.locate(g);
+                let (t, r) = (self.t_meas[inst], &self.ranks[r]);
+                put(2 * (self.u_t + inst) as u32, t, r.o_end[k] - t, EdgeKind::Transfer);
+                put(self.op_start_ref(g), r.o_start[k], 0, EdgeKind::MemberStart);
+                (r.o_end[k], 0)
+            }
+        };
+        if !self.dropped.is_empty() {
+            let a = self.dropped.partition_point(|&(d, _)| (d as usize) < u);
+            let b = self.dropped.partition_point(|&(d, _)| d as usize <= u);
+            if a < b {
+                let gone = &self.dropped[a..b];
+                let mut k = 0u32;
+                out.retain(|_| {
+                    k += 1;
+                    gone.binary_search(&(u as u32, k - 1)).is_err()
+                });
+            }
+        }
+        time
+    }
+
+    /// The units with an edge from a unit placed later (`pos`), and the units with other than two
+    /// edges to lay out (in-edges, else an anchor; one padded to two) with their number; both by
+    /// unit. In creation order, on every core.
+    fn check(&self, pos: &[u32]) -> (Vec<u32>, Vec<(u32, u32)>) {
+        type Found = (Vec<u32>, Vec<(u32, u32)>);
+        let chunks: Vec<Found> = (0..self.n_units.div_ceil(CHUNK))
+            .into_par_iter()
+            .map(|c| {
+                let (mut late, mut wide) = (Vec::new(), Vec::new());
+                let mut buf = Vec::new();
+                for u in c * CHUNK..self.n_units.min((c + 1) * CHUNK) {
+                    self.unit(u, &mut buf);
+                    if buf.iter().any(|e| pos[(e.src / 2) as usize] > pos[u]) {
+                        late.push(u as u32);
+                    }
+                    if buf.len() > 2 {
+                        wide.push((u as u32, buf.len() as u32));
+                    }
+                }
+                (late, wide)
+            })
+            .collect();
+        let late = chunks.iter().flat_map(|c| c.0.iter().copied()).collect();
+        (late, chunks.into_iter().flat_map(|c| c.1).collect())
+    }
+}
+
+/// What a chunk of the layout returns: its wide values (in position order), its slack, and
+/// whether every edge it laid out leaves from an earlier unit.
+#[derive(Default)]
+struct Laid {
+    lag: Vec<(u32, i64)>,
+    dur: Vec<(u32, i64)>,
+    slack: Vec<(u32, i64)>,
+    slack_ns: i64,
+    sound: bool,
+}
+
+/// Positions per chunk of the layout.
+const CHUNK: usize = 1 << 16;
+
+impl Graph {
+    /// Builds the graph of a job (see the module docs for what it holds). Fails with
+    /// [`WhatIfError::Input`] on inconsistent input: unequal column lengths, an end before its
+    /// start, ranks, steps or instances that are not dense, an unknown or shared member op.
+    pub fn build(job: &Job, options: &Options) -> Result<Graph, WhatIfError> {
+        let sizes = job.check()?;
+        if options.tolerance_ns < 0 {
+            return Err(input_error(format!("tolerance_ns is {} (0 or more)", options.tolerance_ns)));
+        }
+        if !(0.0..=1.0).contains(&options.latency_percentile) {
+            return Err(input_error(format!("latency_percentile is {} (0 to 1)", options.latency_percentile)));
+        }
+        if options.launch_latency_ns.is_some_and(|l| l < 0) {
+            return Err(input_error("launch_latency_ns is negative"));
+        }
+        let (n_ranks, n_inst, n_steps) = (sizes.n_ranks, sizes.n_instances, sizes.n_steps);
+        let (nc, no, nm) = (sizes.n_calls(), sizes.n_ops(), sizes.n_members());
+        let times = [super::rank::START, super::rank::END];
+        let calls = Split::new(&job.calls, &sizes.calls, n_ranks, &times);
+        let ops = Split::new(&job.ops, &sizes.ops, n_ranks, &times);
+        let syncs = Split::new(&job.syncs, &sizes.syncs, n_ranks, &[]);
+        let events = Split::new(&job.events, &sizes.events, n_ranks, &[]);
+        let views: Vec<RankView> = (0..n_ranks)
+            .map(|r| RankView { calls: calls.view(&job.calls, r), ops: ops.view(&job.ops, r), syncs: syncs.view(&job.syncs, r), events: events.view(&job.events, r) })
+            .collect();
+        let ranks: Vec<RankEdges> = views.iter().map(|v| RankEdges::new(v, options)).collect();
+
+        // Units (creation index): origin, calls, ops, blocking call ends, transfers, member ends.
+        let mut blocking: Vec<(u32, u32, u32)> = Vec::new(); // (call row, rank, index among the rank's)
+        for (r, (v, rank)) in views.iter().zip(&ranks).enumerate() {
+            blocking.extend(rank.blocking.iter().enumerate().map(|(b, &k)| (v.calls.rows.global(k as usize) as u32, r as u32, b as u32)));
+        }
+        blocking.sort_unstable();
+        let mut cend_of: Vec<Vec<u32>> = ranks.iter().map(|r| vec![0; r.blocking.len()]).collect();
+        for (j, &(_, r, b)) in blocking.iter().enumerate() {
+            cend_of[r as usize][b as usize] = j as u32;
+        }
+        let u_call = 1usize;
+        let u_op = u_call + nc;
+        let u_cend = u_op + no;
+        let u_t = u_cend + blocking.len();
+        let u_mend = u_t + n_inst;
+        let n_units = u_mend + nm;
+        if 2 * n_units as u64 >= NONE as u64 {
+            return Err(input_error("the job is too large for one graph (more than 2^31 nodes)"));
+        }
+        let members = job.member_rows(&sizes.members);
+        let member_op: Vec<u32> = members.iter().map(|&(_, op)| op as u32).collect();
+        let member_inst: Vec<u32> = members.iter().map(|&(inst, _)| inst as u32).collect();
+        drop(members);
+        let mut op_member = vec![NONE; no];
+        for (row, &op) in member_op.iter().enumerate() {
+            op_member[op as usize] = row as u32;
+        }
+        let mut inst_off = vec![0u32; n_inst + 1];
+        for &inst in &member_inst {
+            inst_off[inst as usize + 1] += 1;
+        }
+        for i in 0..n_inst {
+            inst_off[i + 1] += inst_off[i];
+        }
+        let mut inst_member = vec![0u32; nm];
+        {
+            let mut fill = inst_off.clone();
+            for (row, &inst) in member_inst.iter().enumerate() {
+                inst_member[fill[inst as usize] as usize] = row as u32;
+                fill[inst as usize] += 1;
+            }
+        }
+        let op_time = |g: usize| {
+            let (r, k) = ops.locate(g);
+            (views[r].op_start()[k], views[r].op_end()[k])
+        };
+        let mut t_meas = vec![i64::MIN; n_inst];
+        for (&op, &inst) in member_op.iter().zip(&member_inst) {
+            t_meas[inst as usize] = t_meas[inst as usize].max(op_time(op as usize).0);
+        }
+        let transfer_violations = member_op.iter().zip(&member_inst).filter(|&(&op, &inst)| op_time(op as usize).1 < t_meas[inst as usize]).count();
+        let earliest = views.iter().flat_map(|v| v.call_start().iter().min().into_iter().chain(v.op_start().iter().min())).min();
+        let rank_units = views
+            .iter()
+            .zip(&ranks)
+            .zip(cend_of)
+            .map(|((v, edges), cend)| RankUnits {
+                c_start: v.call_start(),
+                c_end: v.call_end(),
+                o_start: v.op_start(),
+                o_end: v.op_end(),
+                call_rows: &v.calls.rows,
+                op_rows: &v.ops.rows,
+                edges,
+                cend,
+            })
+            .collect();
+        let mut units = Units {
+            u_call,
+            u_op,
+            u_cend,
+            u_t,
+            u_mend,
+            n_units,
+            calls: &calls,
+            ops: &ops,
+            ranks: rank_units,
+            blocking: blocking.iter().map(|&(_, r, b)| (r, b)).collect(),
+            op_member,
+            member_op,
+            member_inst,
+            inst_off,
+            inst_member,
+            t_meas,
+            origin_time: earliest.copied().unwrap_or(0),
+            dropped: Vec::new(),
+        };
+        drop(blocking);
+
+        // Topological order: time order, repaired only where some edge goes backward.
+        let (mut order, mut pos) = topo::time_order(n_units, |f| units.each_time(f));
+        let (late, mut wide) = units.check(&pos);
+        if !late.is_empty() {
+            let mut buf = Vec::new();
+            let (repaired, repaired_pos, dropped) = topo::repair(order, pos, &late, |u, out| {
+                units.unit(u, &mut buf);
+                out.extend(buf.iter().map(|e| e.src / 2));
+            });
+            (order, pos, units.dropped) = (repaired, repaired_pos, dropped);
+            // The units that lost edges: their number again.
+            let mut lost: Vec<u32> = units.dropped.iter().map(|d| d.0).collect();
+            lost.dedup();
+            wide.retain(|w| lost.binary_search(&w.0).is_err());
+            for u in lost {
+                units.unit(u as usize, &mut buf);
+                if buf.len() > 2 {
+                    wide.push((u, buf.len() as u32));
+                }
+            }
+        }
+        drop(late);
+        let mut wide: Vec<(u32, u32)> = wide.into_iter().map(|(u, n)| (pos[u as usize], n)).collect();
+        wide.sort_unstable();
+        let (mut g, slack_ns) = Graph::lay_out(&units, &order, &pos, &wide);
+        drop((order, wide));
+        let to_slot = |r: u32| 2 * pos[(r / 2) as usize] + (r & 1);
+
+        // The job's entities' slots.
+        g.op_start = (0..no).map(|i| 2 * pos[u_op + i]).collect();
+        g.op_end = (0..no).map(|i| to_slot(units.op_end_ref(i))).collect();
+        g.call_start = (0..nc).map(|i| 2 * pos[u_call + i]).collect();
+        g.call_end = vec![0; nc];
+        for r in &units.ranks {
+            for k in 0..r.c_start.len() {
+                g.call_end[r.call_rows.global(k)] = to_slot(units.call_end_ref(r, k));
+            }
+        }
+        g.transfer = (0..n_inst).map(|i| 2 * pos[u_t + i]).collect();
+        // Each member's transfer edge; host-gap segments; step and rank end candidates.
+        let edge_of = |p: u32, kind: EdgeKind| g.edge_range(p as usize).find(|&e| g.edge_kind[e] == kind).map_or(NONE, |e| e as u32);
+        let member_x_edge = (0..nm).map(|m| edge_of(pos[u_mend + m], EdgeKind::Transfer)).collect();
+        let mut seg_edges: Vec<(i64, u32, u32)> = Vec::new();
+        let mut step_cand: Vec<(u32, u32, u32)> = Vec::new(); // (step, rank, end slot)
+        let mut rank_cand: Vec<(u32, u32)> = Vec::new();
+        for (r, (v, rank)) in views.iter().zip(&ranks).enumerate() {
+            for &(segment, k) in &rank.segments {
+                let call = v.calls.rows.global(k as usize);
+                let e = edge_of(pos[u_call + call], EdgeKind::HostGap);
+                if e != NONE {
+                    seg_edges.push((segment, call as u32, e));
+                }
+            }
+            step_cand.extend(rank.step_ends.iter().map(|&(step, end)| (step, r as u32, to_slot(units.end_ref(r, end)))));
+            rank_cand.extend(rank.rank_ends.iter().map(|&end| (r as u32, to_slot(units.end_ref(r, end)))));
+        }
+        seg_edges.sort_unstable();
+        g.member_x_edge = member_x_edge;
+        g.seg_edges = seg_edges;
+        step_cand.sort_unstable();
+        rank_cand.sort_unstable();
+        g.step_off = (0..=n_steps * n_ranks)
+            .map(|k| step_cand.partition_point(|&(s, r, _)| (s as usize * n_ranks + r as usize) < k) as u32)
+            .collect();
+        g.step_slot = step_cand.iter().map(|x| x.2).collect();
+        g.rank_off = (0..=n_ranks).map(|k| rank_cand.partition_point(|&(r, _)| (r as usize) < k) as u32).collect();
+        g.rank_slot = rank_cand.iter().map(|x| x.1).collect();
+        g.n_ranks = n_ranks;
+        g.n_steps = n_steps;
+
+        // Fidelity. An op start's slack counts unless it is anchored (it has no dependency).
+        let tol = options.tolerance_ns;
+        let mut fid = Fidelity { ops: no, calls: nc, tolerance_ns: tol, ..Fidelity::default() };
+        let mut errors: Vec<i64> = Vec::with_capacity(no);
+        for &s in &g.op_start {
+            let p = (s / 2) as usize;
+            let e = g.units[p].first as usize;
+            if !(g.edge_kind[e] == EdgeKind::Anchor && g.edges[e].src == 0) {
+                errors.push(g.slack(p));
+            }
+        }
+        for rank in &ranks {
+            fid.unresolved_syncs += rank.unresolved_syncs;
+            fid.recorded_stream_waits += rank.recorded_stream_waits;
+            fid.inferred_stream_waits += rank.inferred_stream_waits;
+            fid.recorded_syncs += rank.recorded_syncs;
+            fid.inferred_syncs += rank.inferred_syncs;
+        }
+        fid.dropped_dependencies = units.dropped.len();
+        fid.transfer_violations = transfer_violations;
+        fid.anchored_op_starts = no - errors.len();
+        fid.explained_op_starts = errors.iter().filter(|&&s| s <= tol).count();
+        fid.explained_start_share = if no == 0 { 1.0 } else { fid.explained_op_starts as f64 / no as f64 };
+        fid.start_error_p50 = percentile(&mut errors, 0.5).unwrap_or(0);
+        fid.start_error_p99 = percentile(&mut errors, 0.99).unwrap_or(0);
+        fid.start_error_max = errors.iter().copied().max().unwrap_or(0);
+        fid.op_start_slack_ns = errors.iter().sum();
+        fid.slack_ns = slack_ns;
+        fid.recorded_dependencies = fid.recorded_stream_waits + fid.recorded_syncs;
+        fid.inferred_dependencies = fid.inferred_stream_waits + fid.inferred_syncs;
+        fid.launch_latency_ns = ranks.iter().map(|r| r.launch_latency).collect();
+        fid.return_latency_ns = ranks.iter().map(|r| r.return_latency).collect();
+        fid.blocking_min_duration_ns = ranks.iter().map(|r| r.min_duration).collect();
+        fid.nodes = 2 * n_units;
+        fid.edges = g.edge_kind.iter().zip(&g.edges).filter(|(&k, e)| !(k == EdgeKind::Anchor && e.src == NULL_SLOT)).count();
+        g.fidelity = fid;
+        g.op_member = std::mem::take(&mut units.op_member);
+        g.member_op = std::mem::take(&mut units.member_op);
+        g.inst_off = std::mem::take(&mut units.inst_off);
+        g.inst_member = std::mem::take(&mut units.inst_member);
+        Ok(g)
+    }
+
+    /// The units and their edges laid out in `order`, in chunks of positions on every core; with
+    /// the sum of slack. `wide`: the units with other than two edges (see [`Units::check`]).
+    fn lay_out(units: &Units, order: &[u32], pos: &[u32], wide: &[(u32, u32)]) -> (Graph, i64) {
+        let n_units = units.n_units;
+        // Each unit's edges: its in-edges, at least two (an anchor where there is none, padding
+        // where there is one): two per unit but the wide ones. Each chunk's first edge from them.
+        let mut extra = vec![0usize; wide.len() + 1];
+        for (k, &(_, n)) in wide.iter().enumerate() {
+            extra[k + 1] = extra[k] + n as usize - 2;
+        }
+        let first_edge = |p: usize| 2 * p + extra[wide.partition_point(|&(q, _)| (q as usize) < p)];
+        let n_edges = first_edge(n_units);
+        let mut g = Graph {
+            units: vec![Unit { first: 0, dur: 0, slack: 0 }; n_units + 1],
+            edges: vec![Edge { src: NULL_SLOT, lag: 0 }; n_edges],
+            edge_kind: vec![EdgeKind::Anchor; n_edges],
+            wide_lag: Vec::new(),
+            wide_dur: Vec::new(),
+            wide_slack: Vec::new(),
+            unit_kind: vec![U_ORIGIN; n_units],
+            unit_row: vec![0; n_units],
+            op_start: Vec::new(),
+            op_end: Vec::new(),
+            call_start: Vec::new(),
+            call_end: Vec::new(),
+            transfer: Vec::new(),
+            op_member: Vec::new(),
+            member_op: Vec::new(),
+            member_x_edge: Vec::new(),
+            inst_off: Vec::new(),
+            inst_member: Vec::new(),
+            seg_edges: Vec::new(),
+            step_off: Vec::new(),
+            step_slot: Vec::new(),
+            rank_off: Vec::new(),
+            rank_slot: Vec::new(),
+            n_ranks: 0,
+            n_steps: 0,
+            fidelity: Fidelity::default(),
+            measured: OnceLock::new(),
+        };
+        let n_chunks = n_units.div_ceil(CHUNK);
+        let mut chunks = Vec::with_capacity(n_chunks);
+        {
+            let (mut us, mut kinds, mut rows) = (&mut g.units[..n_units], &mut g.unit_kind[..], &mut g.unit_row[..]);
+            let (mut es, mut eks) = (&mut g.edges[..], &mut g.edge_kind[..]);
+            for c in 0..n_chunks {
+                let (p0, p1) = (c * CHUNK, n_units.min((c + 1) * CHUNK));
+                let (base, n_e) = (first_edge(p0), first_edge(p1) - first_edge(p0));
+                let (u_head, u_tail) = std::mem::take(&mut us).split_at_mut(p1 - p0);
+                let (k_head, k_tail) = std::mem::take(&mut kinds).split_at_mut(p1 - p0);
+                let (r_head, r_tail) = std::mem::take(&mut rows).split_at_mut(p1 - p0);
+                let (e_head, e_tail) = std::mem::take(&mut es).split_at_mut(n_e);
+                let (ek_head, ek_tail) = std::mem::take(&mut eks).split_at_mut(n_e);
+                chunks.push((p0, base, u_head, k_head, r_head, e_head, ek_head));
+                (us, kinds, rows, es, eks) = (u_tail, k_tail, r_tail, e_tail, ek_tail);
+            }
+        }
+        let laid: Vec<Laid> = chunks
+            .into_par_iter()
+            .map(|(p0, base, us, kinds, rows, es, eks)| {
+                let mut w = Laid { sound: true, ..Laid::default() };
+                let mut buf = Vec::new();
+                let mut f = base;
+                for (k, unit) in us.iter_mut().enumerate() {
+                    let (p, u) = (p0 + k, order[p0 + k] as usize);
+                    (kinds[k], rows[k]) = units.kind_row(u);
+                    let first = f;
+                    let (t, dur) = units.unit(u, &mut buf);
+                    f += buf.len().max(2);
+                    *unit = Unit { first: first as u32, dur: 0, slack: 0 };
+                    if u == 0 {
+                        continue; // the origin: two padding edges, never read (a replay starts at position 1)
+                    }
+                    let mut put = |j: usize, src: u32, lag: i64, kind: EdgeKind| {
+                        let l = narrow(lag);
+                        if l == WIDE {
+                            w.lag.push(((first + j) as u32, lag));
+                        }
+                        es[first + j - base] = Edge { src, lag: l };
+                        eks[first + j - base] = kind;
+                    };
+                    let mut reach = i64::MIN;
+                    for (j, e) in buf.iter().enumerate() {
+                        let lag = e.lag.min(t - e.src_time);
+                        reach = reach.max(e.src_time + lag);
+                        let src = 2 * pos[(e.src / 2) as usize] + (e.src & 1);
+                        w.sound &= (src as usize) < 2 * p;
+                        put(j, src, lag, e.kind);
+                    }
+                    if buf.is_empty() {
+                        put(0, 0, t, EdgeKind::Anchor);
+                        reach = t;
+                    }
+                    let slack = t - reach;
+                    debug_assert!(slack >= 0);
+                    w.slack_ns += slack;
+                    *unit = Unit { first: first as u32, dur: narrow(dur), slack: narrow(slack) };
+                    if unit.dur == WIDE {
+                        w.dur.push((p as u32, dur));
+                    }
+                    if unit.slack == WIDE {
+                        w.slack.push((p as u32, slack));
+                    }
+                }
+                w
+            })
+            .collect();
+        // What makes the replay loop's unchecked reads sound: every unit has two edges or more, and
+        // every edge reads an earlier unit's slot.
+        assert!(laid.iter().all(|w| w.sound), "graph not in topological order");
+        g.units[n_units] = Unit { first: n_edges as u32, dur: 0, slack: 0 };
+        let mut slack_ns = 0i64;
+        for w in laid {
+            g.wide_lag.extend(w.lag);
+            g.wide_dur.extend(w.dur);
+            g.wide_slack.extend(w.slack);
+            slack_ns += w.slack_ns;
+        }
+        (g, slack_ns)
+    }
+}
