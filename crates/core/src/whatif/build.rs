@@ -5,9 +5,9 @@
 
 use super::by_rank::{Rows, Split};
 use super::fidelity::Fidelity;
-use super::graph::{narrow, Edge, EdgeKind, Graph, Unit, NONE, NULL_SLOT, U_CALL, U_CALL_END, U_MEMBER_END, U_OP, U_ORIGIN, U_TRANSFER, WIDE};
-use super::input::Job;
-use super::rank::{percentile, End, RankEdges, RankView};
+use super::graph::{narrow, Edge, EdgeKind, Graph, Unit, NONE, NULL_SLOT, WIDE};
+use super::input::{Column, Job};
+use super::rank::{percentiles, End, RankEdges, RankView, END, SEGMENT, START};
 use super::topo;
 use super::{input_error, Options, WhatIfError};
 use rayon::prelude::*;
@@ -31,6 +31,7 @@ struct RankUnits<'v> {
     o_end: &'v [i64],
     call_rows: &'v Rows,
     op_rows: &'v Rows,
+    segment: Column<'v>,
     edges: &'v RankEdges,
     /// Per blocking call of the rank: its end unit (from `u_cend`).
     cend: Vec<u32>,
@@ -62,6 +63,14 @@ struct Units<'v> {
     origin_time: i64,
     /// Edges dropped to break a cycle: (unit, index among its in-edges), sorted.
     dropped: Vec<(u32, u32)>,
+}
+
+/// Where a unit's row is: a call's or op's rank and row within it, or none (the other kinds).
+#[derive(Clone, Copy)]
+enum Place {
+    Call(u32, u32),
+    Op(u32, u32),
+    Other,
 }
 
 impl Units<'_> {
@@ -96,48 +105,55 @@ impl Units<'_> {
         }
     }
 
-    /// Unit u's kind and row (call row, op row, instance or member row).
-    fn kind_row(&self, u: usize) -> (u8, u32) {
-        match u {
-            0 => (U_ORIGIN, 0),
-            u if u < self.u_op => (U_CALL, (u - self.u_call) as u32),
-            u if u < self.u_cend => (U_OP, (u - self.u_op) as u32),
-            u if u < self.u_t => {
-                let (r, b) = self.blocking[u - self.u_cend];
-                let r = &self.ranks[r as usize];
-                (U_CALL_END, r.call_rows.global(r.edges.blocking[b as usize] as usize) as u32)
-            }
-            u if u < self.u_mend => (U_TRANSFER, (u - self.u_t) as u32),
-            u => (U_MEMBER_END, (u - self.u_mend) as u32),
+    /// Where unit u's row is.
+    #[inline]
+    fn place(&self, u: usize) -> Place {
+        if u == 0 || u >= self.u_cend {
+            Place::Other
+        } else if u < self.u_op {
+            let (r, k) = self.calls.locate(u - self.u_call);
+            Place::Call(r as u32, k as u32)
+        } else {
+            let (r, k) = self.ops.locate(u - self.u_op);
+            Place::Op(r as u32, k as u32)
         }
     }
 
-    /// Every unit's time, in unit order.
-    fn each_time(&self, f: &mut dyn FnMut(i64)) {
-        f(self.origin_time);
-        self.calls.each_row(|r, k| f(self.ranks[r].c_start[k]));
-        self.ops.each_row(|r, k| f(self.ranks[r].o_start[k]));
+    /// Every unit's time, in unit order, a run of units at a time.
+    fn each_time(&self, f: &mut dyn FnMut(&[i64])) {
+        f(&[self.origin_time]);
+        self.calls.each_run(|r, ks| f(&self.ranks[r].c_start[ks]));
+        self.ops.each_run(|r, ks| f(&self.ranks[r].o_start[ks]));
         for &(r, b) in &self.blocking {
             let r = &self.ranks[r as usize];
-            f(r.c_end[r.edges.blocking[b as usize] as usize]);
+            f(&[r.c_end[r.edges.blocking[b as usize] as usize]]);
         }
-        self.t_meas.iter().for_each(|&t| f(t));
+        f(&self.t_meas);
         for &op in &self.member_op {
             let (r, k) = self.ops.locate(op as usize);
-            f(self.ranks[r].o_end[k]);
+            f(&[self.ranks[r].o_end[k]]);
         }
+    }
+
+    /// The span of the units' times: the origin's (the earliest) to the latest end.
+    fn span(&self) -> (i64, i64) {
+        let latest = self.ranks.iter().flat_map(|r| r.c_end.iter().max().into_iter().chain(r.o_end.iter().max())).max();
+        (self.origin_time, latest.copied().unwrap_or(self.origin_time))
     }
 
     /// Unit u's measured time (of its first slot) and inline duration (its second slot's time after
     /// its first); its in-edges, in order (those dropped to break a cycle left out), into `out`.
     fn unit(&self, u: usize, out: &mut Vec<InEdge>) -> (i64, i64) {
+        self.unit_at(u, self.place(u), out)
+    }
+
+    /// [`Units::unit`] of a unit whose place is known.
+    fn unit_at(&self, u: usize, place: Place, out: &mut Vec<InEdge>) -> (i64, i64) {
         out.clear();
         let mut put = |src: u32, src_time: i64, lag: i64, kind: EdgeKind| out.push(InEdge { src, src_time, lag, kind });
-        let time = match u {
-            0 => (self.origin_time, 0),
-            u if u < self.u_op => {
-                let (r, k) = self.calls.locate(u - self.u_call);
-                let r = &self.ranks[r];
+        let time = match place {
+            Place::Call(r, k) => {
+                let (r, k) = (&self.ranks[r as usize], k as usize);
                 let prev = r.edges.call_prev[k];
                 let start = r.c_start[k];
                 if prev != NONE {
@@ -146,10 +162,8 @@ impl Units<'_> {
                 }
                 (start, if r.edges.is_blocking[k] { 0 } else { r.c_end[k] - start })
             }
-            u if u < self.u_cend => {
-                let g = u - self.u_op;
-                let (r, k) = self.ops.locate(g);
-                let r = &self.ranks[r];
+            Place::Op(r, k) => {
+                let (r, k) = (&self.ranks[r as usize], k as usize);
                 let e = r.edges;
                 let prev = e.op_prev[k];
                 if prev != NONE {
@@ -170,9 +184,11 @@ impl Units<'_> {
                     let kind = if recorded { EdgeKind::CrossStream } else { EdgeKind::CrossStreamInferred };
                     put(self.op_end_ref(r.op_rows.global(a as usize)), r.o_end[a as usize], 0, kind);
                 }
-                (start, if self.op_member[g] == NONE { r.o_end[k] - start } else { 0 })
+                let inline = self.op_member[u - self.u_op] == NONE;
+                (start, if inline { r.o_end[k] - start } else { 0 })
             }
-            u if u < self.u_t => {
+            Place::Other if u == 0 => (self.origin_time, 0),
+            Place::Other if u < self.u_t => {
                 let (r, b) = self.blocking[u - self.u_cend];
                 let (r, b) = (&self.ranks[r as usize], b as usize);
                 let e = r.edges;
@@ -184,7 +200,7 @@ impl Units<'_> {
                 }
                 (r.c_end[k], 0)
             }
-            u if u < self.u_mend => {
+            Place::Other if u < self.u_mend => {
                 let inst = u - self.u_t;
                 for &m in &self.inst_member[self.inst_off[inst] as usize..self.inst_off[inst + 1] as usize] {
                     let g = self.member_op[m as usize] as usize;
@@ -193,7 +209,7 @@ impl Units<'_> {
                 }
                 (self.t_meas[inst], 0)
             }
-            u => {
+            Place::Other => {
                 let m = u - self.u_mend;
                 let (g, inst) = (self.member_op[m] as usize, self.member_inst[m] as usize);
                 let (r, k) = self.ops.locate(g);
@@ -245,8 +261,8 @@ impl Units<'_> {
     }
 }
 
-/// What a chunk of the layout returns: its wide values (in position order), its slack, and
-/// whether every edge it laid out leaves from an earlier unit.
+/// What a chunk of the layout returns: its wide values and its slack, and whether every edge it
+/// laid out leaves from an earlier unit.
 #[derive(Default)]
 struct Laid {
     lag: Vec<(u32, i64)>,
@@ -258,6 +274,17 @@ struct Laid {
 
 /// Positions per chunk of the layout.
 const CHUNK: usize = 1 << 16;
+
+/// The graph's units, edges and edge kinds as laid out, their wide values, and the sum of slack.
+struct Layout {
+    units: Vec<Unit>,
+    edges: Vec<Edge>,
+    edge_kind: Vec<EdgeKind>,
+    wide_lag: Vec<(u32, i64)>,
+    wide_dur: Vec<(u32, i64)>,
+    wide_slack: Vec<(u32, i64)>,
+    slack_ns: i64,
+}
 
 impl Graph {
     /// Builds the graph of a job (see the module docs for what it holds). Fails with
@@ -276,15 +303,14 @@ impl Graph {
         }
         let (n_ranks, n_inst, n_steps) = (sizes.n_ranks, sizes.n_instances, sizes.n_steps);
         let (nc, no, nm) = (sizes.n_calls(), sizes.n_ops(), sizes.n_members());
-        let times = [super::rank::START, super::rank::END];
-        let calls = Split::new(&job.calls, &sizes.calls, n_ranks, &times);
-        let ops = Split::new(&job.ops, &sizes.ops, n_ranks, &times);
+        let calls = Split::new(&job.calls, &sizes.calls, n_ranks, &[START, END]);
+        let ops = Split::new(&job.ops, &sizes.ops, n_ranks, &[START, END]);
         let syncs = Split::new(&job.syncs, &sizes.syncs, n_ranks, &[]);
         let events = Split::new(&job.events, &sizes.events, n_ranks, &[]);
         let views: Vec<RankView> = (0..n_ranks)
             .map(|r| RankView { calls: calls.view(&job.calls, r), ops: ops.view(&job.ops, r), syncs: syncs.view(&job.syncs, r), events: events.view(&job.events, r) })
             .collect();
-        let ranks: Vec<RankEdges> = views.iter().map(|v| RankEdges::new(v, options)).collect();
+        let ranks: Vec<RankEdges> = views.par_iter().map(|v| RankEdges::new(v, options)).collect();
 
         // Units (creation index): origin, calls, ops, blocking call ends, transfers, member ends.
         let mut blocking: Vec<(u32, u32, u32)> = Vec::new(); // (call row, rank, index among the rank's)
@@ -349,6 +375,7 @@ impl Graph {
                 o_end: v.op_end(),
                 call_rows: &v.calls.rows,
                 op_rows: &v.ops.rows,
+                segment: v.calls.column(SEGMENT),
                 edges,
                 cend,
             })
@@ -373,10 +400,11 @@ impl Graph {
             origin_time: earliest.copied().unwrap_or(0),
             dropped: Vec::new(),
         };
+        let blocking_call: Vec<u32> = blocking.iter().map(|b| b.0).collect();
         drop(blocking);
 
         // Topological order: time order, repaired only where some edge goes backward.
-        let (mut order, mut pos) = topo::time_order(n_units, |f| units.each_time(f));
+        let (mut order, mut pos) = topo::time_order(n_units, units.span(), |f| units.each_time(f));
         let (late, mut wide) = units.check(&pos);
         if !late.is_empty() {
             let mut buf = Vec::new();
@@ -399,41 +427,50 @@ impl Graph {
         drop(late);
         let mut wide: Vec<(u32, u32)> = wide.into_iter().map(|(u, n)| (pos[u as usize], n)).collect();
         wide.sort_unstable();
-        let (mut g, slack_ns) = Graph::lay_out(&units, &order, &pos, &wide);
-        drop((order, wide));
+        let laid = Graph::lay_out(&units, &order, &pos, &wide);
+        drop(wide);
         let to_slot = |r: u32| 2 * pos[(r / 2) as usize] + (r & 1);
+        let slot = |u: usize| 2 * pos[u];
 
-        // The job's entities' slots.
-        g.op_start = (0..no).map(|i| 2 * pos[u_op + i]).collect();
-        g.op_end = (0..no).map(|i| to_slot(units.op_end_ref(i))).collect();
-        g.call_start = (0..nc).map(|i| 2 * pos[u_call + i]).collect();
-        g.call_end = vec![0; nc];
-        for r in &units.ranks {
-            for k in 0..r.c_start.len() {
-                g.call_end[r.call_rows.global(k)] = to_slot(units.call_end_ref(r, k));
-            }
-        }
-        g.transfer = (0..n_inst).map(|i| 2 * pos[u_t + i]).collect();
-        // Each member's transfer edge; host-gap segments; step and rank end candidates.
-        let edge_of = |p: u32, kind: EdgeKind| g.edge_range(p as usize).find(|&e| g.edge_kind[e] == kind).map_or(NONE, |e| e as u32);
-        let member_x_edge = (0..nm).map(|m| edge_of(pos[u_mend + m], EdgeKind::Transfer)).collect();
-        let mut seg_edges: Vec<(i64, u32, u32)> = Vec::new();
+        let mut g = Graph {
+            units: laid.units,
+            edges: laid.edges,
+            edge_kind: laid.edge_kind,
+            wide_lag: laid.wide_lag,
+            wide_dur: laid.wide_dur,
+            wide_slack: laid.wide_slack,
+            unit: Vec::new(),
+            starts: [u_call, u_op, u_cend, u_t, u_mend].map(|s| s as u32),
+            op_start: (0..no).map(|i| slot(u_op + i)).collect(),
+            call_start: (0..nc).map(|i| slot(u_call + i)).collect(),
+            transfer: (0..n_inst).map(|i| slot(u_t + i)).collect(),
+            blocking_end: (0..blocking_call.len()).map(|j| slot(u_cend + j)).collect(),
+            blocking_call,
+            member_op: Vec::new(),
+            member_end: (0..nm).map(|m| slot(u_mend + m)).collect(),
+            member_x_edge: Vec::new(),
+            inst_off: Vec::new(),
+            inst_member: Vec::new(),
+            op_members: Vec::new(),
+            seg_id: Vec::new(),
+            seg_call: Vec::new(),
+            step_off: Vec::new(),
+            step_slot: Vec::new(),
+            rank_off: Vec::new(),
+            rank_slot: Vec::new(),
+            n_ranks,
+            n_steps,
+            fidelity: Fidelity::default(),
+            measured: OnceLock::new(),
+        };
+        // Each member's transfer edge; step and rank end candidates.
+        g.member_x_edge = g.member_end.iter().map(|&s| g.edge_range((s / 2) as usize).find(|&e| g.edge_kind[e] == EdgeKind::Transfer).map_or(NONE, |e| e as u32)).collect();
         let mut step_cand: Vec<(u32, u32, u32)> = Vec::new(); // (step, rank, end slot)
         let mut rank_cand: Vec<(u32, u32)> = Vec::new();
-        for (r, (v, rank)) in views.iter().zip(&ranks).enumerate() {
-            for &(segment, k) in &rank.segments {
-                let call = v.calls.rows.global(k as usize);
-                let e = edge_of(pos[u_call + call], EdgeKind::HostGap);
-                if e != NONE {
-                    seg_edges.push((segment, call as u32, e));
-                }
-            }
+        for (r, rank) in ranks.iter().enumerate() {
             step_cand.extend(rank.step_ends.iter().map(|&(step, end)| (step, r as u32, to_slot(units.end_ref(r, end)))));
             rank_cand.extend(rank.rank_ends.iter().map(|&end| (r as u32, to_slot(units.end_ref(r, end)))));
         }
-        seg_edges.sort_unstable();
-        g.member_x_edge = member_x_edge;
-        g.seg_edges = seg_edges;
         step_cand.sort_unstable();
         rank_cand.sort_unstable();
         g.step_off = (0..=n_steps * n_ranks)
@@ -442,18 +479,37 @@ impl Graph {
         g.step_slot = step_cand.iter().map(|x| x.2).collect();
         g.rank_off = (0..=n_ranks).map(|k| rank_cand.partition_point(|&(r, _)| (r as usize) < k) as u32).collect();
         g.rank_slot = rank_cand.iter().map(|x| x.1).collect();
-        g.n_ranks = n_ranks;
-        g.n_steps = n_steps;
+        drop((pos, step_cand, rank_cand));
+        // The calls whose gap has a segment, by segment (a segment's calls in their order).
+        (g.seg_id, g.seg_call) = (Vec::with_capacity(nc), Vec::with_capacity(nc));
+        units.calls.each_run(|r, ks| {
+            let r = &units.ranks[r];
+            for k in ks {
+                let segment = r.segment.get(k);
+                if segment >= 0 {
+                    g.seg_id.push(segment);
+                    g.seg_call.push(r.call_rows.global(k) as u32);
+                }
+            }
+        });
+        if !g.seg_id.is_sorted() {
+            let mut by: Vec<u32> = (0..g.seg_id.len() as u32).collect();
+            by.sort_by_key(|&i| g.seg_id[i as usize]); // stable: a segment's calls stay in order
+            (g.seg_id, g.seg_call) = (by.iter().map(|&i| g.seg_id[i as usize]).collect(), by.iter().map(|&i| g.seg_call[i as usize]).collect());
+        }
+        g.seg_id.shrink_to_fit();
+        g.seg_call.shrink_to_fit();
 
         // Fidelity. An op start's slack counts unless it is anchored (it has no dependency).
         let tol = options.tolerance_ns;
         let mut fid = Fidelity { ops: no, calls: nc, tolerance_ns: tol, ..Fidelity::default() };
         let mut errors: Vec<i64> = Vec::with_capacity(no);
-        for &s in &g.op_start {
-            let p = (s / 2) as usize;
-            let e = g.units[p].first as usize;
-            if !(g.edge_kind[e] == EdgeKind::Anchor && g.edges[e].src == 0) {
-                errors.push(g.slack(p));
+        for (p, &u) in order.iter().enumerate() {
+            if (u_op..u_cend).contains(&(u as usize)) {
+                let e = g.units[p].first as usize;
+                if !(g.edge_kind[e] == EdgeKind::Anchor && g.edges[e].src == 0) {
+                    errors.push(g.slack(p));
+                }
             }
         }
         for rank in &ranks {
@@ -468,11 +524,10 @@ impl Graph {
         fid.anchored_op_starts = no - errors.len();
         fid.explained_op_starts = errors.iter().filter(|&&s| s <= tol).count();
         fid.explained_start_share = if no == 0 { 1.0 } else { fid.explained_op_starts as f64 / no as f64 };
-        fid.start_error_p50 = percentile(&mut errors, 0.5).unwrap_or(0);
-        fid.start_error_p99 = percentile(&mut errors, 0.99).unwrap_or(0);
+        [fid.start_error_p50, fid.start_error_p99] = percentiles(&mut errors, [0.5, 0.99]).unwrap_or([0, 0]);
         fid.start_error_max = errors.iter().copied().max().unwrap_or(0);
         fid.op_start_slack_ns = errors.iter().sum();
-        fid.slack_ns = slack_ns;
+        fid.slack_ns = laid.slack_ns;
         fid.recorded_dependencies = fid.recorded_stream_waits + fid.recorded_syncs;
         fid.inferred_dependencies = fid.inferred_stream_waits + fid.inferred_syncs;
         fid.launch_latency_ns = ranks.iter().map(|r| r.launch_latency).collect();
@@ -481,132 +536,164 @@ impl Graph {
         fid.nodes = 2 * n_units;
         fid.edges = g.edge_kind.iter().zip(&g.edges).filter(|(&k, e)| !(k == EdgeKind::Anchor && e.src == NULL_SLOT)).count();
         g.fidelity = fid;
-        g.op_member = std::mem::take(&mut units.op_member);
+        g.unit = order;
+        let mut op_members: Vec<(u32, u32)> = units.member_op.iter().enumerate().map(|(m, &op)| (op, m as u32)).collect();
+        op_members.sort_unstable();
+        g.op_members = op_members;
         g.member_op = std::mem::take(&mut units.member_op);
         g.inst_off = std::mem::take(&mut units.inst_off);
         g.inst_member = std::mem::take(&mut units.inst_member);
         Ok(g)
     }
 
-    /// The units and their edges laid out in `order`, in chunks of positions on every core; with
-    /// the sum of slack. `wide`: the units with other than two edges (see [`Units::check`]).
-    fn lay_out(units: &Units, order: &[u32], pos: &[u32], wide: &[(u32, u32)]) -> (Graph, i64) {
+    /// The units and their edges laid out in `order`, in chunks of positions on every core. Within
+    /// a chunk, units are made rank by rank and kind by kind, each rank's calls and ops in their
+    /// order: what they read of their rank's tables is read in order. `wide`: the units with other
+    /// than two edges, by position (see [`Units::check`]).
+    fn lay_out(units: &Units, order: &[u32], pos: &[u32], wide: &[(u32, u32)]) -> Layout {
         let n_units = units.n_units;
+        let n_ranks = units.ranks.len();
         // Each unit's edges: its in-edges, at least two (an anchor where there is none, padding
-        // where there is one): two per unit but the wide ones. Each chunk's first edge from them.
+        // where there is one): two per unit but the wide ones.
         let mut extra = vec![0usize; wide.len() + 1];
         for (k, &(_, n)) in wide.iter().enumerate() {
             extra[k + 1] = extra[k] + n as usize - 2;
         }
         let first_edge = |p: usize| 2 * p + extra[wide.partition_point(|&(q, _)| (q as usize) < p)];
         let n_edges = first_edge(n_units);
-        let mut g = Graph {
-            units: vec![Unit { first: 0, dur: 0, slack: 0 }; n_units + 1],
-            edges: vec![Edge { src: NULL_SLOT, lag: 0 }; n_edges],
-            edge_kind: vec![EdgeKind::Anchor; n_edges],
-            wide_lag: Vec::new(),
-            wide_dur: Vec::new(),
-            wide_slack: Vec::new(),
-            unit_kind: vec![U_ORIGIN; n_units],
-            unit_row: vec![0; n_units],
-            op_start: Vec::new(),
-            op_end: Vec::new(),
-            call_start: Vec::new(),
-            call_end: Vec::new(),
-            transfer: Vec::new(),
-            op_member: Vec::new(),
-            member_op: Vec::new(),
-            member_x_edge: Vec::new(),
-            inst_off: Vec::new(),
-            inst_member: Vec::new(),
-            seg_edges: Vec::new(),
-            step_off: Vec::new(),
-            step_slot: Vec::new(),
-            rank_off: Vec::new(),
-            rank_slot: Vec::new(),
-            n_ranks: 0,
-            n_steps: 0,
-            fidelity: Fidelity::default(),
-            measured: OnceLock::new(),
-        };
+        // Written in place by the chunks (every unit and edge once), not filled first: this memory
+        // is first touched where it is written, on every core.
+        let mut units_out: Vec<Unit> = Vec::with_capacity(n_units + 1);
+        let mut edges_out: Vec<Edge> = Vec::with_capacity(n_edges);
+        let mut kinds_out: Vec<EdgeKind> = Vec::with_capacity(n_edges);
         let n_chunks = n_units.div_ceil(CHUNK);
         let mut chunks = Vec::with_capacity(n_chunks);
         {
-            let (mut us, mut kinds, mut rows) = (&mut g.units[..n_units], &mut g.unit_kind[..], &mut g.unit_row[..]);
-            let (mut es, mut eks) = (&mut g.edges[..], &mut g.edge_kind[..]);
+            let mut us = &mut units_out.spare_capacity_mut()[..n_units];
+            let (mut es, mut eks) = (&mut edges_out.spare_capacity_mut()[..n_edges], &mut kinds_out.spare_capacity_mut()[..n_edges]);
             for c in 0..n_chunks {
                 let (p0, p1) = (c * CHUNK, n_units.min((c + 1) * CHUNK));
                 let (base, n_e) = (first_edge(p0), first_edge(p1) - first_edge(p0));
                 let (u_head, u_tail) = std::mem::take(&mut us).split_at_mut(p1 - p0);
-                let (k_head, k_tail) = std::mem::take(&mut kinds).split_at_mut(p1 - p0);
-                let (r_head, r_tail) = std::mem::take(&mut rows).split_at_mut(p1 - p0);
                 let (e_head, e_tail) = std::mem::take(&mut es).split_at_mut(n_e);
                 let (ek_head, ek_tail) = std::mem::take(&mut eks).split_at_mut(n_e);
-                chunks.push((p0, base, u_head, k_head, r_head, e_head, ek_head));
-                (us, kinds, rows, es, eks) = (u_tail, k_tail, r_tail, e_tail, ek_tail);
+                chunks.push((p0, base, u_head, e_head, ek_head));
+                (us, es, eks) = (u_tail, e_tail, ek_tail);
             }
         }
         let laid: Vec<Laid> = chunks
             .into_par_iter()
-            .map(|(p0, base, us, kinds, rows, es, eks)| {
+            .map(|(p0, base, us, es, eks)| {
                 let mut w = Laid { sound: true, ..Laid::default() };
-                let mut buf = Vec::new();
+                let n = us.len();
+                let at = &order[p0..p0 + n];
+                // Each position's first edge.
+                let mut firsts = Vec::with_capacity(n);
+                let mut next = wide.partition_point(|&(q, _)| (q as usize) < p0);
                 let mut f = base;
-                for (k, unit) in us.iter_mut().enumerate() {
-                    let (p, u) = (p0 + k, order[p0 + k] as usize);
-                    (kinds[k], rows[k]) = units.kind_row(u);
-                    let first = f;
-                    let (t, dur) = units.unit(u, &mut buf);
-                    f += buf.len().max(2);
-                    *unit = Unit { first: first as u32, dur: 0, slack: 0 };
-                    if u == 0 {
-                        continue; // the origin: two padding edges, never read (a replay starts at position 1)
-                    }
+                for p in p0..p0 + n {
+                    firsts.push(f as u32);
+                    let edges = if next < wide.len() && wide[next].0 as usize == p {
+                        next += 1;
+                        wide[next - 1].1 as usize
+                    } else {
+                        2
+                    };
+                    f += edges;
+                }
+                // The positions grouped by rank and kind (calls, then ops, of each rank; the other
+                // units last), each group in position order.
+                let places: Vec<Place> = at.iter().map(|&u| units.place(u as usize)).collect();
+                let group = |place: &Place| match *place {
+                    Place::Call(r, _) => r as usize,
+                    Place::Op(r, _) => n_ranks + r as usize,
+                    Place::Other => 2 * n_ranks,
+                };
+                let mut start = vec![0u32; 2 * n_ranks + 2];
+                for place in &places {
+                    start[group(place) + 1] += 1;
+                }
+                for k in 1..start.len() {
+                    start[k] += start[k - 1];
+                }
+                let mut grouped = vec![0u32; n];
+                for (i, place) in places.iter().enumerate() {
+                    let g = group(place);
+                    grouped[start[g] as usize] = i as u32;
+                    start[g] += 1;
+                }
+                let mut buf = Vec::new();
+                for &i in &grouped {
+                    let (i, p) = (i as usize, p0 + i as usize);
+                    let u = at[i] as usize;
+                    let (first, next) = (firsts[i] as usize, firsts.get(i + 1).map_or(base + es.len(), |&f| f as usize));
+                    let (t, dur) = units.unit_at(u, places[i], &mut buf);
+                    assert_eq!(buf.len().max(2), next - first, "unit {u}: its edges as counted");
                     let mut put = |j: usize, src: u32, lag: i64, kind: EdgeKind| {
                         let l = narrow(lag);
                         if l == WIDE {
                             w.lag.push(((first + j) as u32, lag));
                         }
-                        es[first + j - base] = Edge { src, lag: l };
-                        eks[first + j - base] = kind;
+                        es[first + j - base].write(Edge { src, lag: l });
+                        eks[first + j - base].write(kind);
                     };
-                    let mut reach = i64::MIN;
-                    for (j, e) in buf.iter().enumerate() {
-                        let lag = e.lag.min(t - e.src_time);
-                        reach = reach.max(e.src_time + lag);
-                        let src = 2 * pos[(e.src / 2) as usize] + (e.src & 1);
-                        w.sound &= (src as usize) < 2 * p;
-                        put(j, src, lag, e.kind);
-                    }
-                    if buf.is_empty() {
+                    let mut reach = t;
+                    let mut made = buf.len();
+                    if u == 0 {
+                        made = 0; // the origin: two padding edges, never read (a replay starts at position 1)
+                    } else if buf.is_empty() {
                         put(0, 0, t, EdgeKind::Anchor);
-                        reach = t;
+                        made = 1;
+                    } else {
+                        reach = i64::MIN;
+                        for (j, e) in buf.iter().enumerate() {
+                            let lag = e.lag.min(t - e.src_time);
+                            reach = reach.max(e.src_time + lag);
+                            let src = 2 * pos[(e.src / 2) as usize] + (e.src & 1);
+                            w.sound &= (src as usize) < 2 * p;
+                            put(j, src, lag, e.kind);
+                        }
+                    }
+                    for j in made..next - first {
+                        put(j, NULL_SLOT, 0, EdgeKind::Anchor); // padding
                     }
                     let slack = t - reach;
                     debug_assert!(slack >= 0);
                     w.slack_ns += slack;
-                    *unit = Unit { first: first as u32, dur: narrow(dur), slack: narrow(slack) };
+                    let unit = Unit { first: first as u32, dur: narrow(dur), slack: narrow(slack) };
                     if unit.dur == WIDE {
                         w.dur.push((p as u32, dur));
                     }
                     if unit.slack == WIDE {
                         w.slack.push((p as u32, slack));
                     }
+                    us[i].write(unit);
                 }
                 w
             })
             .collect();
+        // SAFETY: each chunk wrote every one of its units (`grouped` is a permutation of them) and
+        // every one of its edges (each unit its counted edges, asserted; the counts sum to the chunk's).
+        unsafe {
+            units_out.set_len(n_units);
+            edges_out.set_len(n_edges);
+            kinds_out.set_len(n_edges);
+        }
         // What makes the replay loop's unchecked reads sound: every unit has two edges or more, and
         // every edge reads an earlier unit's slot.
         assert!(laid.iter().all(|w| w.sound), "graph not in topological order");
-        g.units[n_units] = Unit { first: n_edges as u32, dur: 0, slack: 0 };
-        let mut slack_ns = 0i64;
-        for w in laid {
-            g.wide_lag.extend(w.lag);
-            g.wide_dur.extend(w.dur);
-            g.wide_slack.extend(w.slack);
-            slack_ns += w.slack_ns;
+        units_out.push(Unit { first: n_edges as u32, dur: 0, slack: 0 });
+        let mut out = Layout { units: units_out, edges: edges_out, edge_kind: kinds_out, wide_lag: Vec::new(), wide_dur: Vec::new(), wide_slack: Vec::new(), slack_ns: 0 };
+        for mut w in laid {
+            // A chunk's wide values come by rank and kind: in position (or edge) order again.
+            w.lag.sort_unstable();
+            w.dur.sort_unstable();
+            w.slack.sort_unstable();
+            out.wide_lag.extend(w.lag);
+            out.wide_dur.extend(w.dur);
+            out.wide_slack.extend(w.slack);
+            out.slack_ns += w.slack_ns;
         }
-        (g, slack_ns)
+        out
     }
 }

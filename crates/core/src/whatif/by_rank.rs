@@ -69,9 +69,13 @@ pub(crate) struct Split<const K: usize> {
 }
 
 enum Index {
-    Runs(Vec<(usize, u32)>),
+    /// The runs, by first row; and per block of rows, the run its first row is in.
+    Runs { starts: Vec<(usize, u32)>, block: Vec<u32> },
     Rows(Vec<(u32, u32)>),
 }
+
+/// Rows per block of [`Index::Runs`]: a row's run is its block's, or one of the next few.
+const BLOCK_BITS: u32 = 10;
 
 impl<const K: usize> Split<K> {
     /// `rows`: each part's number of rows; `times`: the columns that must be i64 slices.
@@ -123,7 +127,15 @@ impl<const K: usize> Split<K> {
             let mut starts: Vec<(usize, u32)> =
                 runs.iter().enumerate().filter_map(|(r, x)| x.first().map(|(p, range)| (part_first[*p] + range.start, r as u32))).collect();
             starts.sort_unstable();
-            Index::Runs(starts)
+            let mut block = Vec::with_capacity((first >> BLOCK_BITS) + 1);
+            let mut run = 0;
+            for b in 0..=first >> BLOCK_BITS {
+                while run + 1 < starts.len() && starts[run + 1].0 <= b << BLOCK_BITS {
+                    run += 1;
+                }
+                block.push(run as u32);
+            }
+            Index::Runs { starts, block }
         } else {
             let mut of_row = vec![(0u32, 0u32); first];
             for (r, rank_runs) in runs.iter().enumerate() {
@@ -159,15 +171,16 @@ impl<const K: usize> Split<K> {
         RankTable { rows, columns }
     }
 
-    /// `f(rank, row within the rank)` of every row of the table, in order.
-    pub(crate) fn each_row(&self, mut f: impl FnMut(usize, usize)) {
+    /// `f(rank, rows within the rank)` of every row of the table, in order, a run of the rank's
+    /// rows at a time.
+    pub(crate) fn each_run(&self, mut f: impl FnMut(usize, Range<usize>)) {
         match &self.index {
-            Index::Runs(starts) => {
+            Index::Runs { starts, .. } => {
                 for &(_, r) in starts {
-                    (0..self.runs[r as usize][0].1.len()).for_each(|k| f(r as usize, k));
+                    f(r as usize, 0..self.runs[r as usize][0].1.len());
                 }
             }
-            Index::Rows(of_row) => of_row.iter().for_each(|&(r, k)| f(r as usize, k as usize)),
+            Index::Rows(of_row) => of_row.iter().for_each(|&(r, k)| f(r as usize, k as usize..k as usize + 1)),
         }
     }
 
@@ -175,8 +188,12 @@ impl<const K: usize> Split<K> {
     #[inline]
     pub(crate) fn locate(&self, g: usize) -> (usize, usize) {
         match &self.index {
-            Index::Runs(starts) => {
-                let (first, r) = starts[starts.partition_point(|&(first, _)| first <= g) - 1];
+            Index::Runs { starts, block } => {
+                let mut run = block[g >> BLOCK_BITS] as usize;
+                while run + 1 < starts.len() && starts[run + 1].0 <= g {
+                    run += 1;
+                }
+                let (first, r) = starts[run];
                 (r as usize, g - first)
             }
             Index::Rows(of_row) => {

@@ -1,4 +1,5 @@
-//! Building the dependency graph of a job: which event waits for which, with what lag.
+//! The dependency graph of a job: which event waits for which, with what lag (built in
+//! `build.rs`).
 //!
 //! # Layout
 //! The graph is a list of *units* in topological order, each with its incoming edges in CSR form
@@ -12,7 +13,9 @@
 //! by [`Graph::binding_chain`], [`Graph::describe`] and slack changes, are slot ids. Unit 0 is the
 //! *origin*, fixed at time 0: a unit nothing explains (the first call of a thread, an op with no
 //! input) hangs from it by an [`EdgeKind::Anchor`] edge whose lag is its measured time, so it keeps
-//! that time in every replay and its time is not counted as slack.
+//! that time in every replay and its time is not counted as slack. Only the units and edges are
+//! held per node: the rest (what a unit stands for, a row's end) follows from each unit's index in
+//! creation order and a few short tables.
 //!
 //! # Edges, nominal lags and inference
 //! Every lag is `min(nominal, t_v - t_u)` on measured times, so no edge is violated and the slack
@@ -216,25 +219,31 @@ pub struct Graph {
     pub(crate) wide_lag: Vec<(u32, i64)>,
     pub(crate) wide_dur: Vec<(u32, i64)>,
     pub(crate) wide_slack: Vec<(u32, i64)>,
-    pub(crate) unit_kind: Vec<u8>,
-    /// Call row, op row, instance id or member row (member end units), per unit position.
-    pub(crate) unit_row: Vec<u32>,
-    // Slots of the job's entities.
+    /// Per position: the unit's index in creation order (see `starts`), which tells its kind and row.
+    pub(crate) unit: Vec<u32>,
+    /// Where calls, ops, blocking call ends, transfers and member ends start in creation order (the
+    /// origin is unit 0).
+    pub(crate) starts: [u32; 5],
+    // Slots of the job's entities. An end is its start's second slot but for a blocking call and
+    // a collective member's op, whose ends are units of their own.
     pub(crate) op_start: Vec<u32>,
-    pub(crate) op_end: Vec<u32>,
     pub(crate) call_start: Vec<u32>,
-    pub(crate) call_end: Vec<u32>,
     pub(crate) transfer: Vec<u32>,
-    /// Per op: its member row, or NONE.
-    pub(crate) op_member: Vec<u32>,
-    // Members, by member row; and by instance (CSR of member rows).
+    /// The blocking calls (by call row: in the order of their end units), and each one's end slot.
+    pub(crate) blocking_call: Vec<u32>,
+    pub(crate) blocking_end: Vec<u32>,
+    // Members, by member row: its op, its end slot, its transfer edge; by instance (CSR of member
+    // rows); and (op row, member row), by op.
     pub(crate) member_op: Vec<u32>,
+    pub(crate) member_end: Vec<u32>,
     pub(crate) member_x_edge: Vec<u32>,
     pub(crate) inst_off: Vec<u32>,
     pub(crate) inst_member: Vec<u32>,
-    /// Host-gap edges by segment: (segment id, call row, edge index), sorted (a segment's gaps in
-    /// the order of their calls).
-    pub(crate) seg_edges: Vec<(i64, u32, u32)>,
+    pub(crate) op_members: Vec<(u32, u32)>,
+    /// The calls whose gap has a segment, by (segment id, call row): a segment's gaps are the
+    /// host-gap edges of its calls, in their order.
+    pub(crate) seg_id: Vec<i64>,
+    pub(crate) seg_call: Vec<u32>,
     /// End slots that can be a step's (per step and rank, CSR) or a rank's last (per rank, CSR).
     pub(crate) step_off: Vec<u32>,
     pub(crate) step_slot: Vec<u32>,
@@ -317,28 +326,72 @@ impl Graph {
 
     /// The node standing for `what`, or None when the row is out of range.
     pub fn node(&self, what: NodeRef) -> Option<u32> {
-        let table = match what.kind {
-            NodeKind::Origin => return (what.row == 0).then_some(0),
-            NodeKind::OpStart => &self.op_start,
-            NodeKind::OpEnd => &self.op_end,
-            NodeKind::CallStart => &self.call_start,
-            NodeKind::CallEnd => &self.call_end,
-            NodeKind::Transfer => &self.transfer,
-        };
-        table.get(what.row).copied()
+        let row = what.row;
+        match what.kind {
+            NodeKind::Origin => (row == 0).then_some(0),
+            NodeKind::OpStart => self.op_start.get(row).copied(),
+            NodeKind::OpEnd => (row < self.n_ops()).then(|| self.op_end(row)),
+            NodeKind::CallStart => self.call_start.get(row).copied(),
+            NodeKind::CallEnd => (row < self.n_calls()).then(|| self.call_end(row)),
+            NodeKind::Transfer => self.transfer.get(row).copied(),
+        }
+    }
+
+    /// Op row `op`'s member row, if it is a collective's member.
+    pub(crate) fn member_of_op(&self, op: usize) -> Option<u32> {
+        let k = self.op_members.binary_search_by_key(&(op as u32), |x| x.0).ok()?;
+        Some(self.op_members[k].1)
+    }
+
+    /// The end slot of op row `op`.
+    pub(crate) fn op_end(&self, op: usize) -> u32 {
+        match self.member_of_op(op) {
+            Some(m) => self.member_end[m as usize],
+            None => self.op_start[op] + 1,
+        }
+    }
+
+    /// The end slot of call row `call`.
+    pub(crate) fn call_end(&self, call: usize) -> u32 {
+        match self.blocking_call.binary_search(&(call as u32)) {
+            Ok(b) => self.blocking_end[b],
+            Err(_) => self.call_start[call] + 1,
+        }
+    }
+
+    /// The host-gap edge before call row `call` (none for a thread's first call).
+    pub(crate) fn gap_edge(&self, call: usize) -> Option<u32> {
+        self.edge_range((self.call_start[call] / 2) as usize).find(|&e| self.edge_kind[e] == EdgeKind::HostGap).map(|e| e as u32)
+    }
+
+    /// The unit at position p: its kind (`U_*`) and row (call row, op row, instance or member row).
+    pub(crate) fn kind_row(&self, p: usize) -> (u8, u32) {
+        let u = self.unit[p];
+        let [call, op, cend, transfer, mend] = self.starts;
+        match u {
+            0 => (U_ORIGIN, 0),
+            u if u < op => (U_CALL, u - call),
+            u if u < cend => (U_OP, u - op),
+            u if u < transfer => (U_CALL_END, self.blocking_call[(u - cend) as usize]),
+            u if u < mend => (U_TRANSFER, u - transfer),
+            u => (U_MEMBER_END, u - mend),
+        }
     }
 
     /// What node `node` stands for, or None when out of range. The unused second slot of a unit
     /// without an own end (a blocking call's start, a member op's start, ...) describes that unit.
     pub fn describe(&self, node: u32) -> Option<NodeRef> {
         let p = (node / 2) as usize;
-        let kind = *self.unit_kind.get(p)?;
-        let row = self.unit_row[p] as usize;
+        if p >= self.n_units() {
+            return None;
+        }
+        let (kind, row) = self.kind_row(p);
+        let row = row as usize;
         let end = node & 1 == 1;
         let r = match kind {
-            U_CALL if end && self.call_end[row] == node => NodeRef { kind: NodeKind::CallEnd, row },
+            U_CALL if end && self.call_end(row) == node => NodeRef { kind: NodeKind::CallEnd, row },
             U_CALL => NodeRef { kind: NodeKind::CallStart, row },
-            U_OP if end && self.op_end[row] == node => NodeRef { kind: NodeKind::OpEnd, row },
+            U_OP if end && self.op_end(row) == node => NodeRef { kind: NodeKind::OpEnd, row },
             U_OP => NodeRef { kind: NodeKind::OpStart, row },
             U_CALL_END => NodeRef { kind: NodeKind::CallEnd, row },
             U_TRANSFER => NodeRef { kind: NodeKind::Transfer, row },
@@ -368,19 +421,20 @@ impl Graph {
             + b(&self.wide_lag)
             + b(&self.wide_dur)
             + b(&self.wide_slack)
-            + b(&self.unit_kind)
-            + b(&self.unit_row)
+            + b(&self.unit)
             + b(&self.op_start)
-            + b(&self.op_end)
             + b(&self.call_start)
-            + b(&self.call_end)
             + b(&self.transfer)
-            + b(&self.op_member)
+            + b(&self.blocking_call)
+            + b(&self.blocking_end)
             + b(&self.member_op)
+            + b(&self.member_end)
             + b(&self.member_x_edge)
             + b(&self.inst_off)
             + b(&self.inst_member)
-            + b(&self.seg_edges)
+            + b(&self.op_members)
+            + b(&self.seg_id)
+            + b(&self.seg_call)
             + b(&self.step_off)
             + b(&self.step_slot)
             + b(&self.rank_off)

@@ -286,6 +286,16 @@ fn find_bad<'a, const K: usize, P: Part<'a, K>>(parts: &[P], rows: &[usize], j: 
     None
 }
 
+/// The first of n rows whose end is before its start or whose time is out of range (beyond
+/// 2^62: keeps every sum of a time and a lag far from overflow).
+fn find_bad_time(start: Column, end: Column, n: usize) -> Option<usize> {
+    let bad = |s: i64, e: i64| e < s || s.abs() > 1 << 62 || e.abs() > 1 << 62;
+    match (start, end) {
+        (Column::I64(s), Column::I64(e)) => s.iter().zip(e).position(|(&s, &e)| bad(s, e)),
+        _ => (0..n).find(|&i| bad(start.get(i), end.get(i))),
+    }
+}
+
 /// What the checks find: the tables' sizes.
 pub(crate) struct Sizes {
     pub(crate) calls: Vec<usize>,
@@ -367,12 +377,13 @@ impl<'a> Job<'a> {
         for (table, parts, rows) in [("calls", &self.calls.iter().map(|p| (p.start, p.end)).collect::<Vec<_>>(), &calls), ("ops", &self.ops.iter().map(|p| (p.start, p.end)).collect(), &ops)] {
             let mut base = 0;
             for (&(start, end), &n) in parts.iter().zip(rows.iter()) {
-                if let Some(i) = (0..n).find(|&i| end.get(i) < start.get(i)) {
-                    return Err(input_error(format!("{table} row {}: end {} before start {}", base + i, end.get(i), start.get(i))));
-                }
-                // Keeps every sum of a time and a lag far from overflow.
-                if let Some(i) = (0..n).find(|&i| start.get(i).abs() > 1 << 62 || end.get(i).abs() > 1 << 62) {
-                    return Err(input_error(format!("{table} row {}: time out of range ({}, {})", base + i, start.get(i), end.get(i))));
+                if let Some(i) = find_bad_time(start, end, n) {
+                    let (s, e) = (start.get(i), end.get(i));
+                    return Err(input_error(if e < s {
+                        format!("{table} row {}: end {e} before start {s}", base + i)
+                    } else {
+                        format!("{table} row {}: time out of range ({s}, {e})", base + i)
+                    }));
                 }
                 base += n;
             }

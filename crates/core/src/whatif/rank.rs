@@ -25,7 +25,7 @@ const THREAD: usize = 1;
 const STREAM: usize = 1;
 const CORRELATION: usize = 4;
 const BLOCKING: usize = 5;
-const SEGMENT: usize = 6;
+pub(crate) const SEGMENT: usize = 6;
 const STEP: usize = 5;
 
 impl RankView<'_> {
@@ -79,8 +79,6 @@ pub(crate) struct RankEdges {
     /// the rank's last.
     pub(crate) step_ends: Vec<(u32, End)>,
     pub(crate) rank_ends: Vec<End>,
-    /// (segment, call) of the calls whose gap has a segment.
-    pub(crate) segments: Vec<(i64, u32)>,
     pub(crate) unresolved_syncs: usize,
     pub(crate) recorded_stream_waits: usize,
     pub(crate) inferred_stream_waits: usize,
@@ -169,11 +167,24 @@ fn grouped(n: usize, key: impl Fn(usize) -> i64, within: impl Fn(usize) -> (i64,
 
 /// Nearest-rank percentile (p in 0..=1) of v, reordering it; None when empty.
 pub(crate) fn percentile(v: &mut [i64], p: f64) -> Option<i64> {
+    percentiles(v, [p]).map(|[x]| x)
+}
+
+/// Nearest-rank percentiles (`ps` ascending, in 0..=1) of v, reordering it; None when empty. Each
+/// is selected among the values at or above the one before.
+pub(crate) fn percentiles<const N: usize>(v: &mut [i64], ps: [f64; N]) -> Option<[i64; N]> {
     if v.is_empty() {
         return None;
     }
-    let k = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
-    Some(*v.select_nth_unstable(k).1)
+    let n = v.len();
+    let mut from = 0;
+    Some(ps.map(|p| {
+        let k = ((p * n as f64).ceil() as usize).clamp(1, n) - 1;
+        debug_assert!(k >= from, "percentiles ascending");
+        let x = *v[from..].select_nth_unstable(k - from).1;
+        from = k;
+        x
+    }))
 }
 
 /// The rank's calls by correlation id: a table indexed by id where the ids are dense (the runtime
@@ -448,14 +459,22 @@ impl RankEdges {
         drop((corr, records, record_by_corr, stream_waits, by_time));
         let Streams { order: stream_order, key: stream_key, begin: stream_begin, .. } = streams;
 
-        // The rank's ops by end, for inference. A stream's ops end in order (all but a few), so in
-        // stream order the keys come in a run per stream, which the stable sort merges.
-        let mut by_end = stream_order.clone();
-        by_end.sort_by_key(|&i| (o_end[i as usize], i));
+        // The rank's ops by end, for inference (made when first needed). A stream's ops end in
+        // order (all but a few), so in stream order the keys come in a run per stream, which the
+        // stable sort merges.
+        let by_end = std::cell::OnceCell::new();
+        let by_end = || {
+            by_end.get_or_init(|| {
+                let mut keyed: Vec<(i64, u32)> = stream_order.iter().map(|&i| (o_end[i as usize], i)).collect();
+                keyed.sort();
+                keyed
+            })
+        };
         // The op that ended last at or before t, skipping ops for which `skip` holds.
         let last_ended = |t: i64, skip: &dyn Fn(u32) -> bool| -> Option<u32> {
-            let k = by_end.partition_point(|&i| o_end[i as usize] <= t);
-            by_end[..k].iter().rev().take_while(|&&i| o_end[i as usize] >= t - tol).find(|&&i| !skip(i)).copied()
+            let by_end = by_end();
+            let k = by_end.partition_point(|&(end, _)| end <= t);
+            by_end[..k].iter().rev().take_while(|&&(end, _)| end >= t - tol).map(|&(_, i)| i).find(|&i| !skip(i))
         };
 
         // Blocking calls without a usable record: their own ops, else inferred.
@@ -523,7 +542,7 @@ impl RankEdges {
                 cross.push((j, i as u32, false));
             }
         }
-        drop((explained_at, by_end));
+        drop(explained_at);
         out.recorded_stream_waits = cross.iter().filter(|x| x.2).count();
         out.inferred_stream_waits = cross.len() - out.recorded_stream_waits;
         out.recorded_syncs = waits.iter().filter(|w| w.2).count();
@@ -592,8 +611,6 @@ impl RankEdges {
                 out.rank_ends.push(End::Call(i as u32));
             }
         }
-        let segment = v.calls.column(SEGMENT);
-        out.segments = (0..nc).filter_map(|i| Some((segment.get(i), i as u32)).filter(|s| s.0 >= 0)).collect();
 
         out.call_prev = call_prev;
         out.is_blocking = is_blocking;
@@ -620,6 +637,9 @@ mod tests {
         assert_eq!(percentile(&mut v, 0.5), Some(3));
         assert_eq!(percentile(&mut v, 1.0), Some(5));
         assert_eq!(percentile(&mut [], 0.5), None);
+        // Several at once: each as if alone.
+        let mut w: Vec<i64> = (0..1000).map(|i| (i * 7919) % 1000).collect();
+        assert_eq!(percentiles(&mut w, [0.05, 0.5, 0.99, 1.0]), Some([49, 499, 989, 999]));
     }
 
     #[test]

@@ -12,25 +12,31 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 /// The units by time (ties by unit index), and each unit's place in that order. `times` calls its
-/// argument with each unit's time, in unit order (twice).
-pub(crate) fn time_order(n: usize, times: impl Fn(&mut dyn FnMut(i64))) -> (Vec<u32>, Vec<u32>) {
+/// argument with the units' times in unit order, a run of units at a time; all lie in `span`.
+pub(crate) fn time_order(n: usize, span: (i64, i64), times: impl Fn(&mut dyn FnMut(&[i64]))) -> (Vec<u32>, Vec<u32>) {
     // The sort merges the long runs the units come in (each rank's calls, its ops, ... in time
     // order). Where the times' span leaves room beside the unit index, the keys are one u64 each
     // (time from the earliest, then the index): half the memory of (time, index) pairs.
-    let (mut lo, mut hi) = (i64::MAX, i64::MIN);
-    times(&mut |t| (lo, hi) = (lo.min(t), hi.max(t)));
+    let (lo, hi) = span;
     let by_time: Vec<u32> = if n > 0 && fits_packed(hi.abs_diff(lo), n) {
         let bits = usize::BITS - n.leading_zeros();
         let mut keyed: Vec<u64> = Vec::with_capacity(n);
-        times(&mut |t| keyed.push((t.abs_diff(lo) << bits) | keyed.len() as u64));
+        times(&mut |run| {
+            let u = keyed.len() as u64;
+            keyed.extend(run.iter().enumerate().map(|(k, &t)| (t.abs_diff(lo) << bits) | (u + k as u64)));
+        });
         keyed.sort();
         keyed.into_iter().map(|k| (k & ((1 << bits) - 1)) as u32).collect()
     } else {
         let mut keyed: Vec<(i64, u32)> = Vec::with_capacity(n);
-        times(&mut |t| keyed.push((t, keyed.len() as u32)));
+        times(&mut |run| {
+            let u = keyed.len() as u32;
+            keyed.extend(run.iter().enumerate().map(|(k, &t)| (t, u + k as u32)));
+        });
         keyed.sort(); // stable: ties stay in unit order
         keyed.into_iter().map(|(_, u)| u).collect()
     };
+    debug_assert_eq!(by_time.len(), n);
     let mut rank = vec![0u32; n];
     for (p, &u) in by_time.iter().enumerate() {
         rank[u as usize] = p as u32;
@@ -66,6 +72,15 @@ pub(crate) fn repair(by_time: Vec<u32>, mut rank: Vec<u32>, late: &[u32], mut so
     let mut src = Vec::new();
     let mut cursor = 0usize; // in by_time: the next unit to pass
     while order.len() < n {
+        if waiting.is_empty() && cursor < n {
+            // Nothing waits: every unit up to the next late one is placed as it comes.
+            let to = late_at.peek().map_or(n, |&p| p as usize);
+            order.extend_from_slice(&by_time[cursor..to]);
+            cursor = to;
+            if cursor == n {
+                continue;
+            }
+        }
         let placed = |s: u32, waiting: &rustc_hash::FxHashMap<u32, u32>| (rank[s as usize] as usize) < cursor && !waiting.contains_key(&s);
         let u = if let Some(Reverse(r)) = ready.pop() {
             by_time[r as usize]
@@ -110,8 +125,11 @@ pub(crate) fn repair(by_time: Vec<u32>, mut rank: Vec<u32>, late: &[u32], mut so
             }
         }
     }
-    for (p, &u) in order.iter().enumerate() {
-        rank[u as usize] = p as u32;
+    // Only the units placed out of time order move.
+    for (p, (&u, &was)) in order.iter().zip(&by_time).enumerate() {
+        if u != was {
+            rank[u as usize] = p as u32;
+        }
     }
     dropped.sort_unstable();
     (order, rank, dropped)
@@ -135,7 +153,8 @@ mod tests {
             ids[fill[d as usize] as usize] = e as u32;
             fill[d as usize] += 1;
         }
-        let (by_time, rank) = super::time_order(n, |f| key.iter().for_each(|&t| f(t)));
+        let span = (*key.iter().min().unwrap(), *key.iter().max().unwrap());
+        let (by_time, rank) = super::time_order(n, span, |f| f(key));
         let edges = |u: usize| off[u] as usize..off[u + 1] as usize;
         let late: Vec<u32> = (0..n as u32).filter(|&u| edges(u as usize).any(|p| rank[src[ids[p] as usize] as usize] > rank[u as usize])).collect();
         let (order, pos, dropped) = super::repair(by_time, rank, &late, |u, out| out.extend(edges(u).map(|p| src[ids[p] as usize])));
