@@ -6,7 +6,7 @@
 use super::by_rank::{Rows, Split};
 use super::fidelity::Fidelity;
 use super::graph::{narrow, Edge, EdgeKind, Graph, Unit, NONE, NULL_SLOT, WIDE};
-use super::input::{Column, Job};
+use super::input::Job;
 use super::rank::{percentiles, End, RankEdges, RankView, END, SEGMENT, START};
 use super::topo;
 use super::{input_error, Options, WhatIfError};
@@ -31,7 +31,6 @@ struct RankUnits<'v> {
     o_end: &'v [i64],
     call_rows: &'v Rows,
     op_rows: &'v Rows,
-    segment: Column<'v>,
     edges: &'v RankEdges,
     /// Per blocking call of the rank: its end unit (from `u_cend`).
     cend: Vec<u32>,
@@ -269,13 +268,16 @@ struct Laid {
     dur: Vec<(u32, i64)>,
     slack: Vec<(u32, i64)>,
     slack_ns: i64,
+    /// Edges made, padding left out.
+    edges: usize,
     sound: bool,
 }
 
 /// Positions per chunk of the layout.
 const CHUNK: usize = 1 << 16;
 
-/// The graph's units, edges and edge kinds as laid out, their wide values, and the sum of slack.
+/// The graph's units, edges and edge kinds as laid out, their wide values, the sum of slack and
+/// the number of edges made (padding left out).
 struct Layout {
     units: Vec<Unit>,
     edges: Vec<Edge>,
@@ -284,6 +286,7 @@ struct Layout {
     wide_dur: Vec<(u32, i64)>,
     wide_slack: Vec<(u32, i64)>,
     slack_ns: i64,
+    made: usize,
 }
 
 impl Graph {
@@ -310,7 +313,8 @@ impl Graph {
         let views: Vec<RankView> = (0..n_ranks)
             .map(|r| RankView { calls: calls.view(&job.calls, r), ops: ops.view(&job.ops, r), syncs: syncs.view(&job.syncs, r), events: events.view(&job.events, r) })
             .collect();
-        let ranks: Vec<RankEdges> = views.par_iter().map(|v| RankEdges::new(v, options)).collect();
+        let room: Vec<RankEdges> = views.iter().map(|v| RankEdges::for_rows(v.calls.len(), v.ops.len())).collect();
+        let ranks: Vec<RankEdges> = views.par_iter().zip(room).map(|(v, out)| RankEdges::new(v, options, out)).collect();
 
         // Units (creation index): origin, calls, ops, blocking call ends, transfers, member ends.
         let mut blocking: Vec<(u32, u32, u32)> = Vec::new(); // (call row, rank, index among the rank's)
@@ -375,7 +379,6 @@ impl Graph {
                 o_end: v.op_end(),
                 call_rows: &v.calls.rows,
                 op_rows: &v.ops.rows,
-                segment: v.calls.column(SEGMENT),
                 edges,
                 cend,
             })
@@ -480,15 +483,37 @@ impl Graph {
         g.rank_off = (0..=n_ranks).map(|k| rank_cand.partition_point(|&(r, _)| (r as usize) < k) as u32).collect();
         g.rank_slot = rank_cand.iter().map(|x| x.1).collect();
         drop((pos, step_cand, rank_cand));
+        // What the fidelity takes of the ranks and units; then they go, before what is made next.
+        let tol = options.tolerance_ns;
+        let mut fid = Fidelity { ops: no, calls: nc, tolerance_ns: tol, ..Fidelity::default() };
+        for rank in &ranks {
+            fid.unresolved_syncs += rank.unresolved_syncs;
+            fid.recorded_stream_waits += rank.recorded_stream_waits;
+            fid.inferred_stream_waits += rank.inferred_stream_waits;
+            fid.recorded_syncs += rank.recorded_syncs;
+            fid.inferred_syncs += rank.inferred_syncs;
+        }
+        fid.launch_latency_ns = ranks.iter().map(|r| r.launch_latency).collect();
+        fid.return_latency_ns = ranks.iter().map(|r| r.return_latency).collect();
+        fid.blocking_min_duration_ns = ranks.iter().map(|r| r.min_duration).collect();
+        fid.dropped_dependencies = units.dropped.len();
+        g.op_members = units.member_op.iter().enumerate().map(|(m, &op)| (op, m as u32)).collect();
+        g.op_members.sort_unstable();
+        g.member_op = std::mem::take(&mut units.member_op);
+        g.inst_off = std::mem::take(&mut units.inst_off);
+        g.inst_member = std::mem::take(&mut units.inst_member);
+        drop(units);
+        drop(ranks);
+
         // The calls whose gap has a segment, by segment (a segment's calls in their order).
         (g.seg_id, g.seg_call) = (Vec::with_capacity(nc), Vec::with_capacity(nc));
-        units.calls.each_run(|r, ks| {
-            let r = &units.ranks[r];
+        calls.each_run(|r, ks| {
+            let (segment, rows) = (views[r].calls.column(SEGMENT), &views[r].calls.rows);
             for k in ks {
-                let segment = r.segment.get(k);
-                if segment >= 0 {
-                    g.seg_id.push(segment);
-                    g.seg_call.push(r.call_rows.global(k) as u32);
+                let id = segment.get(k);
+                if id >= 0 {
+                    g.seg_id.push(id);
+                    g.seg_call.push(rows.global(k) as u32);
                 }
             }
         });
@@ -500,49 +525,34 @@ impl Graph {
         g.seg_id.shrink_to_fit();
         g.seg_call.shrink_to_fit();
 
-        // Fidelity. An op start's slack counts unless it is anchored (it has no dependency).
-        let tol = options.tolerance_ns;
-        let mut fid = Fidelity { ops: no, calls: nc, tolerance_ns: tol, ..Fidelity::default() };
-        let mut errors: Vec<i64> = Vec::with_capacity(no);
+        // Fidelity. An op start's slack counts unless it is anchored (it has no dependency). Most
+        // are 0 (explained exactly): counted, not kept.
+        let (mut exact, mut errors) = (0usize, Vec::new());
         for (p, &u) in order.iter().enumerate() {
             if (u_op..u_cend).contains(&(u as usize)) {
                 let e = g.units[p].first as usize;
                 if !(g.edge_kind[e] == EdgeKind::Anchor && g.edges[e].src == 0) {
-                    errors.push(g.slack(p));
+                    match g.slack(p) {
+                        0 => exact += 1,
+                        s => errors.push(s),
+                    }
                 }
             }
         }
-        for rank in &ranks {
-            fid.unresolved_syncs += rank.unresolved_syncs;
-            fid.recorded_stream_waits += rank.recorded_stream_waits;
-            fid.inferred_stream_waits += rank.inferred_stream_waits;
-            fid.recorded_syncs += rank.recorded_syncs;
-            fid.inferred_syncs += rank.inferred_syncs;
-        }
-        fid.dropped_dependencies = units.dropped.len();
         fid.transfer_violations = transfer_violations;
-        fid.anchored_op_starts = no - errors.len();
-        fid.explained_op_starts = errors.iter().filter(|&&s| s <= tol).count();
+        fid.anchored_op_starts = no - exact - errors.len();
+        fid.explained_op_starts = exact + errors.iter().filter(|&&s| s <= tol).count();
         fid.explained_start_share = if no == 0 { 1.0 } else { fid.explained_op_starts as f64 / no as f64 };
-        [fid.start_error_p50, fid.start_error_p99] = percentiles(&mut errors, [0.5, 0.99]).unwrap_or([0, 0]);
+        [fid.start_error_p50, fid.start_error_p99] = percentiles(exact, &mut errors, [0.5, 0.99]).unwrap_or([0, 0]);
         fid.start_error_max = errors.iter().copied().max().unwrap_or(0);
         fid.op_start_slack_ns = errors.iter().sum();
         fid.slack_ns = laid.slack_ns;
         fid.recorded_dependencies = fid.recorded_stream_waits + fid.recorded_syncs;
         fid.inferred_dependencies = fid.inferred_stream_waits + fid.inferred_syncs;
-        fid.launch_latency_ns = ranks.iter().map(|r| r.launch_latency).collect();
-        fid.return_latency_ns = ranks.iter().map(|r| r.return_latency).collect();
-        fid.blocking_min_duration_ns = ranks.iter().map(|r| r.min_duration).collect();
         fid.nodes = 2 * n_units;
-        fid.edges = g.edge_kind.iter().zip(&g.edges).filter(|(&k, e)| !(k == EdgeKind::Anchor && e.src == NULL_SLOT)).count();
+        fid.edges = laid.made;
         g.fidelity = fid;
         g.unit = order;
-        let mut op_members: Vec<(u32, u32)> = units.member_op.iter().enumerate().map(|(m, &op)| (op, m as u32)).collect();
-        op_members.sort_unstable();
-        g.op_members = op_members;
-        g.member_op = std::mem::take(&mut units.member_op);
-        g.inst_off = std::mem::take(&mut units.inst_off);
-        g.inst_member = std::mem::take(&mut units.inst_member);
         Ok(g)
     }
 
@@ -657,6 +667,7 @@ impl Graph {
                     for j in made..next - first {
                         put(j, NULL_SLOT, 0, EdgeKind::Anchor); // padding
                     }
+                    w.edges += made;
                     let slack = t - reach;
                     debug_assert!(slack >= 0);
                     w.slack_ns += slack;
@@ -683,7 +694,16 @@ impl Graph {
         // every edge reads an earlier unit's slot.
         assert!(laid.iter().all(|w| w.sound), "graph not in topological order");
         units_out.push(Unit { first: n_edges as u32, dur: 0, slack: 0 });
-        let mut out = Layout { units: units_out, edges: edges_out, edge_kind: kinds_out, wide_lag: Vec::new(), wide_dur: Vec::new(), wide_slack: Vec::new(), slack_ns: 0 };
+        let mut out = Layout {
+            units: units_out,
+            edges: edges_out,
+            edge_kind: kinds_out,
+            wide_lag: Vec::new(),
+            wide_dur: Vec::new(),
+            wide_slack: Vec::new(),
+            slack_ns: 0,
+            made: 0,
+        };
         for mut w in laid {
             // A chunk's wide values come by rank and kind: in position (or edge) order again.
             w.lag.sort_unstable();
@@ -693,6 +713,7 @@ impl Graph {
             out.wide_dur.extend(w.dur);
             out.wide_slack.extend(w.slack);
             out.slack_ns += w.slack_ns;
+            out.made += w.edges;
         }
         out
     }

@@ -78,6 +78,12 @@ impl<'a> Column<'a> {
         }
     }
 
+    /// Its value when all of its `n` rows (n > 0) have the same.
+    #[allow(clippy::unnecessary_cast)]
+    pub(crate) fn single_value(&self, n: usize) -> Option<i64> {
+        each_width!(*self, s => s.iter().all(|&x| x == s[0]).then(|| s[0] as i64), v => (n > 0).then_some(v))
+    }
+
     /// The first of its `n` rows whose value fails `ok`.
     #[allow(clippy::unnecessary_cast)]
     fn find_bad(&self, n: usize, ok: impl Fn(i64) -> bool) -> Option<usize> {

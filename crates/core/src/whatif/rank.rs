@@ -117,13 +117,24 @@ impl RankEdges {
 /// row); returns the rows and each group's range in them. The traces come in time order, so rows
 /// are counted into their groups (a few threads or streams) and only a group not already in order
 /// is sorted: mostly linear.
-fn grouped(n: usize, key: impl Fn(usize) -> i64, within: impl Fn(usize) -> (i64, i64)) -> (Vec<u32>, Vec<i64>, Vec<u32>) {
+fn grouped(n: usize, key: Column, within: impl Fn(usize) -> (i64, i64)) -> (Vec<u32>, Vec<i64>, Vec<u32>) {
+    if n == 0 {
+        return (Vec::new(), Vec::new(), vec![0]);
+    }
+    if let Some(k) = key.single_value(n) {
+        // One thread or stream: the rows as they come, sorted if they are not.
+        let mut rows: Vec<u32> = (0..n as u32).collect();
+        if !rows.is_sorted_by_key(|&i| within(i as usize)) {
+            rows.sort_by_key(|&i| (within(i as usize), i));
+        }
+        return (rows, vec![k], vec![0, n as u32]);
+    }
     let mut id_of: rustc_hash::FxHashMap<i64, u32> = rustc_hash::FxHashMap::default();
     let mut keys: Vec<i64> = Vec::new();
     let mut row_group = Vec::with_capacity(n);
     let mut last: Option<(i64, u32)> = None;
     for i in 0..n {
-        let k = key(i);
+        let k = key.get(i);
         let g = match last {
             Some((lk, g)) if lk == k => g,
             _ => *id_of.entry(k).or_insert_with(|| {
@@ -167,21 +178,26 @@ fn grouped(n: usize, key: impl Fn(usize) -> i64, within: impl Fn(usize) -> (i64,
 
 /// Nearest-rank percentile (p in 0..=1) of v, reordering it; None when empty.
 pub(crate) fn percentile(v: &mut [i64], p: f64) -> Option<i64> {
-    percentiles(v, [p]).map(|[x]| x)
+    percentiles(0, v, [p]).map(|[x]| x)
 }
 
-/// Nearest-rank percentiles (`ps` ascending, in 0..=1) of v, reordering it; None when empty. Each
-/// is selected among the values at or above the one before.
-pub(crate) fn percentiles<const N: usize>(v: &mut [i64], ps: [f64; N]) -> Option<[i64; N]> {
-    if v.is_empty() {
+/// Nearest-rank percentiles (`ps` ascending, in 0..=1) of `zeros` zeros and the values `rest` (all
+/// above 0 where there are zeros), reordering `rest`; None when there is no value. Each is selected among the values at
+/// or above the one before.
+pub(crate) fn percentiles<const N: usize>(zeros: usize, rest: &mut [i64], ps: [f64; N]) -> Option<[i64; N]> {
+    let n = zeros + rest.len();
+    if n == 0 {
         return None;
     }
-    let n = v.len();
     let mut from = 0;
     Some(ps.map(|p| {
         let k = ((p * n as f64).ceil() as usize).clamp(1, n) - 1;
+        if k < zeros {
+            return 0;
+        }
+        let k = k - zeros;
         debug_assert!(k >= from, "percentiles ascending");
-        let x = *v[from..].select_nth_unstable(k - from).1;
+        let x = *rest[from..].select_nth_unstable(k - from).1;
         from = k;
         x
     }))
@@ -288,18 +304,32 @@ impl Streams {
 }
 
 impl RankEdges {
-    /// Works out one rank's part of the graph.
+    /// Room for the tables of a rank of `n_calls` calls and `n_ops` ops: made by the thread that
+    /// keeps them, while a worker fills them ([`RankEdges::new`]), so that they are not left in a
+    /// worker's heap when freed.
+    pub(crate) fn for_rows(n_calls: usize, n_ops: usize) -> RankEdges {
+        RankEdges {
+            call_prev: Vec::with_capacity(n_calls),
+            is_blocking: Vec::with_capacity(n_calls),
+            op_prev: Vec::with_capacity(n_ops),
+            op_launch: Vec::with_capacity(n_ops),
+            has_cross: Vec::with_capacity(n_ops),
+            ..RankEdges::default()
+        }
+    }
+
+    /// Works out one rank's part of the graph, in `out` ([`RankEdges::for_rows`]).
     #[allow(clippy::needless_range_loop)] // rows index several parallel columns at once
-    pub(crate) fn new(v: &RankView, options: &Options) -> RankEdges {
+    pub(crate) fn new(v: &RankView, options: &Options, mut out: RankEdges) -> RankEdges {
         let tol = options.tolerance_ns;
         let (nc, no) = (v.calls.len(), v.ops.len());
         let (c_start, c_end, o_start, o_end) = (v.call_start(), v.call_end(), v.op_start(), v.op_end());
-        let mut out = RankEdges::default();
 
         // Host threads: calls in order, each with its predecessor.
         let (thread, within) = (v.calls.column(THREAD), |i: usize| (c_start[i], c_end[i]));
-        let (call_order, _, bounds) = grouped(nc, |i| thread.get(i), within);
-        let mut call_prev = vec![NONE; nc];
+        let (call_order, _, bounds) = grouped(nc, thread, within);
+        let mut call_prev = std::mem::take(&mut out.call_prev);
+        call_prev.resize(nc, NONE);
         let mut call_next = vec![NONE; nc];
         for w in bounds.windows(2) {
             for p in w[0] as usize + 1..w[1] as usize {
@@ -313,12 +343,13 @@ impl RankEdges {
 
         // Launches.
         let op_corr = v.ops.column(CORRELATION);
-        let op_launch: Vec<u32> = (0..no).map(|i| corr.find(op_corr.get(i)).unwrap_or(NONE)).collect();
+        let mut op_launch = std::mem::take(&mut out.op_launch);
+        op_launch.extend((0..no).map(|i| corr.find(op_corr.get(i)).unwrap_or(NONE)));
 
         // GPU streams.
         let stream = v.ops.column(STREAM);
         let streams = {
-            let (order, key, begin) = grouped(no, |i| stream.get(i), |i| (o_start[i], o_end[i]));
+            let (order, key, begin) = grouped(no, stream, |i| (o_start[i], o_end[i]));
             let mut enq = Vec::with_capacity(no);
             for s in 0..key.len() {
                 for p in begin[s] as usize..begin[s + 1] as usize {
@@ -329,7 +360,8 @@ impl RankEdges {
             }
             Streams { order, key, begin, enq }
         };
-        let mut op_prev = vec![NONE; no];
+        let mut op_prev = std::mem::take(&mut out.op_prev);
+        op_prev.resize(no, NONE);
         for s in 0..streams.key.len() {
             for p in streams.range(s).skip(1) {
                 op_prev[streams.order[p] as usize] = streams.order[p - 1];
@@ -550,7 +582,8 @@ impl RankEdges {
         // By dependent op (stable: each one's recorded dependencies, by op, then the inferred one).
         let mut cross: Vec<(u32, u32, bool)> = cross.into_iter().map(|(a, b, recorded)| (b, a, recorded)).collect();
         cross.sort_by_key(|x| x.0);
-        let mut has_cross = vec![false; no];
+        let mut has_cross = std::mem::take(&mut out.has_cross);
+        has_cross.resize(no, false);
         for x in &cross {
             has_cross[x.0 as usize] = true;
         }
@@ -558,7 +591,8 @@ impl RankEdges {
         // Blocking calls: those with waits. Their nominal minimum duration and return latency.
         let mut blocking: Vec<u32> = waits.iter().map(|w| w.0).collect();
         blocking.dedup();
-        let mut is_blocking = vec![false; nc];
+        let mut is_blocking = std::mem::take(&mut out.is_blocking);
+        is_blocking.resize(nc, false);
         let mut wait_off = Vec::with_capacity(blocking.len() + 1);
         let mut ret_samples = Vec::with_capacity(blocking.len());
         {
@@ -639,7 +673,11 @@ mod tests {
         assert_eq!(percentile(&mut [], 0.5), None);
         // Several at once: each as if alone.
         let mut w: Vec<i64> = (0..1000).map(|i| (i * 7919) % 1000).collect();
-        assert_eq!(percentiles(&mut w, [0.05, 0.5, 0.99, 1.0]), Some([49, 499, 989, 999]));
+        assert_eq!(percentiles(0, &mut w, [0.05, 0.5, 0.99, 1.0]), Some([49, 499, 989, 999]));
+        // Zeros counted, not listed: the same as listed.
+        let mut above: Vec<i64> = w.iter().copied().filter(|&x| x > 0).collect();
+        assert_eq!(percentiles(1, &mut above, [0.0, 0.001, 0.002, 0.5]), Some([0, 0, 1, 499]));
+        assert_eq!(percentiles(5, &mut [], [0.5]), Some([0]));
     }
 
     #[test]
@@ -657,7 +695,10 @@ mod tests {
         // Keys 5, 3, 5, 3 (groups 3 then 5); within group 5 the rows come out of order.
         let key = [5, 3, 5, 3];
         let within = [(20, 0), (1, 0), (10, 0), (2, 0)];
-        let (rows, keys, bounds) = grouped(4, |i| key[i], |i| within[i]);
+        let (rows, keys, bounds) = grouped(4, Column::I64(&key), |i| within[i]);
         assert_eq!((rows, keys, bounds), (vec![1, 3, 2, 0], vec![3, 5], vec![0, 2, 4]));
+        // One key: the rows in order of `within`; none: no group.
+        assert_eq!(grouped(4, Column::All(7), |i| within[i]), (vec![1, 3, 2, 0], vec![7], vec![0, 4]));
+        assert_eq!(grouped(0, Column::All(7), |i| within[i]), (vec![], vec![], vec![0]));
     }
 }
