@@ -718,3 +718,173 @@ impl Graph {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::whatif::input::{Calls, Column, EventRecords, JobData, Members, Ops, SyncRecords};
+    use crate::whatif::synth::{self, Spec};
+
+    /// Everything a graph holds, as plain values.
+    fn held(g: &Graph) -> String {
+        let units: Vec<(u32, i32, i32)> = g.units.iter().map(|u| (u.first, u.dur, u.slack)).collect();
+        let edges: Vec<(u32, i32, EdgeKind)> = g.edges.iter().zip(&g.edge_kind).map(|(e, &k)| (e.src, e.lag, k)).collect();
+        format!(
+            "{units:?} {edges:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
+            g.wide_lag, g.wide_dur, g.wide_slack, g.unit, g.starts, g.op_start, g.call_start, g.transfer, g.blocking_call,
+            g.blocking_end, g.member_op, g.member_end, g.member_x_edge, g.inst_off, g.inst_member, g.op_members, g.seg_id,
+            g.seg_call, g.step_off, g.step_slot, g.rank_off, g.rank_slot, g.n_ranks, g.n_steps, g.fidelity
+        )
+    }
+
+    /// The job with its rows rank by rank (each table's rows of a rank in their order), as the
+    /// what-if passes a job: member op rows renumbered.
+    fn rank_major(j: &JobData, n_ranks: i64) -> JobData {
+        let mut out = JobData::default();
+        let mut op_row = vec![0usize; j.op_rank.len()];
+        let opt = |v: &Vec<i64>, i: usize, d: i64| if v.is_empty() { d } else { v[i] };
+        for r in 0..n_ranks {
+            for i in (0..j.call_rank.len()).filter(|&i| j.call_rank[i] == r) {
+                out.call(r, j.call_thread[i], j.call_start[i], j.call_end[i], j.call_correlation[i], opt(&j.call_blocking, i, 0) == 1, opt(&j.call_segment, i, -1));
+            }
+            for i in (0..j.op_rank.len()).filter(|&i| j.op_rank[i] == r) {
+                op_row[i] = out.op(r, j.op_stream[i], j.op_start[i], j.op_end[i], j.op_correlation[i], opt(&j.op_step, i, -1));
+            }
+            for i in (0..j.sync_rank.len()).filter(|&i| j.sync_rank[i] == r) {
+                out.sync_rank.push(r);
+                out.sync_kind.push(j.sync_kind[i]);
+                out.sync_stream.push(j.sync_stream[i]);
+                out.sync_event.push(j.sync_event[i]);
+                out.sync_correlation.push(j.sync_correlation[i]);
+                out.sync_record_correlation.push(opt(&j.sync_record_correlation, i, -1));
+                out.sync_inferred.push(opt(&j.sync_inferred, i, 0));
+            }
+            for i in (0..j.event_rank.len()).filter(|&i| j.event_rank[i] == r) {
+                out.event(r, j.event_stream[i], j.event_event[i], j.event_correlation[i]);
+            }
+        }
+        for (&inst, &op) in j.member_instance.iter().zip(&j.member_op) {
+            out.member(inst, op_row[op as usize]);
+        }
+        out
+    }
+
+    /// One rank's rows of a rank-major job's columns, narrowed the way traces store them.
+    struct Narrow {
+        thread: Vec<i32>,
+        correlation: Vec<i32>,
+        blocking: Vec<bool>,
+        segment: Vec<i32>,
+        stream: Vec<i16>,
+        op_correlation: Vec<u32>,
+        step: Vec<i32>,
+        /// Times in an unsigned width: the build reads them gathered.
+        op_start: Vec<u64>,
+    }
+
+    #[test]
+    fn the_graph_is_the_same_whatever_shape_its_input_comes_in() {
+        let spec = Spec { ranks: 4, steps: 3, threads: 2, jitter: true, record: true, ..Spec::default() };
+        let n = spec.ranks as i64;
+        let opts = Options::default();
+        for record in [true, false] {
+            let s = synth::generate(&Spec { record, ..spec.clone() });
+            let j = rank_major(&s.job, n);
+            let one_part = held(&Graph::build(&j.view(), &opts).unwrap());
+            // Rows in any order: the simulator's own, ranks interleaved (rows renumbered, so only
+            // the sizes and fidelity compare).
+            let interleaved = Graph::build(&s.job.view(), &opts).unwrap();
+            assert_eq!(interleaved.fidelity, Graph::build(&j.view(), &opts).unwrap().fidelity);
+
+            // A part per rank, its rank one value, ids and flags in narrow widths; rank 1's op
+            // starts unsigned.
+            let v = j.view();
+            let (calls, ops) = (&v.calls[0], &v.ops[0]);
+            let rows = |ranks: &[i64], r: i64| {
+                let a = ranks.partition_point(|&x| x < r);
+                a..ranks.partition_point(|&x| x <= r)
+            };
+            let narrow: Vec<Narrow> = (0..n)
+                .map(|r| {
+                    let (c, o) = (rows(&j.call_rank, r), rows(&j.op_rank, r));
+                    Narrow {
+                        thread: j.call_thread[c.clone()].iter().map(|&x| x as i32).collect(),
+                        correlation: j.call_correlation[c.clone()].iter().map(|&x| x as i32).collect(),
+                        blocking: j.call_blocking[c.clone()].iter().map(|&x| x == 1).collect(),
+                        segment: j.call_segment[c].iter().map(|&x| x as i32).collect(),
+                        stream: j.op_stream[o.clone()].iter().map(|&x| x as i16).collect(),
+                        op_correlation: j.op_correlation[o.clone()].iter().map(|&x| x as u32).collect(),
+                        step: j.op_step[o.clone()].iter().map(|&x| x as i32).collect(),
+                        op_start: j.op_start[o].iter().map(|&x| x as u64).collect(),
+                    }
+                })
+                .collect();
+            let mut parts = Job { members: v.members.clone(), ..Job::default() };
+            for (r, x) in (0..n).zip(&narrow) {
+                let (c, o) = (rows(&j.call_rank, r), rows(&j.op_rank, r));
+                parts.calls.push(Calls {
+                    rank: Column::All(r),
+                    thread: Column::I32(&x.thread),
+                    start: calls.start.slice(c.clone()),
+                    end: calls.end.slice(c),
+                    correlation: Column::I32(&x.correlation),
+                    blocking: Column::Bool(&x.blocking),
+                    segment: Column::I32(&x.segment),
+                });
+                parts.ops.push(Ops {
+                    rank: Column::All(r),
+                    stream: Column::I16(&x.stream),
+                    start: if r == 1 { Column::U64(&x.op_start) } else { ops.start.slice(o.clone()) },
+                    end: ops.end.slice(o),
+                    correlation: Column::U32(&x.op_correlation),
+                    step: Column::I32(&x.step),
+                });
+                let (sy, ev) = (rows(&j.sync_rank, r), rows(&j.event_rank, r));
+                let s = &v.syncs[0];
+                parts.syncs.push(SyncRecords {
+                    rank: Column::All(r),
+                    kind: s.kind.slice(sy.clone()),
+                    stream: s.stream.slice(sy.clone()),
+                    event: s.event.slice(sy.clone()),
+                    correlation: s.correlation.slice(sy.clone()),
+                    record_correlation: s.record_correlation.slice(sy.clone()),
+                    inferred: s.inferred.slice(sy),
+                });
+                let e = &v.events[0];
+                parts.events.push(EventRecords {
+                    rank: Column::All(r),
+                    stream: e.stream.slice(ev.clone()),
+                    event: e.event.slice(ev.clone()),
+                    correlation: e.correlation.slice(ev),
+                });
+            }
+            assert_eq!(held(&Graph::build(&parts, &opts).unwrap()), one_part, "record {record}: a part per rank");
+
+            // Each rank's calls split in two parts, and the members in two: gathered.
+            let mut split = parts.clone();
+            fn cut<'a>(c: &Calls<'a>, rows: std::ops::Range<usize>) -> Calls<'a> {
+                Calls {
+                    rank: c.rank,
+                    thread: c.thread.slice(rows.clone()),
+                    start: c.start.slice(rows.clone()),
+                    end: c.end.slice(rows.clone()),
+                    correlation: c.correlation.slice(rows.clone()),
+                    blocking: c.blocking.slice(rows.clone()),
+                    segment: c.segment.slice(rows),
+                }
+            }
+            split.calls = parts.calls.iter().flat_map(|c| {
+                let n = c.start.len().unwrap();
+                [cut(c, 0..n / 2), cut(c, n / 2..n)]
+            }).collect();
+            let m = &v.members[0];
+            let half = m.op.len().unwrap() / 2;
+            let all = m.op.len().unwrap();
+            split.members = vec![
+                Members { instance: m.instance.slice(0..half), op: m.op.slice(0..half) },
+                Members { instance: m.instance.slice(half..all), op: m.op.slice(half..all) },
+            ];
+            assert_eq!(held(&Graph::build(&split, &opts).unwrap()), one_part, "record {record}: ranks over several parts");
+        }
+    }
+}
