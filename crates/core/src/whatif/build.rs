@@ -29,8 +29,8 @@ struct RankUnits<'v> {
     c_end: &'v [i64],
     o_start: &'v [i64],
     o_end: &'v [i64],
-    call_rows: &'v Rows,
-    op_rows: &'v Rows,
+    call_rows: &'v Rows<'v>,
+    op_rows: &'v Rows<'v>,
     edges: &'v RankEdges,
     /// Per blocking call of the rank: its end unit (from `u_cend`).
     cend: Vec<u32>,
