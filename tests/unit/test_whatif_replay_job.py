@@ -48,6 +48,18 @@ def test_parts_of_any_integer_dtype_make_the_joined_tables_graph():
         job.build()
 
 
+def test_strided_columns_and_narrow_times_make_the_same_graph():
+    # The graph borrows contiguous arrays; a strided view (a column of a 2-D table, say) is copied,
+    # and times of another width are read as well.
+    calls, ops, members = late_kernel_job()
+    joined = _native.ReplayGraph(calls, ops, members, launch_latency_ns=10, tolerance_ns=5)
+    strided = {k: np.repeat(v, 2)[::2] for k, v in ops.items()}
+    assert not strided["start"].flags.c_contiguous
+    narrow = {**calls, "start": calls["start"].astype(np.int32), "end": calls["end"].astype(np.uint32)}
+    g = _native.ReplayJob(narrow, strided, members).build(launch_latency_ns=10, tolerance_ns=5)
+    assert fingerprint(g) == fingerprint(joined)
+
+
 def test_an_optional_column_some_parts_lack_takes_its_default():
     calls, ops, members = late_kernel_job()
     parts = per_rank(ops, {})

@@ -1069,11 +1069,10 @@ fn run_references<'py>(
         .collect())
 }
 
-// The what-if graph's input gathered from the ranks' own columns (python/.../whatif/graph.py): no
-// job-wide table on the Python side, no int64 copy of narrower columns there.
+// The what-if graph's input: the ranks' own columns, borrowed (python/.../whatif/graph.py): no
+// job-wide table on either side, no copy of the columns.
 
-/// One table's parts: a dict of columns, or a list of them (rows in list order). Columns are 1-D
-/// numpy arrays of any integer or bool dtype; a part's `rank` may be a plain int (every row's).
+/// One table's parts: a dict of columns, or a list of them (rows in list order).
 fn table_parts<'py>(table: &str, value: Option<&Bound<'py, PyAny>>) -> PyResult<Vec<Bound<'py, PyDict>>> {
     let Some(value) = value.filter(|v| !v.is_none()) else { return Ok(Vec::new()) };
     if let Ok(d) = value.cast::<PyDict>() {
@@ -1082,100 +1081,99 @@ fn table_parts<'py>(table: &str, value: Option<&Bound<'py, PyAny>>) -> PyResult<
     value.extract::<Vec<Bound<'py, PyDict>>>().map_err(|_| bad_input(format!("{table}: a dict of columns or a list of them is needed")))
 }
 
-/// Appends a column's values to `out` as i64, whatever its integer dtype; returns how many.
-fn extend_ints(out: &mut Vec<i64>, value: &Bound<'_, PyAny>, what: &str) -> PyResult<usize> {
-    macro_rules! try_dtype {
-        ($($t:ty),*) => {$(
-            if let Ok(a) = value.extract::<PyReadonlyArray1<'_, $t>>() {
-                let a = a.as_array();
-                out.extend(a.iter().map(|&v| v as i64));
-                return Ok(a.len());
-            }
-        )*};
-    }
-    try_dtype!(i64, i32, u32, i16, u16, i8, u8);
-    if let Ok(a) = value.extract::<PyReadonlyArray1<'_, bool>>() {
-        let a = a.as_array();
-        out.extend(a.iter().map(|&v| v as i64));
-        return Ok(a.len());
-    }
-    if let Ok(a) = value.extract::<PyReadonlyArray1<'_, u64>>() {
-        let a = a.as_array();
-        if let Some(v) = a.iter().find(|&&v| v > i64::MAX as u64) {
-            return Err(bad_input(format!("{what}: value {v} out of range")));
-        }
-        out.extend(a.iter().map(|&v| v as i64));
-        return Ok(a.len());
-    }
-    Err(bad_input(format!("{what}: a 1-D numpy array of integers is needed")))
+/// The arrays a job's columns borrow, kept alive with it (a strided array's values copied).
+#[derive(Default)]
+struct Kept {
+    arrays: Vec<Py<PyAny>>,
+    copies: Vec<Vec<i64>>,
 }
 
-/// Gathers one table's parts into `columns` (by name, in the order given; optional ones left
-/// empty when no part has them, filled with their default where some part lacks them).
-fn gather(
-    table: &str,
-    parts: &[Bound<'_, PyDict>],
-    columns: &mut [(&'static str, &mut Vec<i64>)],
-    optional: &[(&'static str, i64)],
-) -> PyResult<()> {
-    let has = |name: &str| parts.iter().any(|p| p.contains(name).unwrap_or(false));
-    let mut n_total = 0usize;
-    let mut sizes = Vec::with_capacity(parts.len());
-    for (k, part) in parts.iter().enumerate() {
-        for key in part.keys() {
-            let key: String = key.extract()?;
-            if !columns.iter().any(|(n, _)| *n == key) {
-                let names: Vec<&str> = columns.iter().map(|(n, _)| *n).collect();
-                return Err(bad_input(format!("{table}[{k}]: unknown column {key:?} (columns: {})", names.join(", "))));
+impl Kept {
+    /// A column of the part: a 1-D numpy array of any integer or bool dtype, borrowed, or one int.
+    fn column(&mut self, value: &Bound<'_, PyAny>, what: &str) -> PyResult<whatif::Column<'static>> {
+        use whatif::Column as C;
+        if let Ok(v) = value.extract::<i64>() {
+            return Ok(C::All(v));
+        }
+        if let Ok(a) = value.cast::<PyArray1<u64>>() {
+            if let Some(v) = a.readonly().as_array().iter().find(|&&v| v > i64::MAX as u64) {
+                return Err(bad_input(format!("{what}: value {v} out of range")));
             }
         }
-        // The part's length: that of its first array column.
-        let mut n = None;
-        for (name, _) in columns.iter() {
-            if let Some(v) = part.get_item(*name)? {
-                if v.extract::<i64>().is_err() {
-                    n = Some(v.len()?);
-                    break;
+        macro_rules! try_dtype {
+            ($($t:ty => $variant:ident),*) => {$(
+                if let Ok(a) = value.cast::<PyArray1<$t>>() {
+                    let a = a.readonly();
+                    return Ok(match a.as_slice() {
+                        Ok(s) => {
+                            self.arrays.push(value.clone().unbind());
+                            // SAFETY: the array is kept alive in `self.arrays` as long as the job
+                            // borrowing it, and not changed meanwhile (ReplayJob's contract).
+                            C::$variant(unsafe { std::slice::from_raw_parts(s.as_ptr(), s.len()) })
+                        }
+                        Err(_) => {
+                            self.copies.push(a.as_array().iter().map(|&v| v as i64).collect());
+                            let copy = self.copies.last().unwrap();
+                            // SAFETY: the copy's buffer is kept in `self.copies`, never changed.
+                            C::I64(unsafe { std::slice::from_raw_parts(copy.as_ptr(), copy.len()) })
+                        }
+                    });
+                }
+            )*};
+        }
+        try_dtype!(i64 => I64, i32 => I32, i16 => I16, i8 => I8, u64 => U64, u32 => U32, u16 => U16, u8 => U8, bool => Bool);
+        Err(bad_input(format!("{what}: a 1-D numpy array of integers is needed")))
+    }
+
+    /// A table's parts, their columns by name in the order given (an optional one a part lacks
+    /// takes its default there).
+    fn parts<const K: usize>(&mut self, table: &str, parts: &[Bound<'_, PyDict>], names: [&str; K], optional: &[(&str, i64)]) -> PyResult<Vec<[whatif::Column<'static>; K]>> {
+        let mut out = Vec::with_capacity(parts.len());
+        for (k, part) in parts.iter().enumerate() {
+            for key in part.keys() {
+                let key: String = key.extract()?;
+                if !names.contains(&key.as_str()) {
+                    return Err(bad_input(format!("{table}[{k}]: unknown column {key:?} (columns: {})", names.join(", "))));
                 }
             }
-        }
-        let n = n.unwrap_or(0);
-        sizes.push(n);
-        n_total += n;
-    }
-    for (name, out) in columns.iter_mut() {
-        let default = optional.iter().find(|(n, _)| n == name).map(|x| x.1);
-        if default.is_some() && !has(name) {
-            continue;
-        }
-        out.reserve_exact(n_total);
-        for (k, part) in parts.iter().enumerate() {
-            let what = format!("{table}[{k}][{name:?}]");
-            match (part.get_item(*name)?, default) {
-                (Some(v), _) => match v.extract::<i64>() {
-                    Ok(scalar) => out.extend(std::iter::repeat_n(scalar, sizes[k])),
-                    Err(_) => {
-                        if extend_ints(out, &v, &what)? != sizes[k] {
-                            return Err(bad_input(format!("{what}: {} rows, the part's other columns {}", v.len()?, sizes[k])));
-                        }
+            let mut columns = [whatif::Column::All(0); K];
+            let mut n: Option<usize> = None; // the part's length: that of its first array
+            for (j, name) in names.iter().enumerate() {
+                let what = format!("{table}[{k}][{name:?}]");
+                columns[j] = match (part.get_item(*name)?, optional.iter().find(|(o, _)| o == name)) {
+                    (Some(v), _) => self.column(&v, &what)?,
+                    (None, Some(&(_, default))) => whatif::Column::All(default),
+                    (None, None) => return Err(bad_input(format!("{table}[{k}]: column {name:?} missing"))),
+                };
+                if let Some(len) = columns[j].len() {
+                    match n {
+                        None => n = Some(len),
+                        Some(n) if n != len => return Err(bad_input(format!("{what}: {len} rows, the part's other columns {n}"))),
+                        _ => {}
                     }
-                },
-                (None, Some(d)) => out.extend(std::iter::repeat_n(d, sizes[k])),
-                (None, None) => return Err(bad_input(format!("{table}[{k}]: column {name:?} missing"))),
+                }
             }
+            out.push(columns);
         }
+        Ok(out)
     }
-    Ok(())
 }
 
-/// The input of a job's ReplayGraph, gathered from per-rank parts (see ReplayGraph for the
-/// tables): ReplayJob(calls, ops, members, syncs=None, events=None), each table a dict of columns
-/// or a list of them (one or more per rank, rows in list order), columns of any integer or bool
-/// dtype, a part's `rank` an array or one int. `build(...)` (ReplayGraph's keywords) makes the
-/// graph without the GIL and frees the input: a job is built once.
+/// A job's tables, borrowing the arrays they came from (dropped first: `kept` outlives `job`).
+struct BorrowedJob {
+    job: whatif::Job<'static>,
+    _kept: Kept,
+}
+
+/// The input of a job's ReplayGraph from per-rank parts (see ReplayGraph for the tables):
+/// ReplayJob(calls, ops, members, syncs=None, events=None), each table a dict of columns or a list
+/// of them (one or more per rank, rows in list order), columns 1-D numpy arrays of any integer or
+/// bool dtype, borrowed as they are (none is copied: they must not change until the job is built),
+/// a part's `rank` an array or one int. `build(...)` (ReplayGraph's keywords) makes the graph
+/// without the GIL and lets the arrays go: a job is built once.
 #[pyclass(frozen, module = "nsys_collective._native")]
 struct ReplayJob {
-    data: Mutex<Option<whatif::JobData>>,
+    input: Mutex<Option<BorrowedJob>>,
 }
 
 #[pymethods]
@@ -1189,75 +1187,54 @@ impl ReplayJob {
         syncs: Option<&Bound<'_, PyAny>>,
         events: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<ReplayJob> {
-        let mut d = whatif::JobData::default();
-        gather(
+        let mut kept = Kept::default();
+        let calls = kept.parts(
             "calls",
             &table_parts("calls", Some(calls))?,
-            &mut [
-                ("rank", &mut d.call_rank),
-                ("thread", &mut d.call_thread),
-                ("start", &mut d.call_start),
-                ("end", &mut d.call_end),
-                ("correlation", &mut d.call_correlation),
-                ("blocking", &mut d.call_blocking),
-                ("segment", &mut d.call_segment),
-            ],
+            ["rank", "thread", "start", "end", "correlation", "blocking", "segment"],
             &[("blocking", 0), ("segment", -1)],
         )?;
-        gather(
-            "ops",
-            &table_parts("ops", Some(ops))?,
-            &mut [
-                ("rank", &mut d.op_rank),
-                ("stream", &mut d.op_stream),
-                ("start", &mut d.op_start),
-                ("end", &mut d.op_end),
-                ("correlation", &mut d.op_correlation),
-                ("step", &mut d.op_step),
-            ],
-            &[("step", -1)],
-        )?;
-        gather(
-            "members",
-            &table_parts("members", Some(members))?,
-            &mut [("instance", &mut d.member_instance), ("op", &mut d.member_op)],
-            &[],
-        )?;
-        gather(
+        let ops = kept.parts("ops", &table_parts("ops", Some(ops))?, ["rank", "stream", "start", "end", "correlation", "step"], &[("step", -1)])?;
+        let members = kept.parts("members", &table_parts("members", Some(members))?, ["instance", "op"], &[])?;
+        let syncs = kept.parts(
             "syncs",
             &table_parts("syncs", syncs)?,
-            &mut [
-                ("rank", &mut d.sync_rank),
-                ("kind", &mut d.sync_kind),
-                ("stream", &mut d.sync_stream),
-                ("event", &mut d.sync_event),
-                ("correlation", &mut d.sync_correlation),
-                ("record_correlation", &mut d.sync_record_correlation),
-                ("inferred", &mut d.sync_inferred),
-            ],
+            ["rank", "kind", "stream", "event", "correlation", "record_correlation", "inferred"],
             &[("record_correlation", -1), ("inferred", 0)],
         )?;
-        gather(
-            "events",
-            &table_parts("events", events)?,
-            &mut [
-                ("rank", &mut d.event_rank),
-                ("stream", &mut d.event_stream),
-                ("event", &mut d.event_event),
-                ("correlation", &mut d.event_correlation),
-            ],
-            &[],
-        )?;
-        Ok(ReplayJob { data: Mutex::new(Some(d)) })
+        let events = kept.parts("events", &table_parts("events", events)?, ["rank", "stream", "event", "correlation"], &[])?;
+        let job = whatif::Job {
+            calls: calls
+                .into_iter()
+                .map(|[rank, thread, start, end, correlation, blocking, segment]| whatif::Calls { rank, thread, start, end, correlation, blocking, segment })
+                .collect(),
+            ops: ops.into_iter().map(|[rank, stream, start, end, correlation, step]| whatif::Ops { rank, stream, start, end, correlation, step }).collect(),
+            syncs: syncs
+                .into_iter()
+                .map(|[rank, kind, stream, event, correlation, record_correlation, inferred]| whatif::SyncRecords {
+                    rank,
+                    kind,
+                    stream,
+                    event,
+                    correlation,
+                    record_correlation,
+                    inferred,
+                })
+                .collect(),
+            events: events.into_iter().map(|[rank, stream, event, correlation]| whatif::EventRecords { rank, stream, event, correlation }).collect(),
+            members: members.into_iter().map(|[instance, op]| whatif::Members { instance, op }).collect(),
+        };
+        Ok(ReplayJob { input: Mutex::new(Some(BorrowedJob { job, _kept: kept })) })
     }
 
-    /// The job's ReplayGraph (its input freed as it goes); raises InputError as ReplayGraph does,
-    /// CollectiveTraceError when the job was built already.
+    /// The job's ReplayGraph; raises InputError as ReplayGraph does, CollectiveTraceError when the
+    /// job was built already.
     #[pyo3(signature = (*, tolerance_ns = 5000, launch_latency_ns = None, latency_percentile = 0.05))]
     fn build(&self, py: Python<'_>, tolerance_ns: i64, launch_latency_ns: Option<i64>, latency_percentile: f64) -> PyResult<ReplayGraph> {
-        let data = self.data.lock().unwrap().take().ok_or_else(|| CollectiveTraceError::new_err("this ReplayJob was built already"))?;
+        let input = self.input.lock().unwrap().take().ok_or_else(|| CollectiveTraceError::new_err("this ReplayJob was built already"))?;
         let options = whatif::Options { tolerance_ns, launch_latency_ns, latency_percentile };
-        let graph = py.detach(move || Graph::build_owned(data, &options)).map_err(to_py_err)?;
+        let graph = py.detach(|| Graph::build(&input.job, &options)).map_err(to_py_err)?;
+        drop(input); // the arrays let go, with the GIL held
         Ok(ReplayGraph { graph, spare: Mutex::new(Vec::new()) })
     }
 }

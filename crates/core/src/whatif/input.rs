@@ -1,45 +1,133 @@
-//! The job the graph is built from: whole columns, one table per kind of record, rows in any order.
+//! The job the graph is built from: one table per kind of record, each table in parts.
 //!
-//! Every column is `i64`; all rows of a table have the same length. A column documented as optional
-//! may be an empty slice, meaning its default for every row. Ranks are dense `0..n_ranks`; a rank
+//! A table's rows are its parts' rows, in order (rows in any order otherwise); rows are referred to
+//! by that index ("op row", "call row", "member row"). A part is a set of [`Column`]s of equal
+//! length, borrowed in their own integer width: one part per rank borrows the ranks' own columns,
+//! with no copy of the job (a column may also be one value for every row, a part's rank say). An
+//! optional column left out is [`Column::All`] of its default. Ranks are dense `0..n_ranks`; a rank
 //! is one process on one GPU (its ops are that device's, its calls that process's). Correlation ids
 //! are per rank (`KERNEL.correlationId = RUNTIME.correlationId` within one process); a negative
-//! correlation means unknown. Rows are referred to by their index in their table ("op row",
-//! "call row", "member row").
+//! correlation means unknown.
 
 use super::{input_error, WhatIfError};
 
+/// One column of a part: its values in their own integer width, or one value for every row.
+#[derive(Clone, Copy, Debug)]
+pub enum Column<'a> {
+    I64(&'a [i64]),
+    I32(&'a [i32]),
+    I16(&'a [i16]),
+    I8(&'a [i8]),
+    /// Values above `i64::MAX` are refused.
+    U64(&'a [u64]),
+    U32(&'a [u32]),
+    U16(&'a [u16]),
+    U8(&'a [u8]),
+    Bool(&'a [bool]),
+    /// The same value in every row (a part's rank, an optional column's default).
+    All(i64),
+}
+
+/// `$body` with `$s` bound to the column's slice, whatever its width (`$v` to the value of `All`).
+macro_rules! each_width {
+    ($column:expr, $s:ident => $body:expr, $v:ident => $all:expr) => {
+        match $column {
+            Column::I64($s) => $body,
+            Column::I32($s) => $body,
+            Column::I16($s) => $body,
+            Column::I8($s) => $body,
+            Column::U64($s) => $body,
+            Column::U32($s) => $body,
+            Column::U16($s) => $body,
+            Column::U8($s) => $body,
+            Column::Bool($s) => $body,
+            Column::All($v) => $all,
+        }
+    };
+}
+
+impl<'a> Column<'a> {
+    /// Its number of rows; None for [`Column::All`], which fits any part.
+    pub fn len(&self) -> Option<usize> {
+        each_width!(*self, s => Some(s.len()), _v => None)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == Some(0)
+    }
+
+    #[inline]
+    #[allow(clippy::unnecessary_cast)] // the i64 arm's
+    pub fn get(&self, row: usize) -> i64 {
+        each_width!(*self, s => s[row] as i64, v => v)
+    }
+
+    /// The rows `range` of it.
+    pub fn slice(&self, range: std::ops::Range<usize>) -> Column<'a> {
+        match *self {
+            Column::I64(s) => Column::I64(&s[range]),
+            Column::I32(s) => Column::I32(&s[range]),
+            Column::I16(s) => Column::I16(&s[range]),
+            Column::I8(s) => Column::I8(&s[range]),
+            Column::U64(s) => Column::U64(&s[range]),
+            Column::U32(s) => Column::U32(&s[range]),
+            Column::U16(s) => Column::U16(&s[range]),
+            Column::U8(s) => Column::U8(&s[range]),
+            Column::Bool(s) => Column::Bool(&s[range]),
+            Column::All(v) => Column::All(v),
+        }
+    }
+
+    /// Its value when all of its `n` rows (n > 0) have the same.
+    #[allow(clippy::unnecessary_cast)]
+    pub(crate) fn single_value(&self, n: usize) -> Option<i64> {
+        each_width!(*self, s => s.iter().all(|&x| x == s[0]).then(|| s[0] as i64), v => (n > 0).then_some(v))
+    }
+
+    /// The first of its `n` rows whose value fails `ok`.
+    #[allow(clippy::unnecessary_cast)]
+    fn find_bad(&self, n: usize, ok: impl Fn(i64) -> bool) -> Option<usize> {
+        each_width!(*self, s => s.iter().position(|&x| !ok(x as i64)), v => (n > 0 && !ok(v)).then_some(0))
+    }
+
+    /// Appends the rows `range` to `out` as i64.
+    #[allow(clippy::unnecessary_cast)]
+    pub(crate) fn extend_into(&self, range: std::ops::Range<usize>, out: &mut Vec<i64>) {
+        each_width!(*self, s => out.extend(s[range].iter().map(|&x| x as i64)), v => out.extend(std::iter::repeat_n(v, range.len())))
+    }
+}
+
 /// Host CUDA API calls (nsys `CUPTI_ACTIVITY_KIND_RUNTIME`, Kineto `cuda_runtime`/`cuda_driver`).
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct Calls<'a> {
-    pub rank: &'a [i64],
+    pub rank: Column<'a>,
     /// Thread id; calls of one (rank, thread) are ordered by start.
-    pub thread: &'a [i64],
-    pub start: &'a [i64],
-    pub end: &'a [i64],
-    pub correlation: &'a [i64],
+    pub thread: Column<'a>,
+    pub start: Column<'a>,
+    pub end: Column<'a>,
+    pub correlation: Column<'a>,
     /// Optional (default 0). 1: the call blocks the host until GPU work is done (stream, event or
     /// device synchronize, synchronous memcpy/memset). Calls named by a sync record of type 1, 3 or
     /// 4 are blocking whatever this says. `cudaStreamWaitEvent` is not blocking.
-    pub blocking: &'a [i64],
+    pub blocking: Column<'a>,
     /// Optional (default -1: none). The host-work segment of the gap before this call (from the
     /// previous call's end on the same thread to this call's start), e.g. an id of the innermost
     /// NVTX range or CPU operator covering it. [`super::Change::gaps`] shortens a segment.
-    pub segment: &'a [i64],
+    pub segment: Column<'a>,
 }
 
 /// GPU ops: kernels, memcpys, memsets (nsys `CUPTI_ACTIVITY_KIND_{KERNEL,MEMCPY,MEMSET}`).
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct Ops<'a> {
-    pub rank: &'a [i64],
+    pub rank: Column<'a>,
     /// Stream id; ops of one (rank, stream) run in order of start.
-    pub stream: &'a [i64],
-    pub start: &'a [i64],
-    pub end: &'a [i64],
+    pub stream: Column<'a>,
+    pub start: Column<'a>,
+    pub end: Column<'a>,
     /// The launching call's correlation id; many ops may share one (a `cudaGraphLaunch`).
-    pub correlation: &'a [i64],
+    pub correlation: Column<'a>,
     /// Optional (default -1: none). The training step the op belongs to, dense `0..n_steps`.
-    pub step: &'a [i64],
+    pub step: Column<'a>,
 }
 
 /// CUPTI synchronization record types (nsys `CUPTI_ACTIVITY_KIND_SYNCHRONIZATION.syncType`).
@@ -57,153 +145,275 @@ pub enum SyncType {
 }
 
 /// Synchronization records (nsys `CUPTI_ACTIVITY_KIND_SYNCHRONIZATION`, Kineto `cuda_sync`).
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct SyncRecords<'a> {
-    pub rank: &'a [i64],
+    pub rank: Column<'a>,
     /// [`SyncType`] as its number; other values are counted as unresolved and ignored.
-    pub kind: &'a [i64],
+    pub kind: Column<'a>,
     /// The stream synchronized (type 3) or made to wait (type 2); ignored otherwise.
-    pub stream: &'a [i64],
+    pub stream: Column<'a>,
     /// The event waited for (types 1 and 2); ignored otherwise.
-    pub event: &'a [i64],
+    pub event: Column<'a>,
     /// The correlation id of the synchronizing call (the `cudaStreamWaitEvent`, `...Synchronize`).
-    pub correlation: &'a [i64],
+    pub correlation: Column<'a>,
     /// Optional (default -1). The correlation id of the matching `cudaEventRecord` when the source
     /// names it (Kineto `cuda_sync` args, nsys `eventSyncId` resolved by the caller); otherwise the
     /// wait is matched to the latest record of the same event id before the waiting call.
-    pub record_correlation: &'a [i64],
+    pub record_correlation: Column<'a>,
     /// Optional (default 0). 1 where the caller inferred the row rather than read it from a
     /// capture (a `cudaEventRecord`/`cudaStreamWaitEvent` pair of calls, say): the fidelity counts
     /// its dependency as inferred.
-    pub inferred: &'a [i64],
+    pub inferred: Column<'a>,
 }
 
 /// Event records (nsys `CUDA_EVENT`, one per `cudaEventRecord`).
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct EventRecords<'a> {
-    pub rank: &'a [i64],
+    pub rank: Column<'a>,
     /// The recording stream.
-    pub stream: &'a [i64],
-    pub event: &'a [i64],
+    pub stream: Column<'a>,
+    pub event: Column<'a>,
     /// The correlation id of the `cudaEventRecord` call.
-    pub correlation: &'a [i64],
+    pub correlation: Column<'a>,
 }
 
 /// Collective instances, one row per (instance, member op). Instance ids are dense
 /// `0..n_instances`, each with at least one member; an op is a member of at most one instance.
 /// A member op is the rank's NCCL kernel or the first op of its copy-engine chain; a point-to-point
 /// transfer is an instance of two members; a rank absent from an instance has no row in it.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct Members<'a> {
-    pub instance: &'a [i64],
+    pub instance: Column<'a>,
     /// The member's op row (index into [`Ops`]).
-    pub op: &'a [i64],
+    pub op: Column<'a>,
 }
 
-/// The whole job, borrowed.
-#[derive(Clone, Copy, Default)]
+/// A table part's columns by name, the rank's first (what grouping by rank and checking read).
+pub(crate) trait Part<'a, const K: usize>: Copy + Sync {
+    const TABLE: &'static str;
+    const NAMES: [&'static str; K];
+    /// The columns that must be given (the others default).
+    const REQUIRED: usize;
+    fn columns(&self) -> [Column<'a>; K];
+}
+
+impl<'a> Part<'a, 7> for Calls<'a> {
+    const TABLE: &'static str = "calls";
+    const NAMES: [&'static str; 7] = ["rank", "thread", "start", "end", "correlation", "blocking", "segment"];
+    const REQUIRED: usize = 5;
+    fn columns(&self) -> [Column<'a>; 7] {
+        [self.rank, self.thread, self.start, self.end, self.correlation, self.blocking, self.segment]
+    }
+}
+
+impl<'a> Part<'a, 6> for Ops<'a> {
+    const TABLE: &'static str = "ops";
+    const NAMES: [&'static str; 6] = ["rank", "stream", "start", "end", "correlation", "step"];
+    const REQUIRED: usize = 5;
+    fn columns(&self) -> [Column<'a>; 6] {
+        [self.rank, self.stream, self.start, self.end, self.correlation, self.step]
+    }
+}
+
+impl<'a> Part<'a, 7> for SyncRecords<'a> {
+    const TABLE: &'static str = "syncs";
+    const NAMES: [&'static str; 7] = ["rank", "kind", "stream", "event", "correlation", "record_correlation", "inferred"];
+    const REQUIRED: usize = 5;
+    fn columns(&self) -> [Column<'a>; 7] {
+        [self.rank, self.kind, self.stream, self.event, self.correlation, self.record_correlation, self.inferred]
+    }
+}
+
+impl<'a> Part<'a, 4> for EventRecords<'a> {
+    const TABLE: &'static str = "events";
+    const NAMES: [&'static str; 4] = ["rank", "stream", "event", "correlation"];
+    const REQUIRED: usize = 4;
+    fn columns(&self) -> [Column<'a>; 4] {
+        [self.rank, self.stream, self.event, self.correlation]
+    }
+}
+
+impl<'a> Part<'a, 2> for Members<'a> {
+    const TABLE: &'static str = "members";
+    const NAMES: [&'static str; 2] = ["instance", "op"];
+    const REQUIRED: usize = 2;
+    fn columns(&self) -> [Column<'a>; 2] {
+        [self.instance, self.op]
+    }
+}
+
+/// The whole job, borrowed: each table as its parts.
+#[derive(Clone, Debug, Default)]
 pub struct Job<'a> {
-    pub calls: Calls<'a>,
-    pub ops: Ops<'a>,
-    pub syncs: SyncRecords<'a>,
-    pub events: EventRecords<'a>,
-    pub members: Members<'a>,
+    pub calls: Vec<Calls<'a>>,
+    pub ops: Vec<Ops<'a>>,
+    pub syncs: Vec<SyncRecords<'a>>,
+    pub events: Vec<EventRecords<'a>>,
+    pub members: Vec<Members<'a>>,
 }
 
-fn same_length(table: &str, columns: &[(&str, &[i64])], optional: &[(&str, &[i64])]) -> Result<usize, WhatIfError> {
-    let n = columns.first().map_or(0, |(_, c)| c.len());
-    for (name, c) in columns {
-        if c.len() != n {
-            return Err(input_error(format!("{table}: column {name} has {} rows, {} has {n}", c.len(), columns[0].0)));
+/// The number of rows of each part of a table (checking that its columns agree).
+pub(crate) fn part_rows<'a, const K: usize, P: Part<'a, K>>(parts: &[P]) -> Result<Vec<usize>, WhatIfError> {
+    let mut out = Vec::with_capacity(parts.len());
+    for (k, part) in parts.iter().enumerate() {
+        let what = if parts.len() == 1 { P::TABLE.to_string() } else { format!("{}[{k}]", P::TABLE) };
+        let columns = part.columns();
+        let mut n: Option<(usize, &str)> = None;
+        for (j, c) in columns.iter().enumerate() {
+            let Some(len) = c.len() else { continue };
+            match n {
+                None => n = Some((len, P::NAMES[j])),
+                Some((m, first)) if m != len => {
+                    let required = j < P::REQUIRED;
+                    return Err(input_error(if required {
+                        format!("{what}: column {} has {len} rows, {first} has {m}", P::NAMES[j])
+                    } else {
+                        format!("{what}: optional column {} has {len} rows, {first} has {m} (pass all rows or none)", P::NAMES[j])
+                    }));
+                }
+                _ => {}
+            }
         }
+        out.push(n.map_or(0, |x| x.0));
     }
-    for (name, c) in optional {
-        if !c.is_empty() && c.len() != n {
-            return Err(input_error(format!(
-                "{table}: optional column {name} has {} rows, {} has {n} (pass all rows or none)",
-                c.len(),
-                columns[0].0
-            )));
-        }
-    }
-    Ok(n)
+    Ok(out)
 }
 
-/// `column[row]`, or `default` when the optional column is empty.
-#[inline]
-pub(crate) fn opt(column: &[i64], row: usize, default: i64) -> i64 {
-    if column.is_empty() {
-        default
-    } else {
-        column[row]
+/// The first row (in the table's numbering) of a table whose column `j` fails `ok`.
+fn find_bad<'a, const K: usize, P: Part<'a, K>>(parts: &[P], rows: &[usize], j: usize, ok: impl Fn(i64) -> bool + Copy) -> Option<(usize, i64)> {
+    let mut base = 0;
+    for (part, &n) in parts.iter().zip(rows) {
+        let c = part.columns()[j];
+        if let Some(i) = c.find_bad(n, ok) {
+            return Some((base + i, c.get(if c.len().is_some() { i } else { 0 })));
+        }
+        base += n;
+    }
+    None
+}
+
+/// The first of n rows whose end is before its start or whose time is out of range (beyond
+/// 2^62: keeps every sum of a time and a lag far from overflow).
+fn find_bad_time(start: Column, end: Column, n: usize) -> Option<usize> {
+    let bad = |s: i64, e: i64| e < s || s.abs() > 1 << 62 || e.abs() > 1 << 62;
+    match (start, end) {
+        (Column::I64(s), Column::I64(e)) => s.iter().zip(e).position(|(&s, &e)| bad(s, e)),
+        _ => (0..n).find(|&i| bad(start.get(i), end.get(i))),
+    }
+}
+
+/// What the checks find: the tables' sizes.
+pub(crate) struct Sizes {
+    pub(crate) calls: Vec<usize>,
+    pub(crate) ops: Vec<usize>,
+    pub(crate) syncs: Vec<usize>,
+    pub(crate) events: Vec<usize>,
+    pub(crate) members: Vec<usize>,
+    pub(crate) n_ranks: usize,
+    pub(crate) n_instances: usize,
+    pub(crate) n_steps: usize,
+}
+
+impl Sizes {
+    pub(crate) fn n_calls(&self) -> usize {
+        self.calls.iter().sum()
+    }
+
+    pub(crate) fn n_ops(&self) -> usize {
+        self.ops.iter().sum()
+    }
+
+    pub(crate) fn n_members(&self) -> usize {
+        self.members.iter().sum()
     }
 }
 
 impl<'a> Job<'a> {
     pub fn n_calls(&self) -> usize {
-        self.calls.start.len()
+        part_rows(&self.calls).map_or(0, |r| r.iter().sum())
     }
 
     pub fn n_ops(&self) -> usize {
-        self.ops.start.len()
+        part_rows(&self.ops).map_or(0, |r| r.iter().sum())
     }
 
-    /// Checks lengths and ranges; returns the number of ranks, instances and steps.
-    pub(crate) fn check(&self) -> Result<(usize, usize, usize), WhatIfError> {
-        let c = &self.calls;
-        let n_calls = same_length(
-            "calls",
-            &[("rank", c.rank), ("thread", c.thread), ("start", c.start), ("end", c.end), ("correlation", c.correlation)],
-            &[("blocking", c.blocking), ("segment", c.segment)],
-        )?;
-        let o = &self.ops;
-        let n_ops = same_length(
-            "ops",
-            &[("rank", o.rank), ("stream", o.stream), ("start", o.start), ("end", o.end), ("correlation", o.correlation)],
-            &[("step", o.step)],
-        )?;
-        let s = &self.syncs;
-        same_length(
-            "syncs",
-            &[("rank", s.rank), ("kind", s.kind), ("stream", s.stream), ("event", s.event), ("correlation", s.correlation)],
-            &[("record_correlation", s.record_correlation), ("inferred", s.inferred)],
-        )?;
-        let e = &self.events;
-        same_length("events", &[("rank", e.rank), ("stream", e.stream), ("event", e.event), ("correlation", e.correlation)], &[])?;
-        let m = &self.members;
-        let n_members = same_length("members", &[("instance", m.instance), ("op", m.op)], &[])?;
+    /// The member rows' (instance, op), in order.
+    pub(crate) fn member_rows(&self, rows: &[usize]) -> Vec<(i64, i64)> {
+        let mut out = Vec::with_capacity(rows.iter().sum());
+        for (m, &n) in self.members.iter().zip(rows) {
+            out.extend((0..n).map(|i| (m.instance.get(i), m.op.get(i))));
+        }
+        out
+    }
+
+    /// Checks lengths and ranges; returns the tables' sizes and the number of ranks, instances and
+    /// steps.
+    pub(crate) fn check(&self) -> Result<Sizes, WhatIfError> {
+        let (calls, ops) = (part_rows(&self.calls)?, part_rows(&self.ops)?);
+        let (syncs, events, members) = (part_rows(&self.syncs)?, part_rows(&self.events)?, part_rows(&self.members)?);
+        let (n_calls, n_ops) = (calls.iter().sum::<usize>(), ops.iter().sum::<usize>());
         if n_calls + n_ops >= (u32::MAX / 4) as usize {
             return Err(input_error(format!("{n_calls} calls and {n_ops} ops: too many for one graph (at most about 1e9)")));
         }
-
+        let dense_rank = |r: i64| (0..1 << 24).contains(&r);
+        let bad_rank = |table: &str, found: Option<(usize, i64)>| match found {
+            Some((row, r)) => Err(input_error(format!("{table} row {row}: rank {r} (ranks are dense, 0..n_ranks)"))),
+            None => Ok(()),
+        };
+        bad_rank("calls", find_bad(&self.calls, &calls, 0, dense_rank))?;
+        bad_rank("ops", find_bad(&self.ops, &ops, 0, dense_rank))?;
+        bad_rank("syncs", find_bad(&self.syncs, &syncs, 0, dense_rank))?;
+        bad_rank("events", find_bad(&self.events, &events, 0, dense_rank))?;
         let mut n_ranks = 0usize;
-        for (table, ranks) in [("calls", c.rank), ("ops", o.rank), ("syncs", s.rank), ("events", e.rank)] {
-            if let Some(row) = ranks.iter().position(|&r| !(0..1 << 24).contains(&r)) {
-                return Err(input_error(format!("{table} row {row}: rank {} (ranks are dense, 0..n_ranks)", ranks[row])));
+        let mut see_ranks = |columns: &mut dyn Iterator<Item = (Column, usize)>| {
+            for (c, n) in columns {
+                let top = match c {
+                    Column::All(r) if n > 0 => r + 1,
+                    Column::All(_) => 0,
+                    c => (0..n).map(|i| c.get(i) + 1).max().unwrap_or(0),
+                };
+                n_ranks = n_ranks.max(top as usize);
             }
-            n_ranks = n_ranks.max(ranks.iter().max().map_or(0, |&r| r as usize + 1));
-        }
-        for (table, start, end) in [("calls", c.start, c.end), ("ops", o.start, o.end)] {
-            if let Some(row) = (0..start.len()).find(|&i| end[i] < start[i]) {
-                return Err(input_error(format!("{table} row {row}: end {} before start {}", end[row], start[row])));
+        };
+        see_ranks(&mut self.calls.iter().map(|p| p.rank).zip(calls.iter().copied()));
+        see_ranks(&mut self.ops.iter().map(|p| p.rank).zip(ops.iter().copied()));
+        see_ranks(&mut self.syncs.iter().map(|p| p.rank).zip(syncs.iter().copied()));
+        see_ranks(&mut self.events.iter().map(|p| p.rank).zip(events.iter().copied()));
+
+        for (table, parts, rows) in [("calls", &self.calls.iter().map(|p| (p.start, p.end)).collect::<Vec<_>>(), &calls), ("ops", &self.ops.iter().map(|p| (p.start, p.end)).collect(), &ops)] {
+            let mut base = 0;
+            for (&(start, end), &n) in parts.iter().zip(rows.iter()) {
+                if let Some(i) = find_bad_time(start, end, n) {
+                    let (s, e) = (start.get(i), end.get(i));
+                    return Err(input_error(if e < s {
+                        format!("{table} row {}: end {e} before start {s}", base + i)
+                    } else {
+                        format!("{table} row {}: time out of range ({s}, {e})", base + i)
+                    }));
+                }
+                base += n;
             }
-            // Keeps every sum of a time and a lag far from overflow.
-            if let Some(row) = (0..start.len()).find(|&i| start[i].abs() > 1 << 62 || end[i].abs() > 1 << 62) {
-                return Err(input_error(format!("{table} row {row}: time out of range ({}, {})", start[row], end[row])));
-            }
         }
-        if let Some(row) = c.blocking.iter().position(|&b| b != 0 && b != 1) {
-            return Err(input_error(format!("calls row {row}: blocking is {} (0 or 1)", c.blocking[row])));
+        if let Some((row, b)) = find_bad(&self.calls, &calls, 5, |b| b == 0 || b == 1) {
+            return Err(input_error(format!("calls row {row}: blocking is {b} (0 or 1)")));
         }
-        if let Some(row) = o.step.iter().position(|&s| !(-1..1 << 31).contains(&s)) {
-            return Err(input_error(format!("ops row {row}: step {} (-1 or a dense step index)", o.step[row])));
+        if let Some((row, s)) = find_bad(&self.ops, &ops, 5, |s| (-1..1 << 31).contains(&s)) {
+            return Err(input_error(format!("ops row {row}: step {s} (-1 or a dense step index)")));
         }
-        let n_steps = o.step.iter().max().map_or(0, |&s| (s + 1) as usize);
+        let mut n_steps = 0usize;
+        for (part, &n) in self.ops.iter().zip(&ops) {
+            let top = match part.step {
+                Column::All(s) if n > 0 => s + 1,
+                Column::All(_) => 0,
+                c => (0..n).map(|i| c.get(i) + 1).max().unwrap_or(0),
+            };
+            n_steps = n_steps.max(top as usize);
+        }
 
         let mut seen = vec![false; n_ops];
         let mut n_instances = 0usize;
-        for row in 0..n_members {
-            let (inst, op) = (m.instance[row], m.op[row]);
+        let rows = self.member_rows(&members);
+        for (row, &(inst, op)) in rows.iter().enumerate() {
             if !(0..1 << 31).contains(&inst) {
                 return Err(input_error(format!("members row {row}: instance {inst} (dense, 0..n_instances)")));
             }
@@ -216,17 +426,28 @@ impl<'a> Job<'a> {
             n_instances = n_instances.max(inst as usize + 1);
         }
         let mut has_member = vec![false; n_instances];
-        for &inst in m.instance {
+        for &(inst, _) in &rows {
             has_member[inst as usize] = true;
         }
         if let Some(inst) = has_member.iter().position(|h| !h) {
             return Err(input_error(format!("instance {inst} has no members (instance ids are dense, 0..n_instances)")));
         }
-        Ok((n_ranks, n_instances, n_steps))
+        Ok(Sizes { calls, ops, syncs, events, members, n_ranks, n_instances, n_steps })
+    }
+}
+
+/// `column[row]`, or `default` when the optional column is empty.
+#[inline]
+pub(crate) fn opt(column: &[i64], row: usize, default: i64) -> i64 {
+    if column.is_empty() {
+        default
+    } else {
+        column[row]
     }
 }
 
 /// An owned job, with a builder: what tests, benches and the synthetic generator fill row by row.
+/// An optional column left empty is its default.
 #[derive(Clone, Debug, Default)]
 pub struct JobData {
     pub call_rank: Vec<i64>,
@@ -258,41 +479,52 @@ pub struct JobData {
 }
 
 impl JobData {
+    /// The job as one part per table.
     pub fn view(&self) -> Job<'_> {
+        fn c(v: &[i64]) -> Column<'_> {
+            Column::I64(v)
+        }
+        fn or(v: &[i64], default: i64) -> Column<'_> {
+            if v.is_empty() {
+                Column::All(default)
+            } else {
+                Column::I64(v)
+            }
+        }
         Job {
-            calls: Calls {
-                rank: &self.call_rank,
-                thread: &self.call_thread,
-                start: &self.call_start,
-                end: &self.call_end,
-                correlation: &self.call_correlation,
-                blocking: &self.call_blocking,
-                segment: &self.call_segment,
-            },
-            ops: Ops {
-                rank: &self.op_rank,
-                stream: &self.op_stream,
-                start: &self.op_start,
-                end: &self.op_end,
-                correlation: &self.op_correlation,
-                step: &self.op_step,
-            },
-            syncs: SyncRecords {
-                rank: &self.sync_rank,
-                kind: &self.sync_kind,
-                stream: &self.sync_stream,
-                event: &self.sync_event,
-                correlation: &self.sync_correlation,
-                record_correlation: &self.sync_record_correlation,
-                inferred: &self.sync_inferred,
-            },
-            events: EventRecords {
-                rank: &self.event_rank,
-                stream: &self.event_stream,
-                event: &self.event_event,
-                correlation: &self.event_correlation,
-            },
-            members: Members { instance: &self.member_instance, op: &self.member_op },
+            calls: vec![Calls {
+                rank: c(&self.call_rank),
+                thread: c(&self.call_thread),
+                start: c(&self.call_start),
+                end: c(&self.call_end),
+                correlation: c(&self.call_correlation),
+                blocking: or(&self.call_blocking, 0),
+                segment: or(&self.call_segment, -1),
+            }],
+            ops: vec![Ops {
+                rank: c(&self.op_rank),
+                stream: c(&self.op_stream),
+                start: c(&self.op_start),
+                end: c(&self.op_end),
+                correlation: c(&self.op_correlation),
+                step: or(&self.op_step, -1),
+            }],
+            syncs: vec![SyncRecords {
+                rank: c(&self.sync_rank),
+                kind: c(&self.sync_kind),
+                stream: c(&self.sync_stream),
+                event: c(&self.sync_event),
+                correlation: c(&self.sync_correlation),
+                record_correlation: or(&self.sync_record_correlation, -1),
+                inferred: or(&self.sync_inferred, 0),
+            }],
+            events: vec![EventRecords {
+                rank: c(&self.event_rank),
+                stream: c(&self.event_stream),
+                event: c(&self.event_event),
+                correlation: c(&self.event_correlation),
+            }],
+            members: vec![Members { instance: c(&self.member_instance), op: c(&self.member_op) }],
         }
     }
 

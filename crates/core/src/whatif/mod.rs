@@ -32,10 +32,13 @@
 //! [`Change`], giving an [`Outcome`]; [`Graph::binding_chain`] for the critical path back from a
 //! node. Times are i64 ns on the aligned job-wide clock: the caller aligns clocks first.
 
+mod build;
+mod by_rank;
 pub mod chain;
 pub mod fidelity;
 pub mod graph;
 pub mod input;
+mod rank;
 pub mod replay;
 pub mod summary;
 pub mod synth;
@@ -44,7 +47,7 @@ mod topo;
 pub use chain::Link;
 pub use fidelity::Fidelity;
 pub use graph::{EdgeKind, Graph, NodeKind, NodeRef};
-pub use input::{Calls, EventRecords, Job, JobData, Members, Ops, SyncRecords, SyncType};
+pub use input::{Calls, Column, EventRecords, Job, JobData, Members, Ops, SyncRecords, SyncType};
 pub use replay::{Change, Outcome, ReplayOptions, Workspace};
 pub use summary::{replay_collectives, RankJob, RankPart, Summary};
 

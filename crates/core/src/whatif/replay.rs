@@ -6,7 +6,7 @@
 //! units and a slower one at each. The time buffer lives in a [`Workspace`], reused across replays
 //! (one per thread in [`Graph::replay_many`], kept by the caller between batches).
 
-use super::graph::{Edge, EdgeKind, Graph, NONE, NULL_SLOT, NULL_TIME, WIDE};
+use super::graph::{Edge, EdgeKind, Graph, NULL_SLOT, NULL_TIME, WIDE};
 use super::{input_error, WhatIfError};
 use rayon::prelude::*;
 use std::sync::Mutex;
@@ -164,10 +164,9 @@ impl Graph {
             if op >= self.n_ops() {
                 return Err(input_error(format!("change: op row {op} out of range (the job has {} ops)", self.n_ops())));
             }
-            if self.op_member[op] != NONE {
+            if let Some(member) = self.member_of_op(op) {
                 return Err(input_error(format!(
-                    "change: op row {op} is a collective's member (member row {}): change its transfer, not its duration",
-                    self.op_member[op]
+                    "change: op row {op} is a collective's member (member row {member}): change its transfer, not its duration"
                 )));
             }
             out.push(Patch { pos: pos(self.op_start[op]), what: What::Dur(checked("op row", op, d)?) });
@@ -177,7 +176,7 @@ impl Graph {
                 return Err(input_error(format!("change: call row {call} out of range (the job has {} calls)", self.n_calls())));
             }
             let d = checked("call row", call, d)?;
-            let (start, end) = (self.call_start[call], self.call_end[call]);
+            let (start, end) = (self.call_start[call], self.call_end(call));
             if end == start + 1 {
                 out.push(Patch { pos: pos(start), what: What::Dur(d) });
             } else {
@@ -188,12 +187,12 @@ impl Graph {
         }
         for &(segment, total) in &change.gaps {
             let total = checked("segment", segment as usize, total)?;
-            let a = self.seg_edges.partition_point(|&(s, _, _)| s < segment);
-            let b = self.seg_edges.partition_point(|&(s, _, _)| s <= segment);
-            if a == b {
+            let (a, b) = (self.seg_id.partition_point(|&s| s < segment), self.seg_id.partition_point(|&s| s <= segment));
+            let gaps: Vec<u32> = self.seg_call[a..b].iter().filter_map(|&call| self.gap_edge(call as usize)).collect();
+            if gaps.is_empty() {
                 return Err(input_error(format!("change: segment {segment} names no host gap")));
             }
-            let edges: Vec<u32> = self.seg_edges[a..b].iter().map(|&(_, _, e)| e).filter(|&e| self.lag(e as usize) >= 0).collect();
+            let edges: Vec<u32> = gaps.into_iter().filter(|&e| self.lag(e as usize) >= 0).collect();
             let gaps: Vec<i64> = edges.iter().map(|&e| self.lag(e as usize)).collect();
             for (&e, lag) in edges.iter().zip(cut_latest_first(&gaps, total)) {
                 out.push(Patch { pos: self.edge_unit(e), what: What::Lag(e, lag) });
@@ -403,8 +402,15 @@ impl Graph {
     /// Per op row and call row, the start and end in `times` (a workspace's, or the measured ones):
     /// (op start, op end, call start, call end).
     pub fn entity_times(&self, times: &[i64]) -> (Vec<i64>, Vec<i64>, Vec<i64>, Vec<i64>) {
-        let get = |slots: &[u32]| slots.iter().map(|&s| times[s as usize]).collect::<Vec<i64>>();
-        (get(&self.op_start), get(&self.op_end), get(&self.call_start), get(&self.call_end))
+        let get = |slots: &[u32], end: bool| slots.iter().map(|&s| times[(s + end as u32) as usize]).collect::<Vec<i64>>();
+        let (mut op_end, mut call_end) = (get(&self.op_start, true), get(&self.call_start, true));
+        for &(op, m) in &self.op_members {
+            op_end[op as usize] = times[self.member_end[m as usize] as usize];
+        }
+        for (&call, &end) in self.blocking_call.iter().zip(&self.blocking_end) {
+            call_end[call as usize] = times[end as usize];
+        }
+        (get(&self.op_start, false), op_end, get(&self.call_start, false), call_end)
     }
 }
 

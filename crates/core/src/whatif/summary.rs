@@ -213,12 +213,12 @@ impl Graph {
             while k < patches.len() && patches[k].pos as usize == p {
                 k += 1;
             }
-            let kind = self.unit_kind[p];
+            let (kind, row) = self.kind_row(p);
             if kind == U_TRANSFER {
                 continue; // read by its member ends only, which are inputs
             }
             if kind == U_MEMBER_END {
-                let member = self.unit_row[p] as usize;
+                let member = row as usize;
                 let ix = member_of.len() as u32;
                 member_of.push(member as u32);
                 let arrival = (self.op_start[self.member_op[member] as usize] / 2) as usize;
@@ -313,7 +313,7 @@ impl Graph {
     }
 
     fn measured_member_end(&self, m: usize) -> i64 {
-        self.measured_times()[self.op_end[self.member_op[m] as usize] as usize]
+        self.measured_times()[self.member_end[m] as usize]
     }
 }
 
@@ -584,7 +584,7 @@ mod tests {
         let (op, extra) = s.planted_ops[0];
         let (_, segment, gap_extra) = s.planted_gaps[0];
         let call = (0..j.call_rank.len()).find(|&i| j.call_rank[i] == 1 && j.call_blocking[i] == 0).unwrap();
-        let slow = (0..j.op_rank.len()).filter(|&i| j.op_rank[i] == 1 && g.op_member[i] == crate::whatif::graph::NONE).nth(30).unwrap();
+        let slow = (0..j.op_rank.len()).filter(|&i| j.op_rank[i] == 1 && g.member_of_op(i).is_none()).nth(30).unwrap();
         let node = g.node(NodeRef { kind: NodeKind::OpStart, row: slow }).unwrap();
         let member = (0..j.member_op.len()).find(|&m| j.op_rank[j.member_op[m] as usize] == 2).unwrap();
         let change = Change {

@@ -42,15 +42,14 @@ def _first_of_thread(tid: np.ndarray) -> np.ndarray:
 
 
 def steps_of(job: Job, rank: int, points: np.ndarray, step_index: dict[str, int]) -> np.ndarray:
-    """The step (dense, -1 none) each point (UTC on the rank's clock) falls in. Steps are the job's
-    step ranges (model/steps.py): a name that repeats on a rank (`train_step`) is a step per range."""
-    out = np.full(len(points), -1, dtype=np.int64)
+    """The step (dense, -1 none; int32) each point (UTC on the rank's clock) falls in. Steps are the
+    job's step ranges (model/steps.py): a name that repeats on a rank (`train_step`) is a step per
+    range."""
     steps = job.steps.ranks.get(int(rank)) if job.steps is not None and step_index else None
     if steps is None or not len(points):
-        return out
-    at = steps.index_of(points)
-    codes = np.array([step_index.get(label, -1) for label in steps.label] + [-1], dtype=np.int64)
-    return codes[np.where(at >= 0, at, len(steps.label))]
+        return np.full(len(points), -1, dtype=np.int32)
+    codes = np.array([step_index.get(label, -1) for label in steps.label] + [-1], dtype=np.int32)
+    return codes[steps.index_of(points)]  # outside every range (-1): the last code, -1
 
 
 def _replay_graph(job: _native.ReplayJob, tolerance_ns: int):
@@ -60,9 +59,10 @@ def _replay_graph(job: _native.ReplayJob, tolerance_ns: int):
 
 
 def rank_tables(job: Job, rank: int, dense: int, step_index: dict[str, int], call_base: int) -> dict:
-    """One rank's rows of the graph's tables, as parts of rank `dense` (one int): calls (a list of two
-    parts: its calls, then the anchors of its threads' first calls), ops, syncs and events (lists
-    of at most one part); segment ids are job call rows, from `call_base` (its first)."""
+    """One rank's rows of the graph's tables, each one part of rank `dense` (one int): calls (its
+    calls, then the anchors of its threads' first calls), ops, and syncs and events (lists of at most
+    one part); segment ids are job call rows, from `call_base` (its first). The rank's own columns
+    where the graph takes them as they are (the graph borrows them)."""
     trace, work = job.traces[rank], job.timeline[rank]
     c = trace.calls
     correct = job.alignment.correct_rank
@@ -79,18 +79,19 @@ def rank_tables(job: Job, rank: int, dense: int, step_index: dict[str, int], cal
     # be shortened too.
     first = np.flatnonzero(_first_of_thread(c.tid))
     early = first[c.gap_start[first] < c.start[first]]
-    calls = [{"rank": dense, "thread": c.tid, "start": correct(rank, c.start),
-              "end": correct(rank, c.end), "correlation": c.correlation, "blocking": c.blocking,
-              "segment": np.where(c.gap_range >= 0, call_base + np.arange(len(c.start)), -1)}]
-    origin = correct(rank, c.gap_start[early])
-    calls.append({"rank": dense, "thread": c.tid[early], "start": origin, "end": origin,
-                  "correlation": np.full(len(early), -1), "blocking": np.zeros(len(early), bool),
-                  "segment": np.full(len(early), -1)})
+    n, n_early = len(c.start), len(early)
+    origin = c.gap_start[early]
+    rows = np.arange(call_base, call_base + n, dtype=np.int32 if call_base + n < 2**31 else np.int64)
+    calls = {"rank": dense, "thread": np.concatenate([c.tid, c.tid[early]]),
+             "start": correct(rank, np.concatenate([c.start, origin])), "end": correct(rank, np.concatenate([c.end, origin])),
+             "correlation": np.concatenate([c.correlation, np.full(n_early, -1, c.correlation.dtype)]),
+             "blocking": np.concatenate([c.blocking, np.zeros(n_early, bool)]),
+             "segment": np.concatenate([np.where(c.gap_range >= 0, rows, -1), np.full(n_early, -1, rows.dtype)])}
     out = {"calls": calls, "ops": ops, "syncs": [], "events": []}
     recorded_syncs, recorded_events = trace.stream_waits
-    for table, rows in (("syncs", recorded_syncs), ("events", recorded_events)):
-        if rows is not None and len(rows["correlation"]):
-            out[table].append({"rank": dense, **rows})
+    for table, columns in (("syncs", recorded_syncs), ("events", recorded_events)):
+        if columns is not None and len(columns["correlation"]):
+            out[table].append({"rank": dense, **columns})
     return out
 
 
@@ -104,16 +105,20 @@ def build_graph(job: Job, tolerance_ns: int, step_pattern: str | None = None) ->
     step_index = {n: i for i, n in enumerate(step_names)}
     calls, ops, syncs, events = [], [], [], []
     op_offset, call_offset = {}, {}
+    op_step = np.empty(sum(len(job.timeline[rank]) for rank in ranks), np.int32)
     n_ops = n_calls = 0
     for dense, rank in enumerate(ranks):
         op_offset[rank], call_offset[rank] = n_ops, n_calls
         t = rank_tables(job, rank, dense, step_index, n_calls)
-        calls += t["calls"]
+        mine = op_step[n_ops:n_ops + len(t["ops"]["start"])]
+        mine[:] = t["ops"]["step"]
+        t["ops"]["step"] = mine  # the job's steps, a rank's part of them each
+        calls.append(t["calls"])
         ops.append(t["ops"])
         syncs += t["syncs"]
         events += t["events"]
-        n_ops += len(t["ops"]["start"])
-        n_calls += sum(len(c["start"]) for c in t["calls"])
+        n_ops += len(mine)
+        n_calls += len(t["calls"]["start"])
     col = job.collectives
     member_rows = np.full(len(col.obs_rank), -1, dtype=np.int64)
     for rank in ranks:
@@ -124,9 +129,7 @@ def build_graph(job: Job, tolerance_ns: int, step_pattern: str | None = None) ->
         raise RuntimeError(f"{int((member_rows < 0).sum())} collective members not found in their rank's GPU work")
     members = {"instance": col.obs_instance, "op": member_rows}
 
-    # The graph's input, gathered natively from the ranks' parts (the parts, mostly the ranks' own
-    # columns, are not joined here).
-    op_step = np.concatenate([o["step"] for o in ops])
+    # The graph's input: the ranks' parts, borrowed as they are (kept until the graph is built).
     job_input = _native.ReplayJob(calls, ops, members, syncs=syncs, events=events)
     del calls, ops, syncs, events
     # Building the graph is the what-if's largest single cost: it runs beside the candidate picking.

@@ -1,0 +1,890 @@
+//! Building the job's graph (the rules are [`super::graph`]'s): each rank's own edges worked out on
+//! its own rows ([`super::rank`]), then the units of the whole job put in topological order and
+//! laid out, each unit's in-edges made as it is laid out (from the ranks' tables: no list of the
+//! job's edges is ever held). The input is read where it lies: nothing of the job is copied.
+
+use super::by_rank::{Rows, Split};
+use super::fidelity::Fidelity;
+use super::graph::{narrow, Edge, EdgeKind, Graph, Unit, NONE, NULL_SLOT, WIDE};
+use super::input::Job;
+use super::rank::{percentiles, End, RankEdges, RankView, END, SEGMENT, START};
+use super::topo;
+use super::{input_error, Options, WhatIfError};
+use rayon::prelude::*;
+use std::sync::OnceLock;
+
+/// An edge into a unit as made: its source slot reference (2 * source unit + 1 for the unit's
+/// second slot, before units have positions), the measured time there, its nominal lag and kind.
+#[derive(Clone, Copy)]
+struct InEdge {
+    src: u32,
+    src_time: i64,
+    lag: i64,
+    kind: EdgeKind,
+}
+
+/// What the layout reads of one rank: its times and rows, and its own edges.
+struct RankUnits<'v> {
+    c_start: &'v [i64],
+    c_end: &'v [i64],
+    o_start: &'v [i64],
+    o_end: &'v [i64],
+    call_rows: &'v Rows<'v>,
+    op_rows: &'v Rows<'v>,
+    edges: &'v RankEdges,
+    /// Per blocking call of the rank: its end unit (from `u_cend`).
+    cend: Vec<u32>,
+}
+
+/// The job's units in creation order (origin, calls, ops, blocking call ends, transfers, member
+/// ends: the order that breaks ties of time) and what makes each one's edges.
+struct Units<'v> {
+    u_call: usize,
+    u_op: usize,
+    u_cend: usize,
+    u_t: usize,
+    u_mend: usize,
+    n_units: usize,
+    calls: &'v Split<7>,
+    ops: &'v Split<6>,
+    ranks: Vec<RankUnits<'v>>,
+    /// Per blocking call end unit: (rank, index among the rank's blocking calls), by call row.
+    blocking: Vec<(u32, u32)>,
+    /// Per op: its member row, or NONE.
+    op_member: Vec<u32>,
+    member_op: Vec<u32>,
+    member_inst: Vec<u32>,
+    inst_off: Vec<u32>,
+    inst_member: Vec<u32>,
+    /// Per instance: its measured transfer start `T` (the last arrival).
+    t_meas: Vec<i64>,
+    /// The origin's time: that of the earliest unit, so that it sorts first (ties go by unit).
+    origin_time: i64,
+    /// Edges dropped to break a cycle: (unit, index among its in-edges), sorted.
+    dropped: Vec<(u32, u32)>,
+}
+
+/// Where a unit's row is: a call's or op's rank and row within it, or none (the other kinds).
+#[derive(Clone, Copy)]
+enum Place {
+    Call(u32, u32),
+    Op(u32, u32),
+    Other,
+}
+
+impl Units<'_> {
+    fn call_start_ref(&self, r: &RankUnits, k: usize) -> u32 {
+        2 * (self.u_call + r.call_rows.global(k)) as u32
+    }
+
+    fn call_end_ref(&self, r: &RankUnits, k: usize) -> u32 {
+        match r.edges.blocking_index(k) {
+            Some(b) => 2 * (self.u_cend + r.cend[b] as usize) as u32,
+            None => self.call_start_ref(r, k) + 1,
+        }
+    }
+
+    fn op_start_ref(&self, g: usize) -> u32 {
+        2 * (self.u_op + g) as u32
+    }
+
+    /// The end of op row g: the op's second slot, or a member's end unit.
+    fn op_end_ref(&self, g: usize) -> u32 {
+        match self.op_member[g] {
+            NONE => self.op_start_ref(g) + 1,
+            m => 2 * (self.u_mend + m as usize) as u32,
+        }
+    }
+
+    fn end_ref(&self, r: usize, end: End) -> u32 {
+        let r = &self.ranks[r];
+        match end {
+            End::Op(k) => self.op_end_ref(r.op_rows.global(k as usize)),
+            End::Call(k) => self.call_end_ref(r, k as usize),
+        }
+    }
+
+    /// Where unit u's row is.
+    #[inline]
+    fn place(&self, u: usize) -> Place {
+        if u == 0 || u >= self.u_cend {
+            Place::Other
+        } else if u < self.u_op {
+            let (r, k) = self.calls.locate(u - self.u_call);
+            Place::Call(r as u32, k as u32)
+        } else {
+            let (r, k) = self.ops.locate(u - self.u_op);
+            Place::Op(r as u32, k as u32)
+        }
+    }
+
+    /// Every unit's time, in unit order, a run of units at a time.
+    fn each_time(&self, f: &mut dyn FnMut(&[i64])) {
+        f(&[self.origin_time]);
+        self.calls.each_run(|r, ks| f(&self.ranks[r].c_start[ks]));
+        self.ops.each_run(|r, ks| f(&self.ranks[r].o_start[ks]));
+        for &(r, b) in &self.blocking {
+            let r = &self.ranks[r as usize];
+            f(&[r.c_end[r.edges.blocking[b as usize] as usize]]);
+        }
+        f(&self.t_meas);
+        for &op in &self.member_op {
+            let (r, k) = self.ops.locate(op as usize);
+            f(&[self.ranks[r].o_end[k]]);
+        }
+    }
+
+    /// The span of the units' times: the origin's (the earliest) to the latest end.
+    fn span(&self) -> (i64, i64) {
+        let latest = self.ranks.iter().flat_map(|r| r.c_end.iter().max().into_iter().chain(r.o_end.iter().max())).max();
+        (self.origin_time, latest.copied().unwrap_or(self.origin_time))
+    }
+
+    /// Unit u's measured time (of its first slot) and inline duration (its second slot's time after
+    /// its first); its in-edges, in order (those dropped to break a cycle left out), into `out`.
+    fn unit(&self, u: usize, out: &mut Vec<InEdge>) -> (i64, i64) {
+        self.unit_at(u, self.place(u), out)
+    }
+
+    /// [`Units::unit`] of a unit whose place is known.
+    fn unit_at(&self, u: usize, place: Place, out: &mut Vec<InEdge>) -> (i64, i64) {
+        out.clear();
+        let mut put = |src: u32, src_time: i64, lag: i64, kind: EdgeKind| out.push(InEdge { src, src_time, lag, kind });
+        let time = match place {
+            Place::Call(r, k) => {
+                let (r, k) = (&self.ranks[r as usize], k as usize);
+                let prev = r.edges.call_prev[k];
+                let start = r.c_start[k];
+                if prev != NONE {
+                    let end = r.c_end[prev as usize];
+                    put(self.call_end_ref(r, prev as usize), end, start - end, EdgeKind::HostGap);
+                }
+                (start, if r.edges.is_blocking[k] { 0 } else { r.c_end[k] - start })
+            }
+            Place::Op(r, k) => {
+                let (r, k) = (&self.ranks[r as usize], k as usize);
+                let e = r.edges;
+                let prev = e.op_prev[k];
+                if prev != NONE {
+                    put(self.op_end_ref(r.op_rows.global(prev as usize)), r.o_end[prev as usize], 0, EdgeKind::Stream);
+                }
+                let start = r.o_start[k];
+                let call = e.op_launch[k];
+                if call != NONE {
+                    let call = call as usize;
+                    let called_end = r.c_end[call];
+                    if start >= called_end {
+                        put(self.call_end_ref(r, call), called_end, e.launch_latency, EdgeKind::Launch);
+                    } else {
+                        put(self.call_start_ref(r, call), r.c_start[call], e.launch_latency, EdgeKind::Launch);
+                    }
+                }
+                for &(_, a, recorded) in e.cross_into(k) {
+                    let kind = if recorded { EdgeKind::CrossStream } else { EdgeKind::CrossStreamInferred };
+                    put(self.op_end_ref(r.op_rows.global(a as usize)), r.o_end[a as usize], 0, kind);
+                }
+                let inline = self.op_member[u - self.u_op] == NONE;
+                (start, if inline { r.o_end[k] - start } else { 0 })
+            }
+            Place::Other if u == 0 => (self.origin_time, 0),
+            Place::Other if u < self.u_t => {
+                let (r, b) = self.blocking[u - self.u_cend];
+                let (r, b) = (&self.ranks[r as usize], b as usize);
+                let e = r.edges;
+                let k = e.blocking[b] as usize;
+                put(self.call_start_ref(r, k), r.c_start[k], e.min_duration, EdgeKind::Duration);
+                for &(op, recorded) in e.waits_of(b) {
+                    let kind = if recorded { EdgeKind::Wait } else { EdgeKind::WaitInferred };
+                    put(self.op_end_ref(r.op_rows.global(op as usize)), r.o_end[op as usize], e.return_latency, kind);
+                }
+                (r.c_end[k], 0)
+            }
+            Place::Other if u < self.u_mend => {
+                let inst = u - self.u_t;
+                for &m in &self.inst_member[self.inst_off[inst] as usize..self.inst_off[inst + 1] as usize] {
+                    let g = self.member_op[m as usize] as usize;
+                    let (r, k) = self.ops.locate(g);
+                    put(self.op_start_ref(g), self.ranks[r].o_start[k], 0, EdgeKind::Arrival);
+                }
+                (self.t_meas[inst], 0)
+            }
+            Place::Other => {
+                let m = u - self.u_mend;
+                let (g, inst) = (self.member_op[m] as usize, self.member_inst[m] as usize);
+                let (r, k) = self.ops.locate(g);
+                let (t, r) = (self.t_meas[inst], &self.ranks[r]);
+                put(2 * (self.u_t + inst) as u32, t, r.o_end[k] - t, EdgeKind::Transfer);
+                put(self.op_start_ref(g), r.o_start[k], 0, EdgeKind::MemberStart);
+                (r.o_end[k], 0)
+            }
+        };
+        if !self.dropped.is_empty() {
+            let a = self.dropped.partition_point(|&(d, _)| (d as usize) < u);
+            let b = self.dropped.partition_point(|&(d, _)| d as usize <= u);
+            if a < b {
+                let gone = &self.dropped[a..b];
+                let mut k = 0u32;
+                out.retain(|_| {
+                    k += 1;
+                    gone.binary_search(&(u as u32, k - 1)).is_err()
+                });
+            }
+        }
+        time
+    }
+
+    /// The units with an edge from a unit placed later (`pos`), and the units with other than two
+    /// edges to lay out (in-edges, else an anchor; one padded to two) with their number; both by
+    /// unit. In creation order, on every core.
+    fn check(&self, pos: &[u32]) -> (Vec<u32>, Vec<(u32, u32)>) {
+        type Found = (Vec<u32>, Vec<(u32, u32)>);
+        let chunks: Vec<Found> = (0..self.n_units.div_ceil(CHUNK))
+            .into_par_iter()
+            .map(|c| {
+                let (mut late, mut wide) = (Vec::new(), Vec::new());
+                let mut buf = Vec::new();
+                for u in c * CHUNK..self.n_units.min((c + 1) * CHUNK) {
+                    self.unit(u, &mut buf);
+                    if buf.iter().any(|e| pos[(e.src / 2) as usize] > pos[u]) {
+                        late.push(u as u32);
+                    }
+                    if buf.len() > 2 {
+                        wide.push((u as u32, buf.len() as u32));
+                    }
+                }
+                (late, wide)
+            })
+            .collect();
+        let late = chunks.iter().flat_map(|c| c.0.iter().copied()).collect();
+        (late, chunks.into_iter().flat_map(|c| c.1).collect())
+    }
+}
+
+/// What a chunk of the layout returns: its wide values and its slack, and whether every edge it
+/// laid out leaves from an earlier unit.
+#[derive(Default)]
+struct Laid {
+    lag: Vec<(u32, i64)>,
+    dur: Vec<(u32, i64)>,
+    slack: Vec<(u32, i64)>,
+    slack_ns: i64,
+    /// Edges made, padding left out.
+    edges: usize,
+    sound: bool,
+}
+
+/// Positions per chunk of the layout.
+const CHUNK: usize = 1 << 16;
+
+/// The graph's units, edges and edge kinds as laid out, their wide values, the sum of slack and
+/// the number of edges made (padding left out).
+struct Layout {
+    units: Vec<Unit>,
+    edges: Vec<Edge>,
+    edge_kind: Vec<EdgeKind>,
+    wide_lag: Vec<(u32, i64)>,
+    wide_dur: Vec<(u32, i64)>,
+    wide_slack: Vec<(u32, i64)>,
+    slack_ns: i64,
+    made: usize,
+}
+
+impl Graph {
+    /// Builds the graph of a job (see the module docs for what it holds). Fails with
+    /// [`WhatIfError::Input`] on inconsistent input: unequal column lengths, an end before its
+    /// start, ranks, steps or instances that are not dense, an unknown or shared member op.
+    pub fn build(job: &Job, options: &Options) -> Result<Graph, WhatIfError> {
+        let sizes = job.check()?;
+        if options.tolerance_ns < 0 {
+            return Err(input_error(format!("tolerance_ns is {} (0 or more)", options.tolerance_ns)));
+        }
+        if !(0.0..=1.0).contains(&options.latency_percentile) {
+            return Err(input_error(format!("latency_percentile is {} (0 to 1)", options.latency_percentile)));
+        }
+        if options.launch_latency_ns.is_some_and(|l| l < 0) {
+            return Err(input_error("launch_latency_ns is negative"));
+        }
+        let (n_ranks, n_inst, n_steps) = (sizes.n_ranks, sizes.n_instances, sizes.n_steps);
+        let (nc, no, nm) = (sizes.n_calls(), sizes.n_ops(), sizes.n_members());
+        let calls = Split::new(&job.calls, &sizes.calls, n_ranks, &[START, END]);
+        let ops = Split::new(&job.ops, &sizes.ops, n_ranks, &[START, END]);
+        let syncs = Split::new(&job.syncs, &sizes.syncs, n_ranks, &[]);
+        let events = Split::new(&job.events, &sizes.events, n_ranks, &[]);
+        let views: Vec<RankView> = (0..n_ranks)
+            .map(|r| RankView { calls: calls.view(&job.calls, r), ops: ops.view(&job.ops, r), syncs: syncs.view(&job.syncs, r), events: events.view(&job.events, r) })
+            .collect();
+        let room: Vec<RankEdges> = views.iter().map(|v| RankEdges::for_rows(v.calls.len(), v.ops.len())).collect();
+        let ranks: Vec<RankEdges> = views.par_iter().zip(room).map(|(v, out)| RankEdges::new(v, options, out)).collect();
+
+        // Units (creation index): origin, calls, ops, blocking call ends, transfers, member ends.
+        let mut blocking: Vec<(u32, u32, u32)> = Vec::new(); // (call row, rank, index among the rank's)
+        for (r, (v, rank)) in views.iter().zip(&ranks).enumerate() {
+            blocking.extend(rank.blocking.iter().enumerate().map(|(b, &k)| (v.calls.rows.global(k as usize) as u32, r as u32, b as u32)));
+        }
+        blocking.sort_unstable();
+        let mut cend_of: Vec<Vec<u32>> = ranks.iter().map(|r| vec![0; r.blocking.len()]).collect();
+        for (j, &(_, r, b)) in blocking.iter().enumerate() {
+            cend_of[r as usize][b as usize] = j as u32;
+        }
+        let u_call = 1usize;
+        let u_op = u_call + nc;
+        let u_cend = u_op + no;
+        let u_t = u_cend + blocking.len();
+        let u_mend = u_t + n_inst;
+        let n_units = u_mend + nm;
+        if 2 * n_units as u64 >= NONE as u64 {
+            return Err(input_error("the job is too large for one graph (more than 2^31 nodes)"));
+        }
+        let members = job.member_rows(&sizes.members);
+        let member_op: Vec<u32> = members.iter().map(|&(_, op)| op as u32).collect();
+        let member_inst: Vec<u32> = members.iter().map(|&(inst, _)| inst as u32).collect();
+        drop(members);
+        let mut op_member = vec![NONE; no];
+        for (row, &op) in member_op.iter().enumerate() {
+            op_member[op as usize] = row as u32;
+        }
+        let mut inst_off = vec![0u32; n_inst + 1];
+        for &inst in &member_inst {
+            inst_off[inst as usize + 1] += 1;
+        }
+        for i in 0..n_inst {
+            inst_off[i + 1] += inst_off[i];
+        }
+        let mut inst_member = vec![0u32; nm];
+        {
+            let mut fill = inst_off.clone();
+            for (row, &inst) in member_inst.iter().enumerate() {
+                inst_member[fill[inst as usize] as usize] = row as u32;
+                fill[inst as usize] += 1;
+            }
+        }
+        let op_time = |g: usize| {
+            let (r, k) = ops.locate(g);
+            (views[r].op_start()[k], views[r].op_end()[k])
+        };
+        let mut t_meas = vec![i64::MIN; n_inst];
+        for (&op, &inst) in member_op.iter().zip(&member_inst) {
+            t_meas[inst as usize] = t_meas[inst as usize].max(op_time(op as usize).0);
+        }
+        let transfer_violations = member_op.iter().zip(&member_inst).filter(|&(&op, &inst)| op_time(op as usize).1 < t_meas[inst as usize]).count();
+        let earliest = views.iter().flat_map(|v| v.call_start().iter().min().into_iter().chain(v.op_start().iter().min())).min();
+        let rank_units = views
+            .iter()
+            .zip(&ranks)
+            .zip(cend_of)
+            .map(|((v, edges), cend)| RankUnits {
+                c_start: v.call_start(),
+                c_end: v.call_end(),
+                o_start: v.op_start(),
+                o_end: v.op_end(),
+                call_rows: &v.calls.rows,
+                op_rows: &v.ops.rows,
+                edges,
+                cend,
+            })
+            .collect();
+        let mut units = Units {
+            u_call,
+            u_op,
+            u_cend,
+            u_t,
+            u_mend,
+            n_units,
+            calls: &calls,
+            ops: &ops,
+            ranks: rank_units,
+            blocking: blocking.iter().map(|&(_, r, b)| (r, b)).collect(),
+            op_member,
+            member_op,
+            member_inst,
+            inst_off,
+            inst_member,
+            t_meas,
+            origin_time: earliest.copied().unwrap_or(0),
+            dropped: Vec::new(),
+        };
+        let blocking_call: Vec<u32> = blocking.iter().map(|b| b.0).collect();
+        drop(blocking);
+
+        // Topological order: time order, repaired only where some edge goes backward.
+        let (mut order, mut pos) = topo::time_order(n_units, units.span(), |f| units.each_time(f));
+        let (late, mut wide) = units.check(&pos);
+        if !late.is_empty() {
+            let mut buf = Vec::new();
+            let (repaired, repaired_pos, dropped) = topo::repair(order, pos, &late, |u, out| {
+                units.unit(u, &mut buf);
+                out.extend(buf.iter().map(|e| e.src / 2));
+            });
+            (order, pos, units.dropped) = (repaired, repaired_pos, dropped);
+            // The units that lost edges: their number again.
+            let mut lost: Vec<u32> = units.dropped.iter().map(|d| d.0).collect();
+            lost.dedup();
+            wide.retain(|w| lost.binary_search(&w.0).is_err());
+            for u in lost {
+                units.unit(u as usize, &mut buf);
+                if buf.len() > 2 {
+                    wide.push((u, buf.len() as u32));
+                }
+            }
+        }
+        drop(late);
+        let mut wide: Vec<(u32, u32)> = wide.into_iter().map(|(u, n)| (pos[u as usize], n)).collect();
+        wide.sort_unstable();
+        let laid = Graph::lay_out(&units, &order, &pos, &wide);
+        drop(wide);
+        let to_slot = |r: u32| 2 * pos[(r / 2) as usize] + (r & 1);
+        let slot = |u: usize| 2 * pos[u];
+
+        let mut g = Graph {
+            units: laid.units,
+            edges: laid.edges,
+            edge_kind: laid.edge_kind,
+            wide_lag: laid.wide_lag,
+            wide_dur: laid.wide_dur,
+            wide_slack: laid.wide_slack,
+            unit: Vec::new(),
+            starts: [u_call, u_op, u_cend, u_t, u_mend].map(|s| s as u32),
+            op_start: (0..no).map(|i| slot(u_op + i)).collect(),
+            call_start: (0..nc).map(|i| slot(u_call + i)).collect(),
+            transfer: (0..n_inst).map(|i| slot(u_t + i)).collect(),
+            blocking_end: (0..blocking_call.len()).map(|j| slot(u_cend + j)).collect(),
+            blocking_call,
+            member_op: Vec::new(),
+            member_end: (0..nm).map(|m| slot(u_mend + m)).collect(),
+            member_x_edge: Vec::new(),
+            inst_off: Vec::new(),
+            inst_member: Vec::new(),
+            op_members: Vec::new(),
+            seg_id: Vec::new(),
+            seg_call: Vec::new(),
+            step_off: Vec::new(),
+            step_slot: Vec::new(),
+            rank_off: Vec::new(),
+            rank_slot: Vec::new(),
+            n_ranks,
+            n_steps,
+            fidelity: Fidelity::default(),
+            measured: OnceLock::new(),
+        };
+        // Each member's transfer edge; step and rank end candidates.
+        g.member_x_edge = g.member_end.iter().map(|&s| g.edge_range((s / 2) as usize).find(|&e| g.edge_kind[e] == EdgeKind::Transfer).map_or(NONE, |e| e as u32)).collect();
+        let mut step_cand: Vec<(u32, u32, u32)> = Vec::new(); // (step, rank, end slot)
+        let mut rank_cand: Vec<(u32, u32)> = Vec::new();
+        for (r, rank) in ranks.iter().enumerate() {
+            step_cand.extend(rank.step_ends.iter().map(|&(step, end)| (step, r as u32, to_slot(units.end_ref(r, end)))));
+            rank_cand.extend(rank.rank_ends.iter().map(|&end| (r as u32, to_slot(units.end_ref(r, end)))));
+        }
+        step_cand.sort_unstable();
+        rank_cand.sort_unstable();
+        g.step_off = (0..=n_steps * n_ranks)
+            .map(|k| step_cand.partition_point(|&(s, r, _)| (s as usize * n_ranks + r as usize) < k) as u32)
+            .collect();
+        g.step_slot = step_cand.iter().map(|x| x.2).collect();
+        g.rank_off = (0..=n_ranks).map(|k| rank_cand.partition_point(|&(r, _)| (r as usize) < k) as u32).collect();
+        g.rank_slot = rank_cand.iter().map(|x| x.1).collect();
+        drop((pos, step_cand, rank_cand));
+        // What the fidelity takes of the ranks and units; then they go, before what is made next.
+        let tol = options.tolerance_ns;
+        let mut fid = Fidelity { ops: no, calls: nc, tolerance_ns: tol, ..Fidelity::default() };
+        for rank in &ranks {
+            fid.unresolved_syncs += rank.unresolved_syncs;
+            fid.recorded_stream_waits += rank.recorded_stream_waits;
+            fid.inferred_stream_waits += rank.inferred_stream_waits;
+            fid.recorded_syncs += rank.recorded_syncs;
+            fid.inferred_syncs += rank.inferred_syncs;
+        }
+        fid.launch_latency_ns = ranks.iter().map(|r| r.launch_latency).collect();
+        fid.return_latency_ns = ranks.iter().map(|r| r.return_latency).collect();
+        fid.blocking_min_duration_ns = ranks.iter().map(|r| r.min_duration).collect();
+        fid.dropped_dependencies = units.dropped.len();
+        g.op_members = units.member_op.iter().enumerate().map(|(m, &op)| (op, m as u32)).collect();
+        g.op_members.sort_unstable();
+        g.member_op = std::mem::take(&mut units.member_op);
+        g.inst_off = std::mem::take(&mut units.inst_off);
+        g.inst_member = std::mem::take(&mut units.inst_member);
+        drop(units);
+        drop(ranks);
+
+        // The calls whose gap has a segment, by segment (a segment's calls in their order).
+        (g.seg_id, g.seg_call) = (Vec::with_capacity(nc), Vec::with_capacity(nc));
+        calls.each_run(|r, ks| {
+            let (segment, rows) = (views[r].calls.column(SEGMENT), &views[r].calls.rows);
+            for k in ks {
+                let id = segment.get(k);
+                if id >= 0 {
+                    g.seg_id.push(id);
+                    g.seg_call.push(rows.global(k) as u32);
+                }
+            }
+        });
+        if !g.seg_id.is_sorted() {
+            let mut by: Vec<u32> = (0..g.seg_id.len() as u32).collect();
+            by.sort_by_key(|&i| g.seg_id[i as usize]); // stable: a segment's calls stay in order
+            (g.seg_id, g.seg_call) = (by.iter().map(|&i| g.seg_id[i as usize]).collect(), by.iter().map(|&i| g.seg_call[i as usize]).collect());
+        }
+        g.seg_id.shrink_to_fit();
+        g.seg_call.shrink_to_fit();
+
+        // Fidelity. An op start's slack counts unless it is anchored (it has no dependency). Most
+        // are 0 (explained exactly): counted, not kept.
+        let (mut exact, mut errors) = (0usize, Vec::new());
+        for (p, &u) in order.iter().enumerate() {
+            if (u_op..u_cend).contains(&(u as usize)) {
+                let e = g.units[p].first as usize;
+                if !(g.edge_kind[e] == EdgeKind::Anchor && g.edges[e].src == 0) {
+                    match g.slack(p) {
+                        0 => exact += 1,
+                        s => errors.push(s),
+                    }
+                }
+            }
+        }
+        fid.transfer_violations = transfer_violations;
+        fid.anchored_op_starts = no - exact - errors.len();
+        fid.explained_op_starts = exact + errors.iter().filter(|&&s| s <= tol).count();
+        fid.explained_start_share = if no == 0 { 1.0 } else { fid.explained_op_starts as f64 / no as f64 };
+        [fid.start_error_p50, fid.start_error_p99] = percentiles(exact, &mut errors, [0.5, 0.99]).unwrap_or([0, 0]);
+        fid.start_error_max = errors.iter().copied().max().unwrap_or(0);
+        fid.op_start_slack_ns = errors.iter().sum();
+        fid.slack_ns = laid.slack_ns;
+        fid.recorded_dependencies = fid.recorded_stream_waits + fid.recorded_syncs;
+        fid.inferred_dependencies = fid.inferred_stream_waits + fid.inferred_syncs;
+        fid.nodes = 2 * n_units;
+        fid.edges = laid.made;
+        g.fidelity = fid;
+        g.unit = order;
+        Ok(g)
+    }
+
+    /// The units and their edges laid out in `order`, in chunks of positions on every core. Within
+    /// a chunk, units are made rank by rank and kind by kind, each rank's calls and ops in their
+    /// order: what they read of their rank's tables is read in order. `wide`: the units with other
+    /// than two edges, by position (see [`Units::check`]).
+    fn lay_out(units: &Units, order: &[u32], pos: &[u32], wide: &[(u32, u32)]) -> Layout {
+        let n_units = units.n_units;
+        let n_ranks = units.ranks.len();
+        // Each unit's edges: its in-edges, at least two (an anchor where there is none, padding
+        // where there is one): two per unit but the wide ones.
+        let mut extra = vec![0usize; wide.len() + 1];
+        for (k, &(_, n)) in wide.iter().enumerate() {
+            extra[k + 1] = extra[k] + n as usize - 2;
+        }
+        let first_edge = |p: usize| 2 * p + extra[wide.partition_point(|&(q, _)| (q as usize) < p)];
+        let n_edges = first_edge(n_units);
+        // Written in place by the chunks (every unit and edge once), not filled first: this memory
+        // is first touched where it is written, on every core.
+        let mut units_out: Vec<Unit> = Vec::with_capacity(n_units + 1);
+        let mut edges_out: Vec<Edge> = Vec::with_capacity(n_edges);
+        let mut kinds_out: Vec<EdgeKind> = Vec::with_capacity(n_edges);
+        let n_chunks = n_units.div_ceil(CHUNK);
+        let mut chunks = Vec::with_capacity(n_chunks);
+        {
+            let mut us = &mut units_out.spare_capacity_mut()[..n_units];
+            let (mut es, mut eks) = (&mut edges_out.spare_capacity_mut()[..n_edges], &mut kinds_out.spare_capacity_mut()[..n_edges]);
+            for c in 0..n_chunks {
+                let (p0, p1) = (c * CHUNK, n_units.min((c + 1) * CHUNK));
+                let (base, n_e) = (first_edge(p0), first_edge(p1) - first_edge(p0));
+                let (u_head, u_tail) = std::mem::take(&mut us).split_at_mut(p1 - p0);
+                let (e_head, e_tail) = std::mem::take(&mut es).split_at_mut(n_e);
+                let (ek_head, ek_tail) = std::mem::take(&mut eks).split_at_mut(n_e);
+                chunks.push((p0, base, u_head, e_head, ek_head));
+                (us, es, eks) = (u_tail, e_tail, ek_tail);
+            }
+        }
+        let laid: Vec<Laid> = chunks
+            .into_par_iter()
+            .map(|(p0, base, us, es, eks)| {
+                let mut w = Laid { sound: true, ..Laid::default() };
+                let n = us.len();
+                let at = &order[p0..p0 + n];
+                // Each position's first edge.
+                let mut firsts = Vec::with_capacity(n);
+                let mut next = wide.partition_point(|&(q, _)| (q as usize) < p0);
+                let mut f = base;
+                for p in p0..p0 + n {
+                    firsts.push(f as u32);
+                    let edges = if next < wide.len() && wide[next].0 as usize == p {
+                        next += 1;
+                        wide[next - 1].1 as usize
+                    } else {
+                        2
+                    };
+                    f += edges;
+                }
+                // The positions grouped by rank and kind (calls, then ops, of each rank; the other
+                // units last), each group in position order.
+                let places: Vec<Place> = at.iter().map(|&u| units.place(u as usize)).collect();
+                let group = |place: &Place| match *place {
+                    Place::Call(r, _) => r as usize,
+                    Place::Op(r, _) => n_ranks + r as usize,
+                    Place::Other => 2 * n_ranks,
+                };
+                let mut start = vec![0u32; 2 * n_ranks + 2];
+                for place in &places {
+                    start[group(place) + 1] += 1;
+                }
+                for k in 1..start.len() {
+                    start[k] += start[k - 1];
+                }
+                let mut grouped = vec![0u32; n];
+                for (i, place) in places.iter().enumerate() {
+                    let g = group(place);
+                    grouped[start[g] as usize] = i as u32;
+                    start[g] += 1;
+                }
+                let mut buf = Vec::new();
+                for &i in &grouped {
+                    let (i, p) = (i as usize, p0 + i as usize);
+                    let u = at[i] as usize;
+                    let (first, next) = (firsts[i] as usize, firsts.get(i + 1).map_or(base + es.len(), |&f| f as usize));
+                    let (t, dur) = units.unit_at(u, places[i], &mut buf);
+                    assert_eq!(buf.len().max(2), next - first, "unit {u}: its edges as counted");
+                    let mut put = |j: usize, src: u32, lag: i64, kind: EdgeKind| {
+                        let l = narrow(lag);
+                        if l == WIDE {
+                            w.lag.push(((first + j) as u32, lag));
+                        }
+                        es[first + j - base].write(Edge { src, lag: l });
+                        eks[first + j - base].write(kind);
+                    };
+                    let mut reach = t;
+                    let mut made = buf.len();
+                    if u == 0 {
+                        made = 0; // the origin: two padding edges, never read (a replay starts at position 1)
+                    } else if buf.is_empty() {
+                        put(0, 0, t, EdgeKind::Anchor);
+                        made = 1;
+                    } else {
+                        reach = i64::MIN;
+                        for (j, e) in buf.iter().enumerate() {
+                            let lag = e.lag.min(t - e.src_time);
+                            reach = reach.max(e.src_time + lag);
+                            let src = 2 * pos[(e.src / 2) as usize] + (e.src & 1);
+                            w.sound &= (src as usize) < 2 * p;
+                            put(j, src, lag, e.kind);
+                        }
+                    }
+                    for j in made..next - first {
+                        put(j, NULL_SLOT, 0, EdgeKind::Anchor); // padding
+                    }
+                    w.edges += made;
+                    let slack = t - reach;
+                    debug_assert!(slack >= 0);
+                    w.slack_ns += slack;
+                    let unit = Unit { first: first as u32, dur: narrow(dur), slack: narrow(slack) };
+                    if unit.dur == WIDE {
+                        w.dur.push((p as u32, dur));
+                    }
+                    if unit.slack == WIDE {
+                        w.slack.push((p as u32, slack));
+                    }
+                    us[i].write(unit);
+                }
+                w
+            })
+            .collect();
+        // SAFETY: each chunk wrote every one of its units (`grouped` is a permutation of them) and
+        // every one of its edges (each unit its counted edges, asserted; the counts sum to the chunk's).
+        unsafe {
+            units_out.set_len(n_units);
+            edges_out.set_len(n_edges);
+            kinds_out.set_len(n_edges);
+        }
+        // What makes the replay loop's unchecked reads sound: every unit has two edges or more, and
+        // every edge reads an earlier unit's slot.
+        assert!(laid.iter().all(|w| w.sound), "graph not in topological order");
+        units_out.push(Unit { first: n_edges as u32, dur: 0, slack: 0 });
+        let mut out = Layout {
+            units: units_out,
+            edges: edges_out,
+            edge_kind: kinds_out,
+            wide_lag: Vec::new(),
+            wide_dur: Vec::new(),
+            wide_slack: Vec::new(),
+            slack_ns: 0,
+            made: 0,
+        };
+        for mut w in laid {
+            // A chunk's wide values come by rank and kind: in position (or edge) order again.
+            w.lag.sort_unstable();
+            w.dur.sort_unstable();
+            w.slack.sort_unstable();
+            out.wide_lag.extend(w.lag);
+            out.wide_dur.extend(w.dur);
+            out.wide_slack.extend(w.slack);
+            out.slack_ns += w.slack_ns;
+            out.made += w.edges;
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::whatif::input::{Calls, Column, EventRecords, JobData, Members, Ops, SyncRecords};
+    use crate::whatif::synth::{self, Spec};
+
+    /// Everything a graph holds, as plain values.
+    fn held(g: &Graph) -> String {
+        let units: Vec<(u32, i32, i32)> = g.units.iter().map(|u| (u.first, u.dur, u.slack)).collect();
+        let edges: Vec<(u32, i32, EdgeKind)> = g.edges.iter().zip(&g.edge_kind).map(|(e, &k)| (e.src, e.lag, k)).collect();
+        format!(
+            "{units:?} {edges:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
+            g.wide_lag, g.wide_dur, g.wide_slack, g.unit, g.starts, g.op_start, g.call_start, g.transfer, g.blocking_call,
+            g.blocking_end, g.member_op, g.member_end, g.member_x_edge, g.inst_off, g.inst_member, g.op_members, g.seg_id,
+            g.seg_call, g.step_off, g.step_slot, g.rank_off, g.rank_slot, g.n_ranks, g.n_steps, g.fidelity
+        )
+    }
+
+    /// The job with its rows rank by rank (each table's rows of a rank in their order), as the
+    /// what-if passes a job: member op rows renumbered.
+    fn rank_major(j: &JobData, n_ranks: i64) -> JobData {
+        let mut out = JobData::default();
+        let mut op_row = vec![0usize; j.op_rank.len()];
+        let opt = |v: &Vec<i64>, i: usize, d: i64| if v.is_empty() { d } else { v[i] };
+        for r in 0..n_ranks {
+            for i in (0..j.call_rank.len()).filter(|&i| j.call_rank[i] == r) {
+                out.call(r, j.call_thread[i], j.call_start[i], j.call_end[i], j.call_correlation[i], opt(&j.call_blocking, i, 0) == 1, opt(&j.call_segment, i, -1));
+            }
+            for i in (0..j.op_rank.len()).filter(|&i| j.op_rank[i] == r) {
+                op_row[i] = out.op(r, j.op_stream[i], j.op_start[i], j.op_end[i], j.op_correlation[i], opt(&j.op_step, i, -1));
+            }
+            for i in (0..j.sync_rank.len()).filter(|&i| j.sync_rank[i] == r) {
+                out.sync_rank.push(r);
+                out.sync_kind.push(j.sync_kind[i]);
+                out.sync_stream.push(j.sync_stream[i]);
+                out.sync_event.push(j.sync_event[i]);
+                out.sync_correlation.push(j.sync_correlation[i]);
+                out.sync_record_correlation.push(opt(&j.sync_record_correlation, i, -1));
+                out.sync_inferred.push(opt(&j.sync_inferred, i, 0));
+            }
+            for i in (0..j.event_rank.len()).filter(|&i| j.event_rank[i] == r) {
+                out.event(r, j.event_stream[i], j.event_event[i], j.event_correlation[i]);
+            }
+        }
+        for (&inst, &op) in j.member_instance.iter().zip(&j.member_op) {
+            out.member(inst, op_row[op as usize]);
+        }
+        out
+    }
+
+    /// One rank's rows of a rank-major job's columns, narrowed the way traces store them.
+    struct Narrow {
+        thread: Vec<i32>,
+        correlation: Vec<i32>,
+        blocking: Vec<bool>,
+        segment: Vec<i32>,
+        stream: Vec<i16>,
+        op_correlation: Vec<u32>,
+        step: Vec<i32>,
+        /// Times in an unsigned width: the build reads them gathered.
+        op_start: Vec<u64>,
+    }
+
+    #[test]
+    fn the_graph_is_the_same_whatever_shape_its_input_comes_in() {
+        let spec = Spec { ranks: 4, steps: 3, threads: 2, jitter: true, record: true, ..Spec::default() };
+        let n = spec.ranks as i64;
+        let opts = Options::default();
+        for record in [true, false] {
+            let s = synth::generate(&Spec { record, ..spec.clone() });
+            let j = rank_major(&s.job, n);
+            let one_part = held(&Graph::build(&j.view(), &opts).unwrap());
+            // Rows in any order: the simulator's own, ranks interleaved (rows renumbered, so only
+            // the sizes and fidelity compare).
+            let interleaved = Graph::build(&s.job.view(), &opts).unwrap();
+            assert_eq!(interleaved.fidelity, Graph::build(&j.view(), &opts).unwrap().fidelity);
+
+            // A part per rank, its rank one value, ids and flags in narrow widths; rank 1's op
+            // starts unsigned.
+            let v = j.view();
+            let (calls, ops) = (&v.calls[0], &v.ops[0]);
+            let rows = |ranks: &[i64], r: i64| {
+                let a = ranks.partition_point(|&x| x < r);
+                a..ranks.partition_point(|&x| x <= r)
+            };
+            let narrow: Vec<Narrow> = (0..n)
+                .map(|r| {
+                    let (c, o) = (rows(&j.call_rank, r), rows(&j.op_rank, r));
+                    Narrow {
+                        thread: j.call_thread[c.clone()].iter().map(|&x| x as i32).collect(),
+                        correlation: j.call_correlation[c.clone()].iter().map(|&x| x as i32).collect(),
+                        blocking: j.call_blocking[c.clone()].iter().map(|&x| x == 1).collect(),
+                        segment: j.call_segment[c].iter().map(|&x| x as i32).collect(),
+                        stream: j.op_stream[o.clone()].iter().map(|&x| x as i16).collect(),
+                        op_correlation: j.op_correlation[o.clone()].iter().map(|&x| x as u32).collect(),
+                        step: j.op_step[o.clone()].iter().map(|&x| x as i32).collect(),
+                        op_start: j.op_start[o].iter().map(|&x| x as u64).collect(),
+                    }
+                })
+                .collect();
+            let mut parts = Job { members: v.members.clone(), ..Job::default() };
+            for (r, x) in (0..n).zip(&narrow) {
+                let (c, o) = (rows(&j.call_rank, r), rows(&j.op_rank, r));
+                parts.calls.push(Calls {
+                    rank: Column::All(r),
+                    thread: Column::I32(&x.thread),
+                    start: calls.start.slice(c.clone()),
+                    end: calls.end.slice(c),
+                    correlation: Column::I32(&x.correlation),
+                    blocking: Column::Bool(&x.blocking),
+                    segment: Column::I32(&x.segment),
+                });
+                parts.ops.push(Ops {
+                    rank: Column::All(r),
+                    stream: Column::I16(&x.stream),
+                    start: if r == 1 { Column::U64(&x.op_start) } else { ops.start.slice(o.clone()) },
+                    end: ops.end.slice(o),
+                    correlation: Column::U32(&x.op_correlation),
+                    step: Column::I32(&x.step),
+                });
+                let (sy, ev) = (rows(&j.sync_rank, r), rows(&j.event_rank, r));
+                let s = &v.syncs[0];
+                parts.syncs.push(SyncRecords {
+                    rank: Column::All(r),
+                    kind: s.kind.slice(sy.clone()),
+                    stream: s.stream.slice(sy.clone()),
+                    event: s.event.slice(sy.clone()),
+                    correlation: s.correlation.slice(sy.clone()),
+                    record_correlation: s.record_correlation.slice(sy.clone()),
+                    inferred: s.inferred.slice(sy),
+                });
+                let e = &v.events[0];
+                parts.events.push(EventRecords {
+                    rank: Column::All(r),
+                    stream: e.stream.slice(ev.clone()),
+                    event: e.event.slice(ev.clone()),
+                    correlation: e.correlation.slice(ev),
+                });
+            }
+            assert_eq!(held(&Graph::build(&parts, &opts).unwrap()), one_part, "record {record}: a part per rank");
+
+            // Each rank's calls split in two parts, and the members in two: gathered.
+            let mut split = parts.clone();
+            fn cut<'a>(c: &Calls<'a>, rows: std::ops::Range<usize>) -> Calls<'a> {
+                Calls {
+                    rank: c.rank,
+                    thread: c.thread.slice(rows.clone()),
+                    start: c.start.slice(rows.clone()),
+                    end: c.end.slice(rows.clone()),
+                    correlation: c.correlation.slice(rows.clone()),
+                    blocking: c.blocking.slice(rows.clone()),
+                    segment: c.segment.slice(rows),
+                }
+            }
+            split.calls = parts.calls.iter().flat_map(|c| {
+                let n = c.start.len().unwrap();
+                [cut(c, 0..n / 2), cut(c, n / 2..n)]
+            }).collect();
+            let m = &v.members[0];
+            let half = m.op.len().unwrap() / 2;
+            let all = m.op.len().unwrap();
+            split.members = vec![
+                Members { instance: m.instance.slice(0..half), op: m.op.slice(0..half) },
+                Members { instance: m.instance.slice(half..all), op: m.op.slice(half..all) },
+            ];
+            assert_eq!(held(&Graph::build(&split, &opts).unwrap()), one_part, "record {record}: ranks over several parts");
+        }
+    }
+}
