@@ -431,7 +431,7 @@ impl Graph {
         let mut wide: Vec<(u32, u32)> = wide.into_iter().map(|(u, n)| (pos[u as usize], n)).collect();
         wide.sort_unstable();
         let laid = Graph::lay_out(&units, &order, &pos, &wide);
-        drop(wide);
+        drop((wide, order)); // before the tables made next: each unit's kind is also in the slot tables
         let to_slot = |r: u32| 2 * pos[(r / 2) as usize] + (r & 1);
         let slot = |u: usize| 2 * pos[u];
 
@@ -538,14 +538,12 @@ impl Graph {
         // Fidelity. An op start's slack counts unless it is anchored (it has no dependency). Most
         // are 0 (explained exactly): counted, not kept.
         let (mut exact, mut errors) = (0usize, Vec::new());
-        for (p, &u) in order.iter().enumerate() {
-            if (u_op..u_cend).contains(&(u as usize)) {
-                let e = g.units[p].first as usize;
-                if !(g.edge_kind[e] == EdgeKind::Anchor && g.edges[e].src == 0) {
-                    match g.slack(p) {
-                        0 => exact += 1,
-                        s => errors.push(s),
-                    }
+        for p in g.op_start.iter().map(|&s| (s / 2) as usize) {
+            let e = g.units[p].first as usize;
+            if !(g.edge_kind[e] == EdgeKind::Anchor && g.edges[e].src == 0) {
+                match g.slack(p) {
+                    0 => exact += 1,
+                    s => errors.push(s),
                 }
             }
         }
