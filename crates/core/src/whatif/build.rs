@@ -5,7 +5,7 @@
 
 use super::by_rank::{Rows, Split};
 use super::fidelity::Fidelity;
-use super::graph::{narrow, Edge, EdgeKind, Graph, Unit, NONE, NULL_SLOT, WIDE};
+use super::graph::{narrow, Edge, EdgeKind, Graph, Segments, Unit, NONE, NULL_SLOT, WIDE};
 use super::input::Job;
 use super::rank::{percentiles, End, RankEdges, RankView, END, SEGMENT, START};
 use super::topo;
@@ -431,7 +431,7 @@ impl Graph {
         let mut wide: Vec<(u32, u32)> = wide.into_iter().map(|(u, n)| (pos[u as usize], n)).collect();
         wide.sort_unstable();
         let laid = Graph::lay_out(&units, &order, &pos, &wide);
-        drop(wide);
+        drop((wide, order)); // before the tables made next: each unit's kind is also in the slot tables
         let to_slot = |r: u32| 2 * pos[(r / 2) as usize] + (r & 1);
         let slot = |u: usize| 2 * pos[u];
 
@@ -442,7 +442,7 @@ impl Graph {
             wide_lag: laid.wide_lag,
             wide_dur: laid.wide_dur,
             wide_slack: laid.wide_slack,
-            unit: Vec::new(),
+            unit: OnceLock::new(),
             starts: [u_call, u_op, u_cend, u_t, u_mend].map(|s| s as u32),
             op_start: (0..no).map(|i| slot(u_op + i)).collect(),
             call_start: (0..nc).map(|i| slot(u_call + i)).collect(),
@@ -455,8 +455,7 @@ impl Graph {
             inst_off: Vec::new(),
             inst_member: Vec::new(),
             op_members: Vec::new(),
-            seg_id: Vec::new(),
-            seg_call: Vec::new(),
+            segments: Segments::CallRows(Vec::new()),
             step_off: Vec::new(),
             step_slot: Vec::new(),
             rank_off: Vec::new(),
@@ -505,37 +504,46 @@ impl Graph {
         drop(units);
         drop(ranks);
 
-        // The calls whose gap has a segment, by segment (a segment's calls in their order).
-        (g.seg_id, g.seg_call) = (Vec::with_capacity(nc), Vec::with_capacity(nc));
+        // The calls whose gap has a segment: a bit per call where each names its own row, else a
+        // table by segment (a segment's calls in their order).
+        let mut own_rows = true;
         calls.each_run(|r, ks| {
             let (segment, rows) = (views[r].calls.column(SEGMENT), &views[r].calls.rows);
-            for k in ks {
-                let id = segment.get(k);
-                if id >= 0 {
-                    g.seg_id.push(id);
-                    g.seg_call.push(rows.global(k) as u32);
-                }
-            }
+            own_rows &= ks.into_iter().all(|k| matches!(segment.get(k), id if id < 0 || id == rows.global(k) as i64));
         });
-        if !g.seg_id.is_sorted() {
-            let mut by: Vec<u32> = (0..g.seg_id.len() as u32).collect();
-            by.sort_by_key(|&i| g.seg_id[i as usize]); // stable: a segment's calls stay in order
-            (g.seg_id, g.seg_call) = (by.iter().map(|&i| g.seg_id[i as usize]).collect(), by.iter().map(|&i| g.seg_call[i as usize]).collect());
-        }
-        g.seg_id.shrink_to_fit();
-        g.seg_call.shrink_to_fit();
+        g.segments = if own_rows {
+            let mut bits = vec![0u64; nc.div_ceil(64)];
+            calls.each_run(|r, ks| {
+                let (segment, rows) = (views[r].calls.column(SEGMENT), &views[r].calls.rows);
+                for k in ks.filter(|&k| segment.get(k) >= 0) {
+                    let row = rows.global(k);
+                    bits[row / 64] |= 1 << (row % 64);
+                }
+            });
+            Segments::CallRows(bits)
+        } else {
+            let (mut id, mut call) = (Vec::new(), Vec::new());
+            calls.each_run(|r, ks| {
+                let (segment, rows) = (views[r].calls.column(SEGMENT), &views[r].calls.rows);
+                for k in ks.filter(|&k| segment.get(k) >= 0) {
+                    id.push(segment.get(k));
+                    call.push(rows.global(k) as u32);
+                }
+            });
+            let mut by: Vec<u32> = (0..id.len() as u32).collect();
+            by.sort_by_key(|&i| id[i as usize]); // stable: a segment's calls stay in order
+            Segments::Table { id: by.iter().map(|&i| id[i as usize]).collect(), call: by.iter().map(|&i| call[i as usize]).collect() }
+        };
 
         // Fidelity. An op start's slack counts unless it is anchored (it has no dependency). Most
         // are 0 (explained exactly): counted, not kept.
         let (mut exact, mut errors) = (0usize, Vec::new());
-        for (p, &u) in order.iter().enumerate() {
-            if (u_op..u_cend).contains(&(u as usize)) {
-                let e = g.units[p].first as usize;
-                if !(g.edge_kind[e] == EdgeKind::Anchor && g.edges[e].src == 0) {
-                    match g.slack(p) {
-                        0 => exact += 1,
-                        s => errors.push(s),
-                    }
+        for p in g.op_start.iter().map(|&s| (s / 2) as usize) {
+            let e = g.units[p].first as usize;
+            if !(g.edge_kind[e] == EdgeKind::Anchor && g.edges[e].src == 0) {
+                match g.slack(p) {
+                    0 => exact += 1,
+                    s => errors.push(s),
                 }
             }
         }
@@ -552,7 +560,6 @@ impl Graph {
         fid.nodes = 2 * n_units;
         fid.edges = laid.made;
         g.fidelity = fid;
-        g.unit = order;
         Ok(g)
     }
 
@@ -730,10 +737,10 @@ mod tests {
         let units: Vec<(u32, i32, i32)> = g.units.iter().map(|u| (u.first, u.dur, u.slack)).collect();
         let edges: Vec<(u32, i32, EdgeKind)> = g.edges.iter().zip(&g.edge_kind).map(|(e, &k)| (e.src, e.lag, k)).collect();
         format!(
-            "{units:?} {edges:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
-            g.wide_lag, g.wide_dur, g.wide_slack, g.unit, g.starts, g.op_start, g.call_start, g.transfer, g.blocking_call,
-            g.blocking_end, g.member_op, g.member_end, g.member_x_edge, g.inst_off, g.inst_member, g.op_members, g.seg_id,
-            g.seg_call, g.step_off, g.step_slot, g.rank_off, g.rank_slot, g.n_ranks, g.n_steps, g.fidelity
+            "{units:?} {edges:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
+            g.wide_lag, g.wide_dur, g.wide_slack, g.unit_order(), g.starts, g.op_start, g.call_start, g.transfer, g.blocking_call,
+            g.blocking_end, g.member_op, g.member_end, g.member_x_edge, g.inst_off, g.inst_member, g.op_members, g.segments,
+            g.step_off, g.step_slot, g.rank_off, g.rank_slot, g.n_ranks, g.n_steps, g.fidelity
         )
     }
 

@@ -207,6 +207,45 @@ fn wide(table: &[(u32, i64)], key: usize) -> i64 {
     table[k].1
 }
 
+/// The calls whose gap has a segment: a segment's gaps are the host-gap edges of its calls, in
+/// their order.
+#[derive(Debug)]
+pub(crate) enum Segments {
+    /// Every segment is the row of its one call (a gap named by its call, as the pipeline names
+    /// them): a bit per call row, set where the call's gap has a segment. A table would take 12
+    /// bytes per call.
+    CallRows(Vec<u64>),
+    /// Any other naming: (segment id, call row), by segment id (a segment's calls in their order).
+    Table { id: Vec<i64>, call: Vec<u32> },
+}
+
+impl Segments {
+    /// The calls of `segment`, in their order.
+    pub(crate) fn calls(&self, segment: i64) -> Vec<u32> {
+        match self {
+            Segments::CallRows(bits) => {
+                let has = usize::try_from(segment).ok().is_some_and(|s| bits.get(s / 64).is_some_and(|w| w >> (s % 64) & 1 == 1));
+                if has {
+                    vec![segment as u32]
+                } else {
+                    Vec::new()
+                }
+            }
+            Segments::Table { id, call } => {
+                let (a, b) = (id.partition_point(|&s| s < segment), id.partition_point(|&s| s <= segment));
+                call[a..b].to_vec()
+            }
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        match self {
+            Segments::CallRows(bits) => bits.capacity() * 8,
+            Segments::Table { id, call } => id.capacity() * 8 + call.capacity() * 4,
+        }
+    }
+}
+
 /// The job's dependency graph, read-only once built; replays share it across threads.
 pub struct Graph {
     // Units in topological order (plus a sentinel), edges by unit (see the module docs). Every unit
@@ -220,7 +259,8 @@ pub struct Graph {
     pub(crate) wide_dur: Vec<(u32, i64)>,
     pub(crate) wide_slack: Vec<(u32, i64)>,
     /// Per position: the unit's index in creation order (see `starts`), which tells its kind and row.
-    pub(crate) unit: Vec<u32>,
+    /// Only describing a node needs it (not a replay): made from the slot tables on first use.
+    pub(crate) unit: OnceLock<Vec<u32>>,
     /// Where calls, ops, blocking call ends, transfers and member ends start in creation order (the
     /// origin is unit 0).
     pub(crate) starts: [u32; 5],
@@ -240,10 +280,8 @@ pub struct Graph {
     pub(crate) inst_off: Vec<u32>,
     pub(crate) inst_member: Vec<u32>,
     pub(crate) op_members: Vec<(u32, u32)>,
-    /// The calls whose gap has a segment, by (segment id, call row): a segment's gaps are the
-    /// host-gap edges of its calls, in their order.
-    pub(crate) seg_id: Vec<i64>,
-    pub(crate) seg_call: Vec<u32>,
+    /// The calls whose gap has a segment, by segment.
+    pub(crate) segments: Segments,
     /// End slots that can be a step's (per step and rank, CSR) or a rank's last (per rank, CSR).
     pub(crate) step_off: Vec<u32>,
     pub(crate) step_slot: Vec<u32>,
@@ -366,7 +404,7 @@ impl Graph {
 
     /// The unit at position p: its kind (`U_*`) and row (call row, op row, instance or member row).
     pub(crate) fn kind_row(&self, p: usize) -> (u8, u32) {
-        let u = self.unit[p];
+        let u = self.unit_order()[p];
         let [call, op, cend, transfer, mend] = self.starts;
         match u {
             0 => (U_ORIGIN, 0),
@@ -376,6 +414,26 @@ impl Graph {
             u if u < mend => (U_TRANSFER, u - transfer),
             u => (U_MEMBER_END, u - mend),
         }
+    }
+
+    /// Per position, the unit's index in creation order: the inverse of the slot tables.
+    pub(crate) fn unit_order(&self) -> &[u32] {
+        self.unit.get_or_init(|| {
+            let mut unit = vec![0u32; self.n_units()];
+            let [call, op, cend, transfer, mend] = self.starts;
+            for (first, slots) in [
+                (call, &self.call_start),
+                (op, &self.op_start),
+                (cend, &self.blocking_end),
+                (transfer, &self.transfer),
+                (mend, &self.member_end),
+            ] {
+                for (i, &s) in slots.iter().enumerate() {
+                    unit[(s / 2) as usize] = first + i as u32;
+                }
+            }
+            unit
+        })
     }
 
     /// What node `node` stands for, or None when out of range. The unused second slot of a unit
@@ -421,7 +479,7 @@ impl Graph {
             + b(&self.wide_lag)
             + b(&self.wide_dur)
             + b(&self.wide_slack)
-            + b(&self.unit)
+            + self.unit.get().map_or(0, b)
             + b(&self.op_start)
             + b(&self.call_start)
             + b(&self.transfer)
@@ -433,8 +491,7 @@ impl Graph {
             + b(&self.inst_off)
             + b(&self.inst_member)
             + b(&self.op_members)
-            + b(&self.seg_id)
-            + b(&self.seg_call)
+            + self.segments.heap_bytes()
             + b(&self.step_off)
             + b(&self.step_slot)
             + b(&self.rank_off)

@@ -187,8 +187,7 @@ impl Graph {
         }
         for &(segment, total) in &change.gaps {
             let total = checked("segment", segment as usize, total)?;
-            let (a, b) = (self.seg_id.partition_point(|&s| s < segment), self.seg_id.partition_point(|&s| s <= segment));
-            let gaps: Vec<u32> = self.seg_call[a..b].iter().filter_map(|&call| self.gap_edge(call as usize)).collect();
+            let gaps: Vec<u32> = self.segments.calls(segment).into_iter().filter_map(|call| self.gap_edge(call as usize)).collect();
             if gaps.is_empty() {
                 return Err(input_error(format!("change: segment {segment} names no host gap")));
             }
