@@ -45,6 +45,9 @@ def attribute(job: Job, step_pattern: str | None = None) -> Attribution:
     # built while the contention fit (Python) runs on the other core.
     graph = whatif.graph.build_graph(job, tolerance, step_pattern)
     ct = contention.attribute(job)
+    ranks, same_stream = explain_ranks(job)
+    if graph is not None:
+        graph.graph  # the build's transient gone before the pickers add theirs
     memory.release()  # the fit's temporaries, before the candidates
     w = whatif.analyze(job, graph, ct.kind, tolerance, step_pattern, ct)
     del graph  # the replays are done: the graph and its replays' buffers (330 MB at 1.9M) go before the rest
@@ -52,6 +55,5 @@ def attribute(job: Job, step_pattern: str | None = None) -> Attribution:
         ct.compute_slowdown[j].update(wait_saved_ns=wait_saved, step_time_saved_ns=step_saved)
     b = blocking.attribute(job, w, tolerance)
     warnings = ct.warnings + (w.warnings if w else [])
-    ranks, same_stream = explain_ranks(job)
     said = findings(job, b, ct, ranks) + ([same_stream] if same_stream else [])
     return Attribution(blocking=b, contention=ct, steps=per_step(job, b), findings=said, warnings=warnings, ranks=ranks)
