@@ -1034,8 +1034,8 @@ fn quantiles_of_other_ranks<'py>(
 /// One rank's runs as `run_references` takes them: (program, step, name, start, end, keep).
 type RankRuns<'py> = (
     i64,
-    PyReadonlyArray1<'py, i64>,
-    PyReadonlyArray1<'py, i64>,
+    IdArray<'py>,
+    IdArray<'py>,
     PyReadonlyArray1<'py, i64>,
     PyReadonlyArray1<'py, i64>,
     PyReadonlyArray1<'py, bool>,
@@ -1054,8 +1054,8 @@ fn run_references<'py>(
         .map(|(program, step, name, start, end, keep)| {
             Ok(grouping::RankRuns {
                 program: *program,
-                step: step.as_slice()?,
-                name: name.as_slice()?,
+                step: step.ids()?,
+                name: name.ids()?,
                 start: start.as_slice()?,
                 end: end.as_slice()?,
                 keep: keep.as_slice()?,
