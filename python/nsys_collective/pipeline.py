@@ -89,9 +89,11 @@ def map_inputs(inputs: Inputs, threads: int | None = None, on_read: Callable[[in
     traced = []
     for at in range(0, len(inputs.readable), chunk):
         traced += _map_chunk(inputs, at, at + chunk, threads)  # the chunk's exports are released on return
-        memory.release()
         if on_read:
             on_read(len(inputs.readable[at:at + chunk]))
+    # Once, after the last chunk: the next chunk's exports reuse the pages the last one freed
+    # (handed back between chunks, each read faulted them in anew: a quarter of the map's faults).
+    memory.release()
     return traced
 
 

@@ -92,10 +92,9 @@ def _drawn_job(seed: int):
             busy |= (start < e) & (end > s)
         end = np.where(busy & ~is_nccl & (name % 2 == 0), end + duration // 3, end)  # NCCL slows the even names
         works[r] = GpuWork(start=start, end=end, name=name, short_name=np.where(name >= 0, name + 100, -1),
-                           launch=np.full(n, -1), launch_tid=np.zeros(n, np.int64), is_nccl=is_nccl,
-                           is_kernel=is_kernel, ctas=np.ones(n, np.int64), stream=is_nccl.astype(np.int64))
+                           is_nccl=is_nccl, is_kernel=is_kernel, ctas=np.ones(n, np.int64), stream=is_nccl.astype(np.int64))
     if seed % 4 == 3:
-        works[len(works)] = GpuWork(*([np.zeros(0, np.int64)] * 6), is_nccl=np.zeros(0, bool),
+        works[len(works)] = GpuWork(*([np.zeros(0, np.int64)] * 4), is_nccl=np.zeros(0, bool),
                                     is_kernel=np.zeros(0, bool), ctas=np.zeros(0, np.int64), stream=np.zeros(0, np.int64))
     return SimpleNamespace(timeline=_Timeline(works), ops={r: None for r in works})
 

@@ -251,14 +251,18 @@ def ref_run_references(ranks):
 def test_run_references_equal_the_job_wide_grouping(seed):
     """Each rank's runs grouped across ranks equal the job-wide columns grouped at once: ties,
     groups of one run, ranks without runs, rows that are no runs, two programs, steps outside the
-    steps (-1), names too wide for a table of slots."""
+    steps (-1), names too wide for a table of slots; steps and names int32 (as the trace and the
+    graph hold them) where they fit, on odd seeds."""
     rng = np.random.default_rng(seed)
     ranks = []
     for _ in range(int(rng.integers(0, 6))):
         n = int(rng.integers(0, [4, 40, 400][seed % 3]))
         span = [2, 9, 2**40][seed % 4 % 3]
         start = rng.integers(0, 10**6, n)
-        ranks.append((int(rng.integers(0, 2)), rng.integers(-1, 4, n), rng.integers(0, span, n) * [1, 1, 7919][seed % 3],
+        step, name = rng.integers(-1, 4, n), rng.integers(0, span, n) * [1, 1, 7919][seed % 3]
+        if seed % 2 and name.max(initial=0) < 2**31:
+            step, name = step.astype(np.int32), name.astype(np.int32)
+        ranks.append((int(rng.integers(0, 2)), step, name,
                       start, start + rng.integers(0, 5, n) * 100 + rng.integers(0, 2, n), rng.random(n) < 0.9))
     for got, expect in zip(grouping.run_references(ranks), ref_run_references(ranks), strict=True):
         for mine, theirs in zip(got, expect, strict=True):

@@ -7,6 +7,7 @@
 //! distinct keys are sorted, and the values within each group (a group is one thing run once per
 //! rank, a handful of rows). No sort of all rows: that was the cost of the numpy version.
 
+use crate::stream_waits::Ids;
 use rustc_hash::FxHashMap;
 
 /// Why rows could not be grouped: the caller's columns do not fit together.
@@ -450,11 +451,12 @@ pub fn median_of_other_ranks(value: &[i64], rank: &[i64], keys: &[&[i64]]) -> Re
 }
 
 /// One rank's runs of things (its GPU ops, say) for `run_references`: the program it runs and, per
-/// row, the run's step, name, start and end, in the rank's order; only rows `keep`s are runs.
+/// row, the run's step, name, start and end, in the rank's order; only rows `keep`s are runs. Steps
+/// and names are read in the width the rank holds them (int32 ids), not copied wider.
 pub struct RankRuns<'a> {
     pub program: i64,
-    pub step: &'a [i64],
-    pub name: &'a [i64],
+    pub step: Ids<'a>,
+    pub name: Ids<'a>,
     pub start: &'a [i64],
     pub end: &'a [i64],
     pub keep: &'a [bool],
@@ -486,7 +488,7 @@ impl Slots {
         let (mut low, mut high, mut runs) = ([i64::MAX; 3], [i64::MIN; 3], 0usize);
         for r in ranks {
             for row in (0..r.step.len()).filter(|&row| r.keep[row]) {
-                for (k, v) in [r.program, r.step[row], r.name[row]].into_iter().enumerate() {
+                for (k, v) in [r.program, r.step.at(row), r.name.at(row)].into_iter().enumerate() {
                     low[k] = low[k].min(v);
                     high[k] = high[k].max(v);
                 }
@@ -525,9 +527,9 @@ impl Slots {
 /// group's with one copy of the run's own value left out.
 pub fn run_references(ranks: &[RankRuns]) -> Result<Vec<RunReferences>, GroupingError> {
     for r in ranks {
-        rows_of(&[r.step], &[r.name, r.start, r.end])?;
-        if r.keep.len() != r.step.len() {
-            return Err(GroupingError::Length(r.step.len(), r.keep.len()));
+        let n = r.step.len();
+        if let Some(other) = [r.name.len(), r.start.len(), r.end.len(), r.keep.len()].into_iter().find(|&m| m != n) {
+            return Err(GroupingError::Length(n, other));
         }
     }
     // Each (program, step, name) a slot; its runs' groups by occurrence, numbered as they first
@@ -542,7 +544,7 @@ pub fn run_references(ranks: &[RankRuns]) -> Result<Vec<RunReferences>, Grouping
         let mut occurrence = vec![-1i64; r.step.len()];
         let mut groups = Vec::with_capacity(r.keep.iter().filter(|&&k| k).count());
         for row in (0..r.step.len()).filter(|&row| r.keep[row]) {
-            let slot = slots.number(r.program, r.step[row], r.name[row], seen.len());
+            let slot = slots.number(r.program, r.step.at(row), r.name.at(row), seen.len());
             if slot == seen.len() {
                 groups_of_slot.push(Vec::new());
                 seen.push(0);
@@ -739,16 +741,22 @@ mod tests {
                 .collect();
             let keep: Vec<Vec<bool>> = cols.iter().map(|c| c[0].iter().map(|_| rng.u8(0..5) > 0).collect()).collect();
             let program: Vec<i64> = (0..n_ranks).map(|_| rng.i64(0..2)).collect();
+            // Steps and names as int32 where they fit (as the trace holds names), on half the cases.
+            let narrow: Vec<[Vec<i32>; 2]> = cols.iter().map(|c| [0, 1].map(|j| c[j].iter().map(|&v| v as i32).collect())).collect();
+            let ids = |k: usize, j: usize| -> Ids {
+                if case % 4 != 3 && case % 8 >= 4 { Ids::I32(&narrow[k][j]) } else { Ids::I64(&cols[k][j]) }
+            };
             let ranks: Vec<RankRuns> = (0..n_ranks)
-                .map(|k| RankRuns { program: program[k], step: &cols[k][0], name: &cols[k][1], start: &cols[k][0], end: &cols[k][2], keep: &keep[k] })
+                .map(|k| RankRuns { program: program[k], step: ids(k, 0), name: ids(k, 1), start: &cols[k][0], end: &cols[k][2], keep: &keep[k] })
                 .collect();
             let got = run_references(&ranks).unwrap();
             // Every run of the job, as (rank, program, step, name, occurrence, value).
             let mut runs = Vec::new();
             for (k, r) in ranks.iter().enumerate() {
+                let (step, name) = (&cols[k][0], &cols[k][1]);
                 for row in (0..r.step.len()).filter(|&row| r.keep[row]) {
-                    let occ = (0..row).filter(|&b| r.keep[b] && r.step[b] == r.step[row] && r.name[b] == r.name[row]).count();
-                    runs.push((k, row, [r.program, r.step[row], r.name[row], occ as i64], r.end[row] - r.start[row]));
+                    let occ = (0..row).filter(|&b| r.keep[b] && step[b] == step[row] && name[b] == name[row]).count();
+                    runs.push((k, row, [r.program, step[row], name[row], occ as i64], r.end[row] - r.start[row]));
                 }
             }
             for (k, r) in ranks.iter().enumerate() {
@@ -771,7 +779,7 @@ mod tests {
                 assert!(same_f64(&[got[k].of_other_ranks[row]], &[naive_median(theirs)]), "case {case}");
             }
         }
-        let short = RankRuns { program: 0, step: &[1, 2], name: &[1, 2], start: &[1, 2], end: &[1, 2], keep: &[true] };
+        let short = RankRuns { program: 0, step: Ids::I32(&[1, 2]), name: Ids::I64(&[1, 2]), start: &[1, 2], end: &[1, 2], keep: &[true] };
         assert_eq!(run_references(&[short]), Err(GroupingError::Length(2, 1)));
     }
 

@@ -7,7 +7,8 @@
 //! masked, sorted, searched, narrowed and remapped whole columns several times per rank
 //! (tests/unit/test_rank_trace.py keeps it).
 
-use rustc_hash::FxHashSet;
+use crate::stream_waits::Ids;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 /// Why the columns given cannot be traced: the caller's bug.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
@@ -18,6 +19,8 @@ pub enum TraceError {
     StringId(i64, usize),
     #[error("{0} strings: more than int32 ids can name")]
     TooManyStrings(usize),
+    #[error("the calls have {0} threads, {1} thread origins given")]
+    ThreadOrigins(usize, usize),
 }
 
 fn same_length(columns: &[usize]) -> Result<(), TraceError> {
@@ -42,6 +45,13 @@ impl Ints {
             Ints::I32((0..n).map(|i| value(i) as i32).collect())
         } else {
             Ints::I64((0..n).map(value).collect())
+        }
+    }
+
+    fn ids(&self) -> Ids<'_> {
+        match self {
+            Ints::I32(v) => Ids::I32(v),
+            Ints::I64(v) => Ids::I64(v),
         }
     }
 }
@@ -351,9 +361,10 @@ pub struct HostCalls {
     pub tid: Ints,
     pub correlation: Ints,
     pub name: Vec<i32>,
-    /// Where the host work before each call began: the previous call's end on its thread; for a
-    /// thread's first call, the start of the outermost range around it (else its own start).
-    pub gap_start: Vec<i64>,
+    /// Where the host work before each thread's first call began (threads in the order their first
+    /// calls come): the start of the outermost range around it, else the call's own start. With
+    /// the calls' ends it gives every call's (`gap_starts`), which is not held.
+    pub thread_origin: Vec<i64>,
     /// The innermost range (index into `Ranges`) on the call's thread that covers the middle of the
     /// gap before the call; -1 where none does.
     pub gap_range: Ints,
@@ -374,6 +385,38 @@ fn runs_by(n: usize, key: impl Fn(usize) -> i64) -> (Vec<u32>, Vec<(i64, std::op
     (order, runs)
 }
 
+/// Where the host work before each call (in start order) began: the previous call's end on its
+/// thread; for a thread's first call, its `thread_origin` (threads in the order their first calls
+/// come). One pass: a thread's latest call is looked up only where the thread changes.
+pub fn gap_starts(tid: Ids, end: &[i64], thread_origin: &[i64]) -> Result<Vec<i64>, TraceError> {
+    same_length(&[tid.len(), end.len()])?;
+    let mut latest: FxHashMap<i64, usize> = FxHashMap::default(); // of the threads switched away from
+    let mut origins = thread_origin.iter();
+    let mut threads = 0;
+    let mut gap = Vec::with_capacity(end.len());
+    for k in 0..end.len() {
+        let t = tid.at(k);
+        if k > 0 && tid.at(k - 1) == t {
+            gap.push(end[k - 1]);
+            continue;
+        }
+        if k > 0 {
+            latest.insert(tid.at(k - 1), k - 1);
+        }
+        gap.push(match latest.get(&t) {
+            Some(&before) => end[before],
+            None => {
+                threads += 1;
+                *origins.next().ok_or(TraceError::ThreadOrigins(threads, thread_origin.len()))?
+            }
+        });
+    }
+    if threads != thread_origin.len() {
+        return Err(TraceError::ThreadOrigins(threads, thread_origin.len()));
+    }
+    Ok(gap)
+}
+
 /// The calls of process `pid` and the gap before each.
 fn host_calls(runtime: &Runtime, pid: i64, ranges: &Ranges) -> Result<HostCalls, TraceError> {
     runtime.check()?;
@@ -381,29 +424,43 @@ fn host_calls(runtime: &Runtime, pid: i64, ranges: &Ranges) -> Result<HostCalls,
     let mut rows: Vec<u32> = (0..runtime.pid.len()).filter(|&i| runtime.pid[i] == pid).map(|i| i as u32).collect();
     rows.sort_by_key(|&i| runtime.start[i as usize]); // stable; one pass when sorted
     let n = rows.len();
+    let row = |k: usize| rows[k] as usize;
+    let whole_table = n == runtime.start.len() && rows.iter().enumerate().all(|(k, &r)| k == r as usize);
+    let copied = |of: &[i64]| (!whole_table).then(|| (0..n).map(|k| of[row(k)]).collect::<Vec<i64>>());
+    let (start, end) = (copied(runtime.start), copied(runtime.end));
+    let tid = Ints::of(n, |k| runtime.tid[row(k)]);
     let (by_thread, threads) = runs_by(n, |k| runtime.tid[rows[k] as usize]); // positions in `rows`
     let (by_range_thread, range_threads) = runs_by(ranges.tid.len(), |j| ranges.tid[j]);
-    let mut gap_start = vec![0i64; n];
+    let own_ranges = |tid: i64| -> &[u32] {
+        match range_threads.binary_search_by_key(&tid, |(t, _)| *t) {
+            Ok(r) => &by_range_thread[range_threads[r].1.clone()],
+            Err(_) => &[],
+        }
+    };
+    // A thread's work before its first call (a data loader in the first step) counts too.
+    let mut origins: Vec<(u32, i64)> = threads
+        .iter()
+        .map(|(tid, run)| {
+            let first = by_thread[run.start];
+            let first_start = runtime.start[row(first as usize)];
+            let origin = own_ranges(*tid)
+                .iter()
+                .map(|&j| j as usize)
+                .filter(|&j| ranges.start[j] <= first_start && ranges.end[j] >= first_start)
+                .map(|j| ranges.start[j])
+                .min()
+                .unwrap_or(first_start);
+            (first, origin)
+        })
+        .collect();
+    origins.sort_unstable(); // by first call
+    let thread_origin: Vec<i64> = origins.into_iter().map(|(_, origin)| origin).collect();
+    let gap_start = gap_starts(tid.ids(), end.as_deref().unwrap_or(runtime.end), &thread_origin)?;
     let mut gap_range = if i32::try_from(ranges.start.len()).is_ok() { Ints::I32(vec![-1; n]) } else { Ints::I64(vec![-1; n]) };
     for (tid, run) in threads {
         let mine = &by_thread[run];
-        let own: &[u32] = match range_threads.binary_search_by_key(&tid, |(t, _)| *t) {
-            Ok(r) => &by_range_thread[range_threads[r].1.clone()],
-            Err(_) => &[],
-        };
+        let own = own_ranges(tid);
         let call = |k: u32| rows[k as usize] as usize;
-        let first_start = runtime.start[call(mine[0])];
-        // A thread's work before its first call (a data loader in the first step) counts too.
-        gap_start[mine[0] as usize] = own
-            .iter()
-            .map(|&j| j as usize)
-            .filter(|&j| ranges.start[j] <= first_start && ranges.end[j] >= first_start)
-            .map(|j| ranges.start[j])
-            .min()
-            .unwrap_or(first_start);
-        for w in mine.windows(2) {
-            gap_start[w[1] as usize] = runtime.end[call(w[0])];
-        }
         if own.is_empty() {
             continue;
         }
@@ -426,16 +483,13 @@ fn host_calls(runtime: &Runtime, pid: i64, ranges: &Ranges) -> Result<HostCalls,
             }
         }
     }
-    let row = |k: usize| rows[k] as usize;
-    let whole_table = n == runtime.start.len() && rows.iter().enumerate().all(|(k, &r)| k == r as usize);
-    let copied = |of: &[i64]| (!whole_table).then(|| (0..n).map(|k| of[row(k)]).collect());
     Ok(HostCalls {
-        start: copied(runtime.start),
-        end: copied(runtime.end),
-        tid: Ints::of(n, |k| runtime.tid[row(k)]),
+        start,
+        end,
+        tid,
         correlation: Ints::of(n, |k| runtime.correlation[row(k)]),
         name: (0..n).map(|k| string_id(runtime.name[row(k)])).collect(),
-        gap_start,
+        thread_origin,
         gap_range,
     })
 }
@@ -622,10 +676,42 @@ mod tests {
         // One process, the table in start order: the table's own times.
         let one = Runtime { pid: &[1; 4], start: &[0, 20, 30, 50], ..runtime };
         assert_eq!(host_calls(&one, 1, &ranges).map(|c| (c.start, c.end)), Ok((None, None)));
-        assert_eq!(got.gap_start, [10, 30, 25]);
+        // Calls by start: 20 (thread 7, first: the step's start 10), 30 (thread 8, first: none
+        // around it, its own start), 50 (thread 7: the end of its call at 20).
+        assert_eq!(got.thread_origin, [10, 30]);
+        assert_eq!(gap_starts(got.tid.ids(), &[25, 40, 60], &got.thread_origin), Ok(vec![10, 30, 25]));
         assert_eq!(got.gap_range, Ints::I32(vec![0, -1, 1]));
         let short = Ranges { tid: &[7], ..ranges };
         assert_eq!(host_calls(&runtime, 1, &short), Err(TraceError::LengthMismatch(2, 1)));
+    }
+
+    #[test]
+    fn gap_starts_from_the_previous_call_of_the_thread_or_its_origin() {
+        // Random threads: every call's gap start against the definition, each thread's calls apart.
+        let mut rng = fastrand::Rng::with_seed(7);
+        for case in 0..300 {
+            let n = rng.usize(0..40);
+            let tid: Vec<i64> = (0..n).map(|_| if case % 3 == 0 { 5 } else { rng.i64(0..4) * 1_000_000_007 }).collect();
+            let end: Vec<i64> = (0..n).map(|_| rng.i64(-50..50)).collect();
+            let mut order: Vec<i64> = Vec::new(); // threads by first call
+            tid.iter().for_each(|t| if !order.contains(t) { order.push(*t) });
+            let origin: Vec<i64> = order.iter().map(|_| rng.i64(-100..0)).collect();
+            let want: Vec<i64> = (0..n)
+                .map(|k| match (0..k).rev().find(|&b| tid[b] == tid[k]) {
+                    Some(b) => end[b],
+                    None => origin[order.iter().position(|t| *t == tid[k]).unwrap()],
+                })
+                .collect();
+            let narrow: Vec<i32> = tid.iter().map(|&t| t as i32).collect();
+            let ids = if case % 2 == 0 && tid.iter().all(|&t| i32::try_from(t).is_ok()) { Ids::I32(&narrow) } else { Ids::I64(&tid) };
+            assert_eq!(gap_starts(ids, &end, &origin), Ok(want), "case {case}");
+            if !origin.is_empty() {
+                let fewer = origin.len() - 1;
+                assert_eq!(gap_starts(Ids::I64(&tid), &end, &origin[..fewer]), Err(TraceError::ThreadOrigins(fewer + 1, fewer)));
+            }
+        }
+        assert_eq!(gap_starts(Ids::I64(&[]), &[], &[1]), Err(TraceError::ThreadOrigins(0, 1)));
+        assert_eq!(gap_starts(Ids::I64(&[1]), &[], &[]), Err(TraceError::LengthMismatch(1, 0)));
     }
 
     #[test]

@@ -28,7 +28,7 @@ impl Ids<'_> {
     }
 
     #[inline]
-    fn at(&self, i: usize) -> i64 {
+    pub fn at(&self, i: usize) -> i64 {
         match self {
             Ids::I32(v) => v[i] as i64,
             Ids::I64(v) => v[i],

@@ -596,6 +596,7 @@ fn native_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(range_host_pieces, m)?)?;
     m.add_function(wrap_pyfunction!(screen_activity, m)?)?;
     m.add_function(wrap_pyfunction!(trace_ranks, m)?)?;
+    m.add_function(wrap_pyfunction!(gap_starts, m)?)?;
     m.add_function(wrap_pyfunction!(quantiles_of_other_ranks, m)?)?;
     m.add_function(wrap_pyfunction!(run_references, m)?)?;
     Ok(())
@@ -926,6 +927,20 @@ fn ints_array(py: Python<'_>, ints: rank_trace::Ints) -> Bound<'_, PyAny> {
     }
 }
 
+/// gap_starts(tid, end, thread_origin) -> where the host work before each call (in start order)
+/// began: the previous call's end on its thread, a thread's first call its origin
+/// (model/trace.py's HostCalls.gap_start).
+#[pyfunction]
+fn gap_starts<'py>(
+    py: Python<'py>,
+    tid: IdArray<'py>,
+    end: PyReadonlyArray1<'py, i64>,
+    thread_origin: PyReadonlyArray1<'py, i64>,
+) -> PyResult<Column<'py>> {
+    let (tid, end, thread_origin) = (tid.ids()?, end.as_slice()?, thread_origin.as_slice()?);
+    Ok(py.detach(|| rank_trace::gap_starts(tid, end, thread_origin)).map_err(trace_err)?.into_pyarray(py))
+}
+
 /// screen_activity(table, limits) -> (bad_times, bad_ids, good, ranks): a GPU activity table's
 /// rows with impossible times counted, then those with impossible ids (limits: (lo, hi,
 /// max_duration, max_device, max_pid, max_stream), as rank_trace::Limits), which rows are kept (a
@@ -1008,7 +1023,7 @@ fn trace_ranks<'py>(
         h.set_item("tid", ints_array(py, calls.tid))?;
         h.set_item("correlation", ints_array(py, calls.correlation))?;
         h.set_item("name", calls.name.into_pyarray(py))?;
-        h.set_item("gap_start", calls.gap_start.into_pyarray(py))?;
+        h.set_item("thread_origin", calls.thread_origin.into_pyarray(py))?;
         h.set_item("gap_range", ints_array(py, calls.gap_range))?;
         let counts = (c.kernels, c.nccl_kernels, c.nccl_time_ns, c.compute_overlap_ns, c.first_ns, c.last_ns);
         out.push((g, counts, h, range_name.into_pyarray(py)).into_pyobject(py)?);
@@ -1034,8 +1049,8 @@ fn quantiles_of_other_ranks<'py>(
 /// One rank's runs as `run_references` takes them: (program, step, name, start, end, keep).
 type RankRuns<'py> = (
     i64,
-    PyReadonlyArray1<'py, i64>,
-    PyReadonlyArray1<'py, i64>,
+    IdArray<'py>,
+    IdArray<'py>,
     PyReadonlyArray1<'py, i64>,
     PyReadonlyArray1<'py, i64>,
     PyReadonlyArray1<'py, bool>,
@@ -1054,8 +1069,8 @@ fn run_references<'py>(
         .map(|(program, step, name, start, end, keep)| {
             Ok(grouping::RankRuns {
                 program: *program,
-                step: step.as_slice()?,
-                name: name.as_slice()?,
+                step: step.ids()?,
+                name: name.ids()?,
                 start: start.as_slice()?,
                 end: end.as_slice()?,
                 keep: keep.as_slice()?,

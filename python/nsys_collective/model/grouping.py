@@ -24,6 +24,13 @@ def _ints(column: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(column, dtype=np.int64)
 
 
+def ids(column: np.ndarray) -> np.ndarray:
+    """An id column as the core reads it without a wider copy (its Ids): int32 kept as it is (the
+    trace's ids where they fit, the graph's steps), any other integers as int64."""
+    column = np.asarray(column)
+    return np.ascontiguousarray(column) if column.dtype == np.int32 else _ints(column)
+
+
 def group_ids(*keys: np.ndarray, sorted: bool = False) -> tuple[np.ndarray, int]:
     """Each row's group number (rows whose keys are all equal share one), numbered in the order
     the rows first have them, or in the keys' order (`sorted`); and how many groups there are."""
@@ -95,7 +102,7 @@ def run_references(ranks: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np
     `median_of_others` and `median_of_other_ranks` of its duration (end - start) among the runs
     of the same program, step, name and occurrence (-1, NaN: the row is no run). Each rank's own
     arrays: no job-wide column is made."""
-    return _native.run_references([(int(program), _ints(step), _ints(name), _ints(start), _ints(end),
+    return _native.run_references([(int(program), ids(step), ids(name), _ints(start), _ints(end),
                                     np.ascontiguousarray(keep, bool)) for program, step, name, start, end, keep in ranks])
 
 

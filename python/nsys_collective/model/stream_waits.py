@@ -10,6 +10,7 @@ import numpy as np
 
 from nsys_collective import _native
 from nsys_collective.model import cuda_api
+from nsys_collective.model.grouping import ids
 from nsys_collective.model.cuda_api import SyncType
 
 
@@ -29,7 +30,7 @@ def stream_waits_from_calls(calls, gpu, strings) -> tuple[dict | None, dict | No
     if not is_record.any() or not is_wait.any():
         return None, None
     rec_call, rec_stream, wait_call, wait_stream = _native.infer_stream_waits(
-        _ids(calls.tid), _ints(calls.start), is_record, is_wait, _ids(gpu.launch_tid), _ints(gpu.launch), _ids(gpu.stream))
+        ids(calls.tid), _ints(calls.start), is_record, is_wait, ids(gpu.launch_tid), _ints(gpu.launch), ids(gpu.stream))
     if not len(wait_call):
         return None, None
     event = np.arange(len(rec_call), dtype=np.int64)  # each pairing its own event id
@@ -44,8 +45,3 @@ def stream_waits_from_calls(calls, gpu, strings) -> tuple[dict | None, dict | No
 def _ints(column) -> np.ndarray:
     return np.ascontiguousarray(column, dtype=np.int64)
 
-
-def _ids(column) -> np.ndarray:
-    """An id column as the core reads it: int32 (GpuItems' and HostCalls' where ids fit) or int64, not widened."""
-    column = np.ascontiguousarray(column)
-    return column if column.dtype in (np.int32, np.int64) else column.astype(np.int64)

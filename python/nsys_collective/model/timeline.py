@@ -1,7 +1,8 @@
 """Each rank's GPU work as one timeline on the aligned clock: kernels, copies and memsets, sorted
-by start, with names in one table shared by all ranks and the host call that launched each. It
-holds nothing twice: the trace's own columns where they need no change (the times of a rank on
-the reference clock, the names of a trace whose string table the shared one begins with)."""
+by start, with names in one table shared by all ranks. It holds nothing twice: the trace's own
+columns where they need no change (the times of a rank on the reference clock, the names of a
+trace whose string table the shared one begins with); and only what the analysis reads aligned
+(the launches stay on the trace, on the rank's own clock, where their readers compare them)."""
 
 from __future__ import annotations
 
@@ -47,8 +48,6 @@ class GpuWork:
     end: np.ndarray
     name: np.ndarray  # global id (int32) of the full (demangled) name: what pairs kernels across ranks
     short_name: np.ndarray  # global id (int32) of the short name, for people
-    launch: np.ndarray  # aligned start of the launching runtime call, -1 when unknown
-    launch_tid: np.ndarray
     is_nccl: np.ndarray
     is_kernel: np.ndarray
     ctas: np.ndarray  # thread blocks (grid x*y*z) of kernels, 0 for copies
@@ -97,15 +96,12 @@ class Timeline:
         trace = self.traces[rank]
         g = trace.gpu
         if g is None:
-            return GpuWork(*([_EMPTY] * 6), is_nccl=_EMPTY.astype(bool), is_kernel=_EMPTY.astype(bool), ctas=_EMPTY, stream=_EMPTY)
+            return GpuWork(*([_EMPTY] * 4), is_nccl=_EMPTY.astype(bool), is_kernel=_EMPTY.astype(bool), ctas=_EMPTY, stream=_EMPTY)
         correct = self.alignment.correct_rank  # the trace's own column where the rank's clock is the reference's
-        launch = correct(rank, g.launch)
-        if launch is not g.launch:
-            launch[g.launch < 0] = -1  # unknown stays unknown
         return GpuWork(
             start=correct(rank, g.start), end=correct(rank, g.end),
             name=self.names.of(trace, g.name), short_name=self.names.of(trace, g.short_name),
-            launch=launch, launch_tid=g.launch_tid, is_nccl=g.is_nccl, is_kernel=g.is_kernel, ctas=g.ctas, stream=g.stream)
+            is_nccl=g.is_nccl, is_kernel=g.is_kernel, ctas=g.ctas, stream=g.stream)
 
     def name_stats(self, rank: int) -> dict[int, tuple[int, int]]:
         """Per name id: (total duration ns, runs) on the rank."""

@@ -26,6 +26,7 @@ from nsys_collective.ingest.capture import MEMCPY_NAME, MEMSET_NAME, NVTX_PUSH_P
 from nsys_collective.ingest.discover import shown
 from nsys_collective.ingest.identity import Candidate, rank_from_environment, rank_from_file_name
 from nsys_collective.model import cuda_api
+from nsys_collective.model.grouping import ids
 from nsys_collective.model.nccl import NcclOps, nccl_kernel_mask, nccl_ops
 from nsys_collective.model.stream_waits import stream_waits_from_calls
 
@@ -84,12 +85,18 @@ class HostCalls:
     name: np.ndarray  # string id (int32)
     blocking: np.ndarray  # bool: the call returns only once GPU work it waits for has ended
     # tid, correlation and gap_range are int32 where their values fit (as GpuItems' ids).
-    # Where the host work before the call began: the previous call's end on its thread, for a
-    # thread's first call the start of the outermost host range around it (else its own start).
-    gap_start: np.ndarray
+    # Where the host work before each thread's first call began (threads in the order their first
+    # calls come): the start of the outermost host range around the call, else its own start.
+    thread_origin: np.ndarray
     # The innermost host range (index into the rank's HostRanges) on the call's thread that covers
     # the middle of the gap before the call: what the host was doing meanwhile; -1 where none.
     gap_range: np.ndarray
+
+    def gap_start(self) -> np.ndarray:
+        """Where the host work before each call began: the previous call's end on its thread, for
+        a thread's first call its `thread_origin`. Derived when asked, not held (8 bytes a call
+        for every rank; one pass in the core)."""
+        return _native.gap_starts(ids(self.tid), np.ascontiguousarray(self.end, np.int64), self.thread_origin)
 
 
 @dataclass(frozen=True)

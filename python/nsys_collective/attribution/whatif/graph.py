@@ -77,10 +77,10 @@ def rank_tables(job: Job, rank: int, dense: int, step_index: dict[str, int], cal
     # Each thread starts at its first call, or at the host work before it (a data loader, say):
     # a zero-length call there anchors the thread, so that the work before its first call can
     # be shortened too.
-    first = np.flatnonzero(_first_of_thread(c.tid))
-    early = first[c.gap_start[first] < c.start[first]]
+    first = np.flatnonzero(_first_of_thread(c.tid))  # threads in the order of thread_origin
+    is_early = c.thread_origin < c.start[first]
+    early, origin = first[is_early], c.thread_origin[is_early]
     n, n_early = len(c.start), len(early)
-    origin = c.gap_start[early]
     rows = np.arange(call_base, call_base + n, dtype=np.int32 if call_base + n < 2**31 else np.int64)
     calls = {"rank": dense, "thread": np.concatenate([c.tid, c.tid[early]]),
              "start": correct(rank, np.concatenate([c.start, origin])), "end": correct(rank, np.concatenate([c.end, origin])),

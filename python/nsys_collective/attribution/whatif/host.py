@@ -137,7 +137,7 @@ def _host_times(ctx: Context) -> tuple[HostTime, HostTime]:
         trace = job.traces[rank]
         ranges, calls = trace.ranges, trace.calls
         # The core sums each range's pieces (crates/core/src/host_time.rs).
-        columns = (_ints(calls.start), _ints(calls.end), _ints(calls.gap_start), _ints(calls.gap_range),
+        columns = (_ints(calls.start), _ints(calls.end), calls.gap_start(), _ints(calls.gap_range),
                    np.ascontiguousarray(calls.blocking, bool))
         gaps, own, first_gap = _native.range_host_time(columns, len(ranges.start))
         step = steps_of(job, rank, ranges.start, step_index) if g.has_steps else np.zeros(len(ranges.start), np.int64)
