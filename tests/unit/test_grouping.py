@@ -199,9 +199,7 @@ def test_the_core_equals_the_numpy_version(n, columns, span):
         for mine, theirs in zip(grouping.group_medians(value, *keys), ref_group_medians(value, *keys)):
             assert same(np.asarray(mine), np.asarray(theirs))
         assert same(grouping.median_of_others(value, *keys), ref_median_of_others(value, *keys))
-        assert same(grouping.median_of_other_ranks(value, rank, *keys), ref_median_of_other_ranks_by_keys(value, rank, *keys))
-        for mine, theirs in zip(grouping.quantiles_of_other_ranks(value, rank, *keys, quantiles=QUANTILES),
-                                ref_quantiles_by_keys(value, rank, *keys, quantiles=QUANTILES)):
+        for mine, theirs in zip(counted_quantiles(value, rank, *keys), ref_quantiles_by_keys(value, rank, *keys, quantiles=QUANTILES)):
             assert same(mine, theirs)
 
 
@@ -220,8 +218,6 @@ def test_the_keys_of_a_job_with_its_real_shape():
     assert same(occ, ref_occurrence(rank, step, name))
     assert same(grouping.median_of_others(duration, program, step, name, occ),
                 ref_median_of_others(duration, program, step, name, occ))
-    assert same(grouping.median_of_other_ranks(duration, rank, program, step, name, occ),
-                ref_median_of_other_ranks_by_keys(duration, rank, program, step, name, occ))
 
 
 def ref_run_references(ranks):
@@ -278,15 +274,11 @@ def test_quantiles_of_an_api_over_many_calls():
     api[rank == 3] = np.where(api[rank == 3] == 5, 6, api[rank == 3])  # API 6: rank 3's own
     program = np.where(rank == 7, 1, 0)
     duration = (rng.pareto(2.0, len(rank)) * 1000).astype(np.int64) // 10 * 10
-    for mine, theirs in zip(grouping.quantiles_of_other_ranks(duration, rank, program, api, quantiles=QUANTILES),
+    for mine, theirs in zip(counted_quantiles(duration, rank, program, api),
                             ref_quantiles_by_keys(duration, rank, program, api, quantiles=QUANTILES)):
         assert same(mine, theirs)
         assert np.isnan(mine[rank == 7]).all() and np.isnan(mine[api == 6]).all()
         assert not np.isnan(mine[(rank != 7) & (api != 6)]).any()
-    # Large groups with few distinct values are counted, not sorted: the medians too.
-    coarse = duration // 1000
-    assert same(grouping.median_of_other_ranks(coarse, rank, program, api),
-                ref_median_of_other_ranks_by_keys(coarse, rank, program, api))
 
 
 def test_group_numbers_follow_first_appearance_or_the_keys():
@@ -301,10 +293,19 @@ def test_columns_that_do_not_fit_together_are_refused():
         grouping.occurrence(np.arange(3), np.arange(2))
     with pytest.raises(ValueError, match="at least one key"):
         grouping.occurrence()
-    with pytest.raises(ValueError, match="between 0 and 1"):
-        grouping.quantiles_of_other_ranks(np.arange(2), np.arange(2), np.arange(2), quantiles=(1.5,))
     with pytest.raises(TypeError, match="integer"):
         grouping.median_of_others(np.array([1.5, 2.0]), np.arange(2))
+
+
+def counted_quantiles(value, rank, *keys, quantiles=QUANTILES):
+    """counted_quantiles_of_other_ranks of the rows' histograms (`value_counts` by rank and keys), per
+    row: its distinct row's figures, as api_stall reads them."""
+    (r, *k), v, count = grouping.value_counts(value, rank, *keys)
+    assert count.sum() == len(value)
+    got = grouping.counted_quantiles_of_other_ranks(v, count, r, *k, quantiles=quantiles)
+    at = {key: j for j, key in enumerate(zip(r.tolist(), *(c.tolist() for c in k), v.tolist()))}
+    rows = np.array([at[key] for key in zip(rank.tolist(), *(c.tolist() for c in keys), value.tolist())], np.int64)
+    return [g[rows] for g in got]
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -317,13 +318,5 @@ def test_quantiles_from_histograms_equal_those_of_every_row(seed):
     program = rng.integers(0, 2, n)
     api = rng.integers(0, 5, n)
     value = rng.integers(0, [3, 50, 10_000][seed % 3], n)
-    quantiles = (0.0, 0.5, 0.9, 1.0)
-    expect = grouping.quantiles_of_other_ranks(value, rank, program, api, quantiles=quantiles)
-    (r, p, a), v, count = grouping.value_counts(value, rank, program, api)
-    assert count.sum() == n
-    got = grouping.counted_quantiles_of_other_ranks(v, count, r, p, a, quantiles=quantiles)
-    # Per original row: its distinct row's figure.
-    at = {key: k for k, key in enumerate(zip(r.tolist(), p.tolist(), a.tolist(), v.tolist()))}
-    rows = np.array([at[key] for key in zip(rank.tolist(), program.tolist(), api.tolist(), value.tolist())], np.int64)
-    for e, g in zip(expect, got):
-        np.testing.assert_array_equal(e, g[rows] if n else g)
+    for e, g in zip(ref_quantiles_by_keys(value, rank, program, api, quantiles=QUANTILES), counted_quantiles(value, rank, program, api)):
+        np.testing.assert_array_equal(e, g)

@@ -17,6 +17,7 @@ from nsys_collective.attribution.whatif import rank as rank_level
 from nsys_collective.attribution.whatif.candidate import MIN_SLOWDOWN, Candidate, Context
 from nsys_collective.attribution.whatif.graph import JobGraph
 from nsys_collective.model import grouping
+from test_grouping import ref_median_of_other_ranks_by_keys
 
 NAMES = ["?", "gemm", "stage_fwd", "dataloader_ops", "extra_norm", "memcpy"]
 
@@ -286,7 +287,7 @@ def ref_kernel_runs(ctx):
 def ref_op_references(ctx):
     ops = ctx.shared(ref_op_runs)
     keys = (ops.program, ops.step, ops.name, ops.occurrence)
-    return grouping.median_of_others(ops.duration, *keys), grouping.median_of_other_ranks(ops.duration, ops.rank, *keys)
+    return grouping.median_of_others(ops.duration, *keys), ref_median_of_other_ranks_by_keys(ops.duration, ops.rank, *keys)
 
 
 def ref_kernel_candidates(ctx):

@@ -17,8 +17,6 @@ pub enum GroupingError {
     NoKeys,
     #[error("grouping columns differ in length ({0} and {1} rows)")]
     Length(usize, usize),
-    #[error("quantile {0} is not between 0 and 1")]
-    Quantile(String),
     #[error("more than {0} groups of runs: more than 32-bit group numbers hold")]
     Rows(usize),
 }
@@ -264,192 +262,6 @@ pub fn median_of_others(value: &[i64], keys: &[&[i64]]) -> Result<Vec<f64>, Grou
     Ok(out)
 }
 
-/// For each group and each rank in it, the rows on the other ranks: `visit` gets the i-th of
-/// their values in value order (`nth`), how many there are, and the rank's own rows. Ranks with no
-/// other rank in the group are skipped.
-fn by_other_ranks(
-    value: &[i64],
-    rank: &[i64],
-    keys: &[&[i64]],
-    mut visit: impl FnMut(&dyn Fn(usize) -> i64, usize, &mut dyn Iterator<Item = usize>),
-) -> Result<(), GroupingError> {
-    rows_of(keys, &[value, rank])?;
-    let groups = group_ids(keys, Order::FirstAppearance)?;
-    let (mut rows, first) = by_group(&groups);
-    let mut own: Vec<(i64, usize)> = Vec::new(); // (rank, position in the group's sorted values)
-    let mut counted = Counted::new();
-    for (k, &start) in first.iter().enumerate() {
-        let members = &mut rows[start..first.get(k + 1).copied().unwrap_or(value.len())];
-        if members.len() > COUNTED_GROUP && counted.visit(value, rank, members, &mut visit) {
-            continue;
-        }
-        members.sort_unstable_by_key(|&r| value[r]);
-        let members = &*members;
-        own.clear();
-        own.extend(members.iter().enumerate().map(|(at, &r)| (rank[r], at)));
-        own.sort_unstable();
-        for mine in own.chunk_by(|a, b| a.0 == b.0) {
-            let count = members.len() - mine.len();
-            if count == 0 {
-                continue;
-            }
-            // The i-th of the others in value order: the i-th position once the rank's own
-            // positions (ascending) before it are skipped.
-            let nth = |i: usize| {
-                let mut at = i;
-                for &(_, p) in mine {
-                    if p > at {
-                        break;
-                    }
-                    at += 1;
-                }
-                value[members[at]]
-            };
-            visit(&nth, count, &mut mine.iter().map(|&(_, at)| members[at]));
-        }
-    }
-    Ok(())
-}
-
-/// A group larger than this may be counted by distinct value (`Counted`) instead of sorted.
-const COUNTED_GROUP: usize = 256;
-
-/// A large group whose values repeat (an API's calls: millions, a few thousand distinct
-/// durations) counted per rank and distinct value: only the distinct values are sorted. The
-/// buffers are reused from group to group.
-struct Counted {
-    rank_id: Vec<usize>, // each row's rank as a dense number over the job (numbered at the first large group)
-    slot: Vec<usize>,    // a dense rank's column in the group's counts (NONE: not in it)
-    ranks: Vec<usize>,   // the group's dense ranks, by column
-    distinct: FxHashMap<i64, usize>,
-    values: Vec<i64>,
-    cell: Vec<(usize, usize)>, // per member, its distinct value and its column
-    counts: Vec<usize>, // per distinct value (row) and column
-    order: Vec<usize>,  // the distinct values in value order
-    total: Vec<usize>,  // per distinct value, its rows
-    start: Vec<usize>,  // per column, where its rows start in `rows`
-    next: Vec<usize>,
-    rows: Vec<usize>,
-}
-
-impl Counted {
-    const NONE: usize = usize::MAX;
-
-    fn new() -> Counted {
-        Counted {
-            rank_id: Vec::new(),
-            slot: Vec::new(),
-            ranks: Vec::new(),
-            distinct: FxHashMap::default(),
-            values: Vec::new(),
-            cell: Vec::new(),
-            counts: Vec::new(),
-            order: Vec::new(),
-            total: Vec::new(),
-            start: Vec::new(),
-            next: Vec::new(),
-            rows: Vec::new(),
-        }
-    }
-
-    /// Visits the group as `by_other_ranks` does; false (nothing visited) where its distinct
-    /// values times its ranks would not be much smaller than a sort of its rows.
-    fn visit(
-        &mut self,
-        value: &[i64],
-        rank: &[i64],
-        members: &[usize],
-        visit: &mut impl FnMut(&dyn Fn(usize) -> i64, usize, &mut dyn Iterator<Item = usize>),
-    ) -> bool {
-        if self.rank_id.len() != rank.len() {
-            // Most groupings have no large group (a kernel run once per rank): no ranks to number.
-            let ids = number(&rank.iter().map(|&r| ordered(r)).collect::<Vec<_>>(), Order::FirstAppearance);
-            self.rank_id = ids.id;
-            self.slot = vec![Self::NONE; ids.count];
-        }
-        self.ranks.clear();
-        self.distinct.clear();
-        self.values.clear();
-        self.cell.clear();
-        for &r in members {
-            let id = self.rank_id[r];
-            if self.slot[id] == Self::NONE {
-                self.slot[id] = self.ranks.len();
-                self.ranks.push(id);
-            }
-            let next = self.values.len();
-            let d = *self.distinct.entry(value[r]).or_insert(next);
-            if d == next {
-                self.values.push(value[r]);
-            }
-            self.cell.push((d, self.slot[id]));
-        }
-        let (width, rows) = (self.ranks.len(), self.values.len());
-        let fits = rows.saturating_mul(width) <= members.len() / 4;
-        if fits {
-            self.counts.clear();
-            self.counts.resize(rows * width, 0);
-            for &(d, j) in &self.cell {
-                self.counts[d * width + j] += 1;
-            }
-            self.order.clear();
-            self.order.extend(0..rows);
-            let values = &self.values;
-            self.order.sort_unstable_by_key(|&d| values[d]);
-            // Each distinct value's rows over the group, and each column's own rows.
-            self.total.clear();
-            self.total.extend(self.counts.chunks(width).map(|row| row.iter().sum::<usize>()));
-            self.start.clear();
-            self.start.resize(width + 1, 0);
-            self.counts.chunks(width).for_each(|row| row.iter().zip(&mut self.start[1..]).for_each(|(c, s)| *s += c));
-            for j in 0..width {
-                self.start[j + 1] += self.start[j];
-            }
-            // The members by column (a counting sort: row order within each).
-            self.next.clear();
-            self.next.extend_from_slice(&self.start[..width]);
-            self.rows.resize(members.len(), 0);
-            for (&r, &(_, j)) in members.iter().zip(&self.cell) {
-                let at = &mut self.next[j];
-                self.rows[*at] = r;
-                *at += 1;
-            }
-            for j in 0..width {
-                let count = members.len() - (self.start[j + 1] - self.start[j]);
-                if count == 0 {
-                    continue;
-                }
-                let (counts, order, total) = (&self.counts, &self.order, &self.total);
-                // The i-th of the others: walk the distinct values up, counting the others' rows.
-                let nth = |i: usize| {
-                    let mut seen = 0;
-                    for &d in order {
-                        seen += total[d] - counts[d * width + j];
-                        if seen > i {
-                            return values[d];
-                        }
-                    }
-                    unreachable!("fewer others than counted")
-                };
-                visit(&nth, count, &mut self.rows[self.start[j]..self.start[j + 1]].iter().copied());
-            }
-        }
-        self.ranks.iter().for_each(|&id| self.slot[id] = Self::NONE);
-        fits
-    }
-}
-
-/// Per row, the median value of the rows with the same keys on the other ranks (NaN where no other
-/// rank has them): a rank's own rows never pull its reference towards it.
-pub fn median_of_other_ranks(value: &[i64], rank: &[i64], keys: &[&[i64]]) -> Result<Vec<f64>, GroupingError> {
-    let mut out = vec![f64::NAN; value.len()];
-    by_other_ranks(value, rank, keys, |nth, count, rows| {
-        let m = median(nth, count);
-        rows.for_each(|r| out[r] = m);
-    })?;
-    Ok(out)
-}
-
 /// One rank's runs of things (its GPU ops, say) for `run_references`: the program it runs and, per
 /// row, the run's step, name, start and end, in the rank's order; only rows `keep`s are runs. Steps
 /// and names are read in the width the rank holds them (int32 ids), not copied wider.
@@ -464,8 +276,8 @@ pub struct RankRuns<'a> {
 
 /// Per row of a rank's runs (-1 and NaN where the row is no run): its occurrence, its position
 /// among the rank's runs of the same step and name; and, among the runs of the same program, step,
-/// name and occurrence (one per rank at most), `median_of_others` and `median_of_other_ranks` of
-/// their durations (end - start).
+/// name and occurrence (one per rank at most), `median_of_others` of their durations (end - start),
+/// and the median of the durations of the other ranks' runs alone.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunReferences {
     pub occurrence: Vec<i64>,
@@ -521,8 +333,8 @@ impl Slots {
 }
 
 /// Each rank's runs numbered by occurrence and grouped with the same runs of the other ranks: the
-/// same figures as `occurrence`, `median_of_others` and `median_of_other_ranks` of the ranks' runs
-/// concatenated, without a job-wide copy of them. A group holds a run of each rank at most, so its
+/// same figures as `occurrence` and `median_of_others` of the ranks' runs concatenated give, and
+/// the other ranks' median, without a job-wide copy of them. A group holds a run of each rank at most, so its
 /// values are sorted once and each run's figures read from them: the others' median is the
 /// group's with one copy of the run's own value left out.
 pub fn run_references(ranks: &[RankRuns]) -> Result<Vec<RunReferences>, GroupingError> {
@@ -609,30 +421,6 @@ pub fn run_references(ranks: &[RankRuns]) -> Result<Vec<RunReferences>, Grouping
     Ok(out)
 }
 
-/// Per quantile q and row, the value of the rows with the same keys on the other ranks at position
-/// floor((n - 1) q) of the n of them in value order: a value that occurred, not interpolated (an
-/// API's p90 among its calls on the peers). NaN where no other rank has the keys.
-pub fn quantiles_of_other_ranks(
-    value: &[i64],
-    rank: &[i64],
-    keys: &[&[i64]],
-    quantiles: &[f64],
-) -> Result<Vec<Vec<f64>>, GroupingError> {
-    if let Some(q) = quantiles.iter().find(|q| !(0.0..=1.0).contains(*q)) {
-        return Err(GroupingError::Quantile(q.to_string()));
-    }
-    let mut out = vec![vec![f64::NAN; value.len()]; quantiles.len()];
-    let mut at: Vec<f64> = vec![0.0; quantiles.len()];
-    by_other_ranks(value, rank, keys, |nth, count, rows| {
-        for (v, &q) in at.iter_mut().zip(quantiles) {
-            // As numpy truncates `(n - 1) * q` to an index: the same float product.
-            *v = nth((((count - 1) as f64) * q) as usize) as f64;
-        }
-        rows.for_each(|r| out.iter_mut().zip(&at).for_each(|(o, &v)| o[r] = v));
-    })?;
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -659,8 +447,6 @@ mod tests {
         a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y || (x.is_nan() && y.is_nan()))
     }
 
-    const QUANTILES: [f64; 4] = [0.0, 0.5, 0.9, 1.0];
-
     #[test]
     fn equals_the_row_by_row_definitions_on_random_rows() {
         let mut rng = fastrand::Rng::with_seed(7);
@@ -672,7 +458,6 @@ mod tests {
             let cols = random_keys(&mut rng, n, columns, span);
             let keys: Vec<&[i64]> = cols.iter().map(|c| c.as_slice()).collect();
             let value: Vec<i64> = (0..n).map(|_| rng.i64(0..5)).collect();
-            let rank: Vec<i64> = (0..n).map(|_| rng.i64(0..3)).collect();
 
             let first = group_ids(&keys, Order::FirstAppearance).unwrap();
             let sorted = group_ids(&keys, Order::Sorted).unwrap();
@@ -689,8 +474,6 @@ mod tests {
 
             let occ = occurrence(&keys).unwrap();
             let others = median_of_others(&value, &keys).unwrap();
-            let other_ranks = median_of_other_ranks(&value, &rank, &keys).unwrap();
-            let quantiles = quantiles_of_other_ranks(&value, &rank, &keys, &QUANTILES).unwrap();
             for a in 0..n {
                 let peers: Vec<usize> = (0..n).filter(|&b| same_keys(&keys, a, b)).collect();
                 assert_eq!(occ[a], peers.iter().filter(|&&b| b < a).count() as i64);
@@ -700,14 +483,6 @@ mod tests {
                     _ => naive_median(peers.iter().map(|&b| value[b]).collect()),
                 };
                 assert!(same_f64(&[others[a]], &[expect]), "case {case} row {a}");
-                let expect = naive_median(peers.iter().filter(|&&b| rank[b] != rank[a]).map(|&b| value[b]).collect());
-                assert!(same_f64(&[other_ranks[a]], &[expect]), "case {case} row {a}");
-                let mut theirs: Vec<i64> = peers.iter().filter(|&&b| rank[b] != rank[a]).map(|&b| value[b]).collect();
-                theirs.sort();
-                for (k, &q) in QUANTILES.iter().enumerate() {
-                    let expect = if theirs.is_empty() { f64::NAN } else { theirs[((theirs.len() - 1) as f64 * q) as usize] as f64 };
-                    assert!(same_f64(&[quantiles[k][a]], &[expect]), "case {case} row {a} q {q}");
-                }
             }
 
             let (rows, starts) = sorted_rows(&keys, Some(&value)).unwrap();
@@ -784,31 +559,6 @@ mod tests {
     }
 
     #[test]
-    fn large_groups_counted_by_value_equal_the_definitions() {
-        // Groups of thousands of rows with few distinct values (counted) and with many (sorted),
-        // a rank alone in a group, a rank missing from one.
-        let mut rng = fastrand::Rng::with_seed(3);
-        let n = 3000;
-        let key: Vec<i64> = (0..n).map(|_| rng.i64(0..4)).collect();
-        let rank: Vec<i64> = (0..n).map(|r| if key[r] == 3 { 9 } else { rng.i64(0..5) }).collect();
-        let rank: Vec<i64> = rank.iter().zip(&key).map(|(&r, &k)| if k == 2 && r == 4 { 1 } else { r }).collect();
-        let value: Vec<i64> =
-            key.iter().map(|&k| if k == 1 { rng.i64(0..1_000_000) } else { rng.i64(0..12) * 100 }).collect();
-        let quantiles = quantiles_of_other_ranks(&value, &rank, &[&key], &QUANTILES).unwrap();
-        let medians = median_of_other_ranks(&value, &rank, &[&key]).unwrap();
-        for a in 0..n {
-            let mut theirs: Vec<i64> = (0..n).filter(|&b| key[b] == key[a] && rank[b] != rank[a]).map(|b| value[b]).collect();
-            theirs.sort();
-            assert!(same_f64(&[medians[a]], &[naive_median(theirs.clone())]), "row {a}");
-            for (k, &q) in QUANTILES.iter().enumerate() {
-                let expect = if theirs.is_empty() { f64::NAN } else { theirs[((theirs.len() - 1) as f64 * q) as usize] as f64 };
-                assert!(same_f64(&[quantiles[k][a]], &[expect]), "row {a} q {q}");
-            }
-        }
-        assert!(quantiles[0].iter().zip(&key).all(|(q, &k)| q.is_nan() == (k == 3)));
-    }
-
-    #[test]
     fn the_table_and_the_hash_number_alike() {
         let mut rng = fastrand::Rng::with_seed(11);
         for _ in 0..200 {
@@ -829,7 +579,19 @@ mod tests {
         let duration = [10, 12, 30, 14, 31, 90, 11];
         assert_eq!(occurrence(&[&rank, &name]).unwrap(), vec![0, 1, 0, 0, 0, 1, 0]);
         let occ = occurrence(&[&rank, &name]).unwrap();
-        let refs = median_of_other_ranks(&duration, &rank, &[&name, &occ]).unwrap();
+        // The same runs rank by rank, as the what-if hands them to `run_references` (one step).
+        let (step, start, keep) = ([0i64; 3], [0i64; 3], [true; 3]);
+        let runs = |rows: std::ops::Range<usize>| RankRuns {
+            program: 0,
+            step: Ids::I64(&step[..rows.len()]),
+            name: Ids::I64(&name[rows.clone()]),
+            start: &start[..rows.len()],
+            end: &duration[rows.clone()],
+            keep: &keep[..rows.len()],
+        };
+        let got = run_references(&[runs(0..3), runs(3..6), runs(6..7)]).unwrap();
+        assert_eq!(got.iter().flat_map(|r| r.occurrence.clone()).collect::<Vec<_>>(), occ);
+        let refs: Vec<f64> = got.iter().flat_map(|r| r.of_other_ranks.clone()).collect();
         // Kernel 5's first run: 10, 14, 11 on ranks 0, 1, 2.
         assert_eq!(refs[0], 12.5);
         assert_eq!(refs[3], 10.5);
@@ -848,10 +610,6 @@ mod tests {
         let empty: [i64; 0] = [];
         assert_eq!(group_ids(&[&empty], Order::Sorted).unwrap(), Groups { id: vec![], count: 0 });
         assert_eq!(sorted_rows(&[&empty], Some(&empty)).unwrap(), (vec![], vec![]));
-        assert!(median_of_other_ranks(&empty, &empty, &[&empty]).unwrap().is_empty());
-        assert_eq!(quantiles_of_other_ranks(&empty, &empty, &[&empty], &[0.5, 0.9]).unwrap(), vec![Vec::<f64>::new(); 2]);
-        assert_eq!(quantiles_of_other_ranks(&[1], &[0, 1], &[&[1]], &[0.5]), Err(GroupingError::Length(1, 2)));
-        assert_eq!(quantiles_of_other_ranks(&[1], &[0], &[&[1]], &[f64::NAN]), Err(GroupingError::Quantile("NaN".into())));
         assert_eq!(group_ids(&[], Order::Sorted), Err(GroupingError::NoKeys));
         assert_eq!(occurrence(&[&[1, 2], &[1]]), Err(GroupingError::Length(2, 1)));
         assert_eq!(median_of_others(&[1], &[&[1, 2]]), Err(GroupingError::Length(2, 1)));

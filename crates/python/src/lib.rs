@@ -590,14 +590,12 @@ fn native_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(group_sorted_rows, m)?)?;
     m.add_function(wrap_pyfunction!(group_occurrence, m)?)?;
     m.add_function(wrap_pyfunction!(median_of_others, m)?)?;
-    m.add_function(wrap_pyfunction!(median_of_other_ranks, m)?)?;
     m.add_function(wrap_pyfunction!(infer_stream_waits, m)?)?;
     m.add_function(wrap_pyfunction!(range_host_time, m)?)?;
     m.add_function(wrap_pyfunction!(range_host_pieces, m)?)?;
     m.add_function(wrap_pyfunction!(screen_activity, m)?)?;
     m.add_function(wrap_pyfunction!(trace_ranks, m)?)?;
     m.add_function(wrap_pyfunction!(gap_starts, m)?)?;
-    m.add_function(wrap_pyfunction!(quantiles_of_other_ranks, m)?)?;
     m.add_function(wrap_pyfunction!(run_references, m)?)?;
     Ok(())
 }
@@ -657,18 +655,6 @@ fn median_of_others<'py>(
 ) -> PyResult<Bound<'py, PyArray1<f64>>> {
     let (value, keys) = (value.as_slice()?, key_slices(&keys)?);
     Ok(py.detach(|| grouping::median_of_others(value, &keys)).map_err(to_py_err)?.into_pyarray(py))
-}
-
-/// Per row, the median value of the rows with the same keys on the other ranks (NaN: none).
-#[pyfunction]
-fn median_of_other_ranks<'py>(
-    py: Python<'py>,
-    value: PyReadonlyArray1<'py, i64>,
-    rank: PyReadonlyArray1<'py, i64>,
-    keys: Keys<'py>,
-) -> PyResult<Bound<'py, PyArray1<f64>>> {
-    let (value, rank, keys) = (value.as_slice()?, rank.as_slice()?, key_slices(&keys)?);
-    Ok(py.detach(|| grouping::median_of_other_ranks(value, rank, &keys)).map_err(to_py_err)?.into_pyarray(py))
 }
 
 /// Stream waits inferred from one rank's calls (in start order) and its ops' launches
@@ -1029,21 +1015,6 @@ fn trace_ranks<'py>(
         out.push((g, counts, h, range_name.into_pyarray(py)).into_pyobject(py)?);
     }
     Ok((out, traced.strings.into_pyarray(py)))
-}
-
-/// Per quantile q, per row: the value at position floor((n - 1) q) of the n rows with the same keys
-/// on the other ranks, in value order (NaN: none); model/grouping.py.
-#[pyfunction]
-fn quantiles_of_other_ranks<'py>(
-    py: Python<'py>,
-    value: PyReadonlyArray1<'py, i64>,
-    rank: PyReadonlyArray1<'py, i64>,
-    keys: Keys<'py>,
-    quantiles: Vec<f64>,
-) -> PyResult<Vec<Bound<'py, PyArray1<f64>>>> {
-    let (value, rank, keys) = (value.as_slice()?, rank.as_slice()?, key_slices(&keys)?);
-    let out = py.detach(|| grouping::quantiles_of_other_ranks(value, rank, &keys, &quantiles)).map_err(to_py_err)?;
-    Ok(out.into_iter().map(|q| q.into_pyarray(py)).collect())
 }
 
 /// One rank's runs as `run_references` takes them: (program, step, name, start, end, keep).

@@ -89,29 +89,15 @@ def median_of_others(value: np.ndarray, *keys: np.ndarray) -> np.ndarray:
     return _native.median_of_others(_ints(value), [_ints(k) for k in keys])
 
 
-def median_of_other_ranks(value: np.ndarray, rank: np.ndarray, *keys: np.ndarray) -> np.ndarray:
-    """Per row, the median value of the rows with the same keys on the other ranks (NaN where no
-    other rank has them): a rank's own rows never pull its reference towards it."""
-    return _native.median_of_other_ranks(_ints(value), _ints(rank), [_ints(k) for k in keys])
-
-
 def run_references(ranks: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
                    ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Per rank, given as (program, step, name, start, end, keep) (its rows, the runs those `keep`
-    marks): each row's occurrence among the rank's runs of its step and name, and the
-    `median_of_others` and `median_of_other_ranks` of its duration (end - start) among the runs
-    of the same program, step, name and occurrence (-1, NaN: the row is no run). Each rank's own
+    marks): each row's occurrence among the rank's runs of its step and name, and, among the runs
+    of the same program, step, name and occurrence, the `median_of_others` of its duration
+    (end - start) and the median of the other ranks' durations (-1, NaN: the row is no run). Each rank's own
     arrays: no job-wide column is made."""
     return _native.run_references([(int(program), ids(step), ids(name), _ints(start), _ints(end),
                                     np.ascontiguousarray(keep, bool)) for program, step, name, start, end, keep in ranks])
-
-
-def quantiles_of_other_ranks(value: np.ndarray, rank: np.ndarray, *keys: np.ndarray,
-                             quantiles: tuple[float, ...]) -> list[np.ndarray]:
-    """Per quantile q, per row: the value at position floor((n - 1) q) among the n rows with the
-    same keys on the other ranks, in value order (a value that occurred, not interpolated); NaN
-    where no other rank has them. One grouping for every rank: not each rank's peers masked out."""
-    return _native.quantiles_of_other_ranks(_ints(value), _ints(rank), [_ints(k) for k in keys], list(quantiles))
 
 
 def occurrence(*keys: np.ndarray) -> np.ndarray:
@@ -133,8 +119,10 @@ def value_counts(value: np.ndarray, *keys: np.ndarray) -> tuple[list[np.ndarray]
 
 def counted_quantiles_of_other_ranks(value: np.ndarray, count: np.ndarray, rank: np.ndarray, *keys: np.ndarray,
                                      quantiles: tuple[float, ...]) -> list[np.ndarray]:
-    """`quantiles_of_other_ranks` of rows that each stand for `count` rows of their value (the
-    ranks' `value_counts`): the same figures from each rank's histograms, not from every row."""
+    """Per quantile q, per row: the value at position floor((n - 1) q) among the n rows with the
+    same keys on the other ranks, in value order (a value that occurred, not interpolated; NaN
+    where no other rank has them), where each row stands for `count` rows of its value (the ranks'
+    `value_counts`): the figures every row would give, from each rank's histograms."""
     value, count, rank = _ints(value), _ints(count), _ints(rank)
     out = [np.full(len(value), np.nan) for _ in quantiles]
     if not len(value):

@@ -343,21 +343,7 @@ impl Graph {
         for (row, &op) in member_op.iter().enumerate() {
             op_member[op as usize] = row as u32;
         }
-        let mut inst_off = vec![0u32; n_inst + 1];
-        for &inst in &member_inst {
-            inst_off[inst as usize + 1] += 1;
-        }
-        for i in 0..n_inst {
-            inst_off[i + 1] += inst_off[i];
-        }
-        let mut inst_member = vec![0u32; nm];
-        {
-            let mut fill = inst_off.clone();
-            for (row, &inst) in member_inst.iter().enumerate() {
-                inst_member[fill[inst as usize] as usize] = row as u32;
-                fill[inst as usize] += 1;
-            }
-        }
+        let (inst_off, inst_member) = super::rows_by_key(&member_inst, n_inst);
         let op_time = |g: usize| {
             let (r, k) = ops.locate(g);
             (views[r].op_start()[k], views[r].op_end()[k])

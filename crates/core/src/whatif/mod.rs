@@ -66,6 +66,25 @@ pub(crate) fn input_error(message: impl Into<String>) -> WhatIfError {
     WhatIfError::Input(message.into())
 }
 
+/// Rows bucketed by key (a counting sort into CSR): key k's rows, in row order, are
+/// `rows[off[k]..off[k + 1]]`. `keys` are below `n`.
+pub(crate) fn rows_by_key(keys: &[u32], n: usize) -> (Vec<u32>, Vec<u32>) {
+    let mut off = vec![0u32; n + 1];
+    for &k in keys {
+        off[k as usize + 1] += 1;
+    }
+    for k in 0..n {
+        off[k + 1] += off[k];
+    }
+    let mut fill = off.clone();
+    let mut rows = vec![0u32; keys.len()];
+    for (row, &k) in keys.iter().enumerate() {
+        rows[fill[k as usize] as usize] = row as u32;
+        fill[k as usize] += 1;
+    }
+    (off, rows)
+}
+
 /// How the graph is built.
 #[derive(Clone, Debug)]
 pub struct Options {

@@ -358,21 +358,7 @@ pub fn replay_collectives(
     }
     let measured_start = |g: usize| parts[home[g].0 as usize].summary.member_start[home[g].1 as usize];
     let measured_end = |g: usize| parts[home[g].0 as usize].summary.member_end[home[g].1 as usize];
-    let mut inst_off = vec![0u32; n_inst + 1];
-    for &c in member_instance {
-        inst_off[c as usize + 1] += 1;
-    }
-    for c in 0..n_inst {
-        inst_off[c + 1] += inst_off[c];
-    }
-    let mut inst_member = vec![0u32; nm];
-    {
-        let mut fill = inst_off.clone();
-        for (g, &c) in member_instance.iter().enumerate() {
-            inst_member[fill[c as usize] as usize] = g as u32;
-            fill[c as usize] += 1;
-        }
-    }
+    let (inst_off, inst_member) = super::rows_by_key(member_instance, n_inst);
     let members = |c: usize| &inst_member[inst_off[c] as usize..inst_off[c + 1] as usize];
     let mut x: Vec<i64> = (0..nm)
         .map(|g| {

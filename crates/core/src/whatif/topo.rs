@@ -140,19 +140,7 @@ mod tests {
     /// (order, dropped per edge) for edges src[e] -> dst[e].
     fn order(key: &[i64], src: &[u32], dst: &[u32]) -> (Vec<u32>, Vec<bool>) {
         let n = key.len();
-        let mut off = vec![0u32; n + 1];
-        for &d in dst {
-            off[d as usize + 1] += 1;
-        }
-        for u in 0..n {
-            off[u + 1] += off[u];
-        }
-        let mut fill = off.clone();
-        let mut ids = vec![0u32; dst.len()];
-        for (e, &d) in dst.iter().enumerate() {
-            ids[fill[d as usize] as usize] = e as u32;
-            fill[d as usize] += 1;
-        }
+        let (off, ids) = super::super::rows_by_key(dst, n);
         let span = (*key.iter().min().unwrap(), *key.iter().max().unwrap());
         let (by_time, rank) = super::time_order(n, span, |f| f(key));
         let edges = |u: usize| off[u] as usize..off[u + 1] as usize;
@@ -289,19 +277,7 @@ mod tests {
             }
             let (got, got_dropped) = order(&key, &src, &dst);
             // The reference, on the same CSR.
-            let mut off = vec![0u32; n + 1];
-            for &d in &dst {
-                off[d as usize + 1] += 1;
-            }
-            for u in 0..n {
-                off[u + 1] += off[u];
-            }
-            let mut fill = off.clone();
-            let mut ids = vec![0u32; dst.len()];
-            for (e, &d) in dst.iter().enumerate() {
-                ids[fill[d as usize] as usize] = e as u32;
-                fill[d as usize] += 1;
-            }
+            let (off, ids) = super::super::rows_by_key(&dst, n);
             let span = (*key.iter().min().unwrap(), *key.iter().max().unwrap());
             let (by_time, rank) = super::time_order(n, span, |f| f(&key));
             let (want, want_pos, want_dropped) = dense_kahn(by_time, rank, &off, |p| src[ids[p] as usize]);
