@@ -10,7 +10,7 @@ pub mod grouping;
 pub mod host_time;
 pub mod intervals;
 pub mod kineto;
-mod memory;
+pub mod memory;
 pub mod payload;
 mod scan;
 mod stable;

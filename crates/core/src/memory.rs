@@ -1,6 +1,7 @@
 //! Allocations sized by what a file holds (rows, events) are fallible: running out of memory is a
 //! `ReadError::OutOfMemory`, never an abort (a failed infallible allocation aborts the process,
-//! and with it the Python interpreter that called the reader).
+//! and with it the Python interpreter that called the reader). And [`release`]: freed memory handed
+//! back to the system between the stages of a long computation.
 
 use std::collections::TryReserveError;
 
@@ -39,4 +40,21 @@ pub(crate) fn permuted(column: &[i64], order: &[u32]) -> Result<Vec<i64>, TryRes
     let mut v = with_capacity(order.len())?;
     v.extend(order.iter().map(|&i| column[i as usize]));
     Ok(v)
+}
+
+/// Gives the memory freed so far back to the system (glibc's `malloc_trim`; elsewhere nothing).
+/// glibc keeps freed blocks for reuse, and those below its mmap threshold (which rises to 32 MiB
+/// as large blocks are freed) stay resident: a stage's temporaries then sit under the next stage's
+/// allocations, which are fresh pages if they are larger.
+pub fn release() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        extern "C" {
+            fn malloc_trim(pad: usize) -> std::ffi::c_int;
+        }
+        // SAFETY: malloc_trim only returns free pages of the allocator's own heaps.
+        unsafe {
+            malloc_trim(0);
+        }
+    }
 }

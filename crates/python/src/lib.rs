@@ -597,7 +597,16 @@ fn native_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace_ranks, m)?)?;
     m.add_function(wrap_pyfunction!(gap_starts, m)?)?;
     m.add_function(wrap_pyfunction!(run_references, m)?)?;
+    m.add_function(wrap_pyfunction!(release_memory, m)?)?;
     Ok(())
+}
+
+/// Gives the memory freed so far back to the system (glibc's malloc_trim; elsewhere nothing):
+/// python/nsys_collective/memory.py, between the analysis's stages. Without the GIL (the graph's
+/// build calls it from its thread while the main one works on).
+#[pyfunction]
+fn release_memory(py: Python<'_>) {
+    py.detach(collectivetrace_core::memory::release)
 }
 
 // Grouping of rows by integer keys (crates/core/src/grouping.rs): model/grouping.py's primitives.

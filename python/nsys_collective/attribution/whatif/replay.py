@@ -8,7 +8,6 @@ the latest end of its ops on any rank), and per collective the wait it saved.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,6 +34,9 @@ MOVED_SHARE = 0.10
 # Work the peers do not do is named with confidence when at least this share of it came back as
 # step time (the rest was hidden behind queued GPU work, or off the path to the collectives).
 ON_PATH_SHARE = 0.25
+# The replays run on one thread, reusing one time buffer: another thread's (8 bytes a node, 64 MB
+# at 1.9M kernels) would sit on the graph at the command's peak, for a few passes of ~40 ms.
+REPLAY_THREADS = 1
 _I64_MIN = np.iinfo(np.int64).min
 
 
@@ -152,7 +154,7 @@ def _ideal(g, base: dict, fixed: list[Candidate], rows: list, replayed: dict[int
     sets = [fixed, saving, [max(listed, key=lambda c: wait[id(c)])], [max(listed, key=lambda c: step[id(c)])]]
     sets = list({tuple(map(id, s)): s for s in sets if s}.values())  # each distinct set replayed once
     together = [s for s in sets if len(s) > 1]
-    replays = iter(g.graph.replay_many([_merged([c.change for c in s]) for s in together], threads=os.cpu_count())
+    replays = iter(g.graph.replay_many([_merged([c.change for c in s]) for s in together], threads=REPLAY_THREADS)
                    if together else [])
     outs = [replayed[id(s[0])] if len(s) == 1 else next(replays) for s in sets]
     waits = [int(base["total_wait"] - out["total_wait"]) for out in outs]
@@ -190,8 +192,8 @@ def analyze(job: Job, g: JobGraph | None, kind: np.ndarray, tolerance_ns: int, s
     changes = [c.change for c in candidates] + [ch for _, ch in compute]
     del ctx  # what the pickers shared (the op runs, their references, the host time)
     memory.release()  # what picking the candidates freed, before the replays
-    base = g.graph.replay()
-    outcomes = g.graph.replay_many(changes, threads=os.cpu_count())
+    base = g.graph.replay()  # its time buffer serves the replays after it (REPLAY_THREADS)
+    outcomes = g.graph.replay_many(changes, threads=REPLAY_THREADS)
     compute_out = outcomes[len(candidates):]
     outcomes = outcomes[:len(candidates)]
     job_start = int(min(job.alignment.correct_rank(r, job.traces[r].calls.start[:1]).min()
