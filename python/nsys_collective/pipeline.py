@@ -207,7 +207,7 @@ def thin(traced: Traced, step_pattern: str | None = None) -> tuple[Traced, list[
         if calls is not None:
             lost = np.flatnonzero(np.isin(calls.start, lost_launches(t)))
             calls = dataclasses.replace(calls, **{f.name: getattr(calls, f.name)[lost] for f in dataclasses.fields(calls)})
-        out.append(dataclasses.replace(t, gpu=None, calls=calls, ranges=ranges, metrics=None, syncs=None, events=None))
+        out.append(dataclasses.replace(t, gpu=None, calls=calls, ranges=ranges, metrics=None, stream_waits=(None, None)))
     return (facts, out), [t.gpu is not None for t in ranks]
 
 

@@ -81,7 +81,7 @@ def test_real_host_synchronization_is_per_process_not_per_device():
     assert devices == {0} and calls == {144: (163_599_685, 16), 145: (160_935_048, 17)}
     job, result = analyzed([folder])
     assert {r["pid"]: (r["host_sync_ns"], r["host_sync_calls"]) for r in result.doc["ranks"]} == calls
-    assert {t.pid: len(t.syncs["kind"]) for t in job.traces.values()} == records == {144: 178, 145: 188}
+    assert {t.pid: len(t.stream_waits[0]["kind"]) for t in job.traces.values()} == records == {144: 178, 145: 188}
 
 
 def test_real_sets_without_compute_say_so_and_idle_adds_up():
@@ -103,7 +103,7 @@ def test_the_idle_split_of_hand_made_gaps():
                             tid=np.array([1]))
     syncs = {"kind": np.array([2]), "stream": np.array([9]), "event": np.array([1]), "correlation": np.array([99]),
              "record_correlation": np.array([-1])}
-    trace = SimpleNamespace(gpu=gpu, calls=calls, syncs=syncs, stream_waits=(syncs, None),
+    trace = SimpleNamespace(gpu=gpu, calls=calls, stream_waits=(syncs, None),
                             names=lambda ids: np.array([names[i] for i in ids]))
     got = idle_split(trace, None, 0)
     # gap 100-200: host until 140, then 60 other; gap 300-400: launched at 150, gated: 100 sync;
