@@ -191,7 +191,7 @@ def thin(traced: Traced, step_pattern: str | None = None) -> tuple[Traced, list[
 
     import numpy as np
 
-    from nsys_collective.model.steps import STEP_PATTERN, lost_launches
+    from nsys_collective.model.steps import STEP_PATTERN
 
     facts, ranks = traced
     out = []
@@ -205,7 +205,7 @@ def thin(traced: Traced, step_pattern: str | None = None) -> tuple[Traced, list[
             ranges = dataclasses.replace(ranges, **{f.name: getattr(ranges, f.name)[rows] for f in dataclasses.fields(ranges)})
         calls = t.calls
         if calls is not None:
-            lost = np.flatnonzero(np.isin(calls.start, lost_launches(t)))
+            lost = np.flatnonzero(np.isin(calls.start, t.lost_launches))
             calls = dataclasses.replace(calls, **{f.name: getattr(calls, f.name)[lost] for f in dataclasses.fields(calls)})
         out.append(dataclasses.replace(t, gpu=None, calls=calls, ranges=ranges, metrics=None, stream_waits=(None, None)))
     return (facts, out), [t.gpu is not None for t in ranks]

@@ -6,7 +6,8 @@ this travels between workers).
 export holds: its identity, its GPU work counted, its NCCL operations, its GPU work as columns
 (UTC, sorted by start), its host ranges (NVTX push/pop and start/end ranges, Kineto annotations),
 its CUDA API calls (which block, which host range each gap before a call fell in), its stream
-waits (recorded, else inferred from the calls), its GPU's SM count and its GPU metric samples. Names are ids into a string table shared by the
+waits (recorded, else inferred from the calls), its launch calls whose GPU work was lost, its
+GPU's SM count and its GPU metric samples. Names are ids into a string table shared by the
 export's ranks, holding only the names they use.
 """
 
@@ -133,6 +134,9 @@ class RankTrace:
     # inferred from its calls (model/stream_waits.py); (None, None) where there are neither.
     # Derived in the map, beside the rest of the rank's trace.
     stream_waits: tuple[dict | None, dict | None] = (None, None)
+    # Start times of its kernel launch calls whose GPU work is not in the capture (the steps they
+    # fell in lost GPU work: model/steps.py).
+    lost_launches: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     key: int = field(default=0, compare=False)  # identifies the export's string table (Names caches by it)
     gpu_name: str | None = None  # the device's name as the capture records it (TARGET_INFO_GPU, deviceProperties)
 
@@ -143,6 +147,15 @@ class RankTrace:
         """Strings of many ids at once (None for -1), as an object array."""
         table = np.array(self.strings + (None,), dtype=object)
         return table[np.where(string_ids >= 0, string_ids, len(self.strings))]
+
+
+def lost_launches(calls: HostCalls | None, gpu: GpuItems | None, strings: tuple[str, ...]) -> np.ndarray:
+    """Start times of the kernel launch calls whose GPU work is not in the capture."""
+    if calls is None or not len(calls.start):
+        return np.zeros(0, dtype=np.int64)
+    launch = np.flatnonzero(cuda_api.matches(cuda_api.LAUNCH, calls.name, strings))
+    ran = np.isin(calls.correlation[launch], gpu.correlation) if gpu is not None else np.zeros(len(launch), bool)
+    return calls.start[launch[~ran]]
 
 
 def _no_gpu_counts() -> dict:
@@ -321,7 +334,8 @@ def trace_export(export: Export, index: int, report: str, key: int | None = None
             index=index, report=report, host=export.session.hostname, pid=pid, device=device, env_rank=env, file_rank=file,
             counts=counts, strings=strings, ops=ops, gpu=gpu, ranges=ranges, calls=calls,
             sm_count=sm_count(export, device) if pid is not None else None,
-            metrics=metrics, metrics_shared=len(devices) > 1, stream_waits=waits, key=key,
+            metrics=metrics, metrics_shared=len(devices) > 1, stream_waits=waits,
+            lost_launches=lost_launches(calls, gpu, strings), key=key,
             gpu_name=gpu_name(export, device) if pid is not None else None))
     facts = InputFacts(report=report, export=shown(export.path), session=export.session, warnings=tuple(warnings))
     return facts, traces
