@@ -34,10 +34,16 @@ def _gated(trace: RankTrace) -> np.ndarray:
     if syncs is None or calls is None or not len(calls.start):
         return out
     waits = np.flatnonzero(syncs["kind"] == SyncType.STREAM_WAIT_EVENT)
-    # The wait call's start, by correlation id (calls are the process's runtime calls).
-    order = np.argsort(calls.correlation, kind="stable")
-    at = np.minimum(np.searchsorted(calls.correlation, syncs["correlation"][waits], sorter=order), len(order) - 1)
-    found = calls.correlation[order[at]] == syncs["correlation"][waits]
+    # The wait call's start, by correlation id (calls are the process's runtime calls; the first
+    # where several share one): only the calls whose correlation a wait names are sorted, a few
+    # thousand of a quarter million.
+    wanted = syncs["correlation"][waits]
+    named = np.flatnonzero(np.isin(calls.correlation, wanted))
+    if not len(named):
+        return out
+    order = named[np.argsort(calls.correlation[named], kind="stable")]
+    at = np.minimum(np.searchsorted(calls.correlation[order], wanted), len(order) - 1)
+    found = calls.correlation[order[at]] == wanted
     when, stream = calls.start[order[at[found]]], syncs["stream"][waits[found]]
     launched = g.launch >= 0
     for s in np.unique(stream).tolist():  # a handful of streams
