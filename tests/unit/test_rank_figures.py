@@ -102,3 +102,16 @@ def test_the_idle_split_and_host_sync_are_those_of_before(seed):
     for sel in (selection, None):
         assert idle_split(trace, sel, 0) == idle_before(trace, sel, 0)
         assert host_sync(trace, sel, 0) == host_sync_before(trace, sel, 0)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_gated_ops_with_calls_sharing_correlations_are_those_of_before(seed):
+    """Calls sharing a correlation id (damaged or merged captures): a wait's call is the first of
+    them, as the stable sort of every call found it; no wait found at all gates nothing."""
+    rng = np.random.default_rng(seed)
+    trace, _ = random_rank(rng)
+    m = len(trace.calls.start)
+    trace.calls.correlation = rng.integers(0, max(1, m // 3), m).astype(np.int64)
+    assert _gated(trace).tolist() == gated_before(trace).tolist()
+    trace.calls.correlation = trace.calls.correlation + 10 * m  # no wait names a call
+    assert _gated(trace).tolist() == gated_before(trace).tolist() == [False] * len(trace.gpu.start)
