@@ -105,11 +105,11 @@ def test_the_idle_split_of_hand_made_gaps():
              "record_correlation": np.array([-1])}
     trace = SimpleNamespace(gpu=gpu, calls=calls, stream_waits=(syncs, None),
                             names=lambda ids: np.array([names[i] for i in ids]))
-    got = idle_split(trace, None, 0)
+    got = idle_split(trace, np.ones(5, bool))
     # gap 100-200: host until 140, then 60 other; gap 300-400: launched at 150, gated: 100 sync;
     # gap 500-600: launched at 310, nothing recorded: 100 other
     assert got == {"idle_ns": 300, "idle_host_wait_ns": 40, "idle_sync_wait_ns": 100, "idle_other_ns": 160}
-    assert zero_overlap(trace, None, 0, overlap_ns=0, nccl_time_ns=100) == ("serialized", [9])
+    assert zero_overlap(trace, np.ones(5, bool), overlap_ns=0, nccl_time_ns=100) == ("serialized", [9])
     gpu.stream[2] = 7
-    assert zero_overlap(trace, None, 0, overlap_ns=0, nccl_time_ns=100) == ("same_stream", [7])
-    assert zero_overlap(trace, None, 0, overlap_ns=5, nccl_time_ns=100) == (None, [])
+    assert zero_overlap(trace, np.ones(5, bool), overlap_ns=0, nccl_time_ns=100) == ("same_stream", [7])
+    assert zero_overlap(trace, np.ones(5, bool), overlap_ns=5, nccl_time_ns=100) == (None, [])

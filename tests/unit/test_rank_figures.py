@@ -100,7 +100,7 @@ def test_the_idle_split_and_host_sync_are_those_of_before(seed):
     trace, selection = random_rank(rng)
     assert _gated(trace).tolist() == gated_before(trace).tolist()
     for sel in (selection, None):
-        assert idle_split(trace, sel, 0) == idle_before(trace, sel, 0)
+        assert idle_split(trace, analyzed_ops(trace, sel, 0)) == idle_before(trace, sel, 0)
         assert host_sync(trace, sel, 0) == host_sync_before(trace, sel, 0)
 
 
