@@ -203,7 +203,8 @@ def thin(traced: Traced, step_pattern: str | None = None) -> tuple[Traced, list[
             step = np.array([bool(n) and fnmatch.fnmatchcase(n, pattern) for n in t.names(ids).tolist()], dtype=bool)
             rows = np.flatnonzero(step[at.ravel()])  # one Python step per name, not per range
             ranges = dataclasses.replace(ranges, **{f.name: getattr(ranges, f.name)[rows] for f in dataclasses.fields(ranges)})
-        out.append(dataclasses.replace(t, gpu=None, calls=None, ranges=ranges, metrics=None, stream_waits=(None, None)))
+        out.append(dataclasses.replace(t, gpu=None, calls=None, ranges=ranges, metrics=None, stream_waits=(None, None),
+                                       synchronize_calls=np.zeros(0, np.int64)))
     return (facts, out), [t.gpu is not None for t in ranks]
 
 

@@ -84,7 +84,8 @@ def random_rank(rng):
     k = int(rng.integers(0, 20))
     syncs = {"kind": rng.choice([SyncType.STREAM_WAIT_EVENT, SyncType.STREAM_SYNCHRONIZE], k).astype(np.int64),
              "correlation": rng.integers(0, m * 2, k).astype(np.int64), "stream": rng.integers(0, 3, k).astype(np.int64)}
-    trace = SimpleNamespace(gpu=gpu, calls=calls, stream_waits=(syncs, None), strings=NAMES)
+    trace = SimpleNamespace(gpu=gpu, calls=calls, stream_waits=(syncs, None), strings=NAMES,
+                            synchronize_calls=np.flatnonzero(cuda_api.matches(cuda_api.SYNCHRONIZE, calls.name, NAMES)))
     s = int(rng.integers(1, 6))
     step_start = np.sort(rng.integers(0, 2_000, s)).astype(np.int64)
     steps = RankSteps(start=step_start, end=step_start + rng.integers(0, 600, s), label=[f"step {i}" for i in range(s)])

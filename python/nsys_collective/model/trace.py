@@ -6,8 +6,8 @@ this travels between workers).
 export holds: its identity, its GPU work counted, its NCCL operations, its GPU work as columns
 (UTC, sorted by start), its host ranges (NVTX push/pop and start/end ranges, Kineto annotations),
 its CUDA API calls (which block, which host range each gap before a call fell in), its stream
-waits (recorded, else inferred from the calls), its launch calls whose GPU work was lost, its
-GPU's SM count and its GPU metric samples. Names are ids into a string table shared by the
+waits (recorded, else inferred from the calls), its launch calls whose GPU work was lost and
+its synchronize calls, its GPU's SM count and its GPU metric samples. Names are ids into a string table shared by the
 export's ranks, holding only the names they use.
 """
 
@@ -137,6 +137,9 @@ class RankTrace:
     # Start times of its kernel launch calls whose GPU work is not in the capture (the steps they
     # fell in lost GPU work: model/steps.py).
     lost_launches: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # Its process's synchronize calls (rows of `calls`): where its host waited for the GPU
+    # (attribution/host_sync.py).
+    synchronize_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     key: int = field(default=0, compare=False)  # identifies the export's string table (Names caches by it)
     gpu_name: str | None = None  # the device's name as the capture records it (TARGET_INFO_GPU, deviceProperties)
 
@@ -335,7 +338,9 @@ def trace_export(export: Export, index: int, report: str, key: int | None = None
             counts=counts, strings=strings, ops=ops, gpu=gpu, ranges=ranges, calls=calls,
             sm_count=sm_count(export, device) if pid is not None else None,
             metrics=metrics, metrics_shared=len(devices) > 1, stream_waits=waits,
-            lost_launches=lost_launches(calls, gpu, strings), key=key,
+            lost_launches=lost_launches(calls, gpu, strings),
+            synchronize_calls=np.flatnonzero(cuda_api.matches(cuda_api.SYNCHRONIZE, calls.name, strings))
+            if calls is not None else np.zeros(0, np.int64), key=key,
             gpu_name=gpu_name(export, device) if pid is not None else None))
     facts = InputFacts(report=report, export=shown(export.path), session=export.session, warnings=tuple(warnings))
     return facts, traces
