@@ -6,9 +6,9 @@ this travels between workers).
 export holds: its identity, its GPU work counted, its NCCL operations, its GPU work as columns
 (UTC, sorted by start), its host ranges (NVTX push/pop and start/end ranges, Kineto annotations),
 its CUDA API calls (which block, which host range each gap before a call fell in), its stream
-waits (recorded, else inferred from the calls), its launch calls whose GPU work was lost and
-its synchronize calls, its GPU's SM count and its GPU metric samples. Names are ids into a string table shared by the
-export's ranks, holding only the names they use.
+waits (recorded, else inferred from the calls), its launch calls whose GPU work was lost, its
+synchronize calls, its GPU's SM count and its GPU metric samples. Names are ids into a string
+table shared by the export's ranks, holding only the names they use.
 """
 
 from __future__ import annotations
@@ -159,6 +159,13 @@ def lost_launches(calls: HostCalls | None, gpu: GpuItems | None, strings: tuple[
     launch = np.flatnonzero(cuda_api.matches(cuda_api.LAUNCH, calls.name, strings))
     ran = np.isin(calls.correlation[launch], gpu.correlation) if gpu is not None else np.zeros(len(launch), bool)
     return calls.start[launch[~ran]]
+
+
+def synchronize_calls(calls: HostCalls | None, strings: tuple[str, ...]) -> np.ndarray:
+    """The synchronize calls (rows of `calls`): where the host waited for the GPU."""
+    if calls is None:
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(cuda_api.matches(cuda_api.SYNCHRONIZE, calls.name, strings))
 
 
 def _no_gpu_counts() -> dict:
@@ -338,9 +345,7 @@ def trace_export(export: Export, index: int, report: str, key: int | None = None
             counts=counts, strings=strings, ops=ops, gpu=gpu, ranges=ranges, calls=calls,
             sm_count=sm_count(export, device) if pid is not None else None,
             metrics=metrics, metrics_shared=len(devices) > 1, stream_waits=waits,
-            lost_launches=lost_launches(calls, gpu, strings),
-            synchronize_calls=np.flatnonzero(cuda_api.matches(cuda_api.SYNCHRONIZE, calls.name, strings))
-            if calls is not None else np.zeros(0, np.int64), key=key,
+            lost_launches=lost_launches(calls, gpu, strings), synchronize_calls=synchronize_calls(calls, strings), key=key,
             gpu_name=gpu_name(export, device) if pid is not None else None))
     facts = InputFacts(report=report, export=shown(export.path), session=export.session, warnings=tuple(warnings))
     return facts, traces
