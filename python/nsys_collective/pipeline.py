@@ -183,15 +183,15 @@ def _wait_for_prefetch() -> None:
 
 def thin(traced: Traced, step_pattern: str | None = None) -> tuple[Traced, list[bool]]:
     """What the model needs of an input's traces to number its ranks, match the collectives, align
-    the clocks and find the steps (NCCL ops, the step ranges, the launch calls whose GPU work was
-    lost), without the per-event columns, which stay in the map stage; and which ranks have GPU
+    the clocks and find the steps (NCCL ops, the step ranges, the start times of the launches whose
+    GPU work was lost), without the per-event columns, which stay in the map stage; and which ranks have GPU
     work. The map stage of the what-if from summaries (`summarize_rank`) sends only this."""
     import dataclasses
     import fnmatch
 
     import numpy as np
 
-    from nsys_collective.model.steps import STEP_PATTERN, lost_launches
+    from nsys_collective.model.steps import STEP_PATTERN
 
     facts, ranks = traced
     out = []
@@ -203,11 +203,8 @@ def thin(traced: Traced, step_pattern: str | None = None) -> tuple[Traced, list[
             step = np.array([bool(n) and fnmatch.fnmatchcase(n, pattern) for n in t.names(ids).tolist()], dtype=bool)
             rows = np.flatnonzero(step[at.ravel()])  # one Python step per name, not per range
             ranges = dataclasses.replace(ranges, **{f.name: getattr(ranges, f.name)[rows] for f in dataclasses.fields(ranges)})
-        calls = t.calls
-        if calls is not None:
-            lost = np.flatnonzero(np.isin(calls.start, lost_launches(t)))
-            calls = dataclasses.replace(calls, **{f.name: getattr(calls, f.name)[lost] for f in dataclasses.fields(calls)})
-        out.append(dataclasses.replace(t, gpu=None, calls=calls, ranges=ranges, metrics=None, syncs=None, events=None))
+        out.append(dataclasses.replace(t, gpu=None, calls=None, ranges=ranges, metrics=None, stream_waits=(None, None),
+                                       synchronize_calls=np.zeros(0, np.int64)))
     return (facts, out), [t.gpu is not None for t in ranks]
 
 

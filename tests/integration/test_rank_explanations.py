@@ -81,7 +81,7 @@ def test_real_host_synchronization_is_per_process_not_per_device():
     assert devices == {0} and calls == {144: (163_599_685, 16), 145: (160_935_048, 17)}
     job, result = analyzed([folder])
     assert {r["pid"]: (r["host_sync_ns"], r["host_sync_calls"]) for r in result.doc["ranks"]} == calls
-    assert {t.pid: len(t.syncs["kind"]) for t in job.traces.values()} == records == {144: 178, 145: 188}
+    assert {t.pid: len(t.stream_waits[0]["kind"]) for t in job.traces.values()} == records == {144: 178, 145: 188}
 
 
 def test_real_sets_without_compute_say_so_and_idle_adds_up():
@@ -103,13 +103,13 @@ def test_the_idle_split_of_hand_made_gaps():
                             tid=np.array([1]))
     syncs = {"kind": np.array([2]), "stream": np.array([9]), "event": np.array([1]), "correlation": np.array([99]),
              "record_correlation": np.array([-1])}
-    trace = SimpleNamespace(gpu=gpu, calls=calls, syncs=syncs, stream_waits=(syncs, None),
+    trace = SimpleNamespace(gpu=gpu, calls=calls, stream_waits=(syncs, None),
                             names=lambda ids: np.array([names[i] for i in ids]))
-    got = idle_split(trace, None, 0)
+    got = idle_split(trace, np.ones(5, bool))
     # gap 100-200: host until 140, then 60 other; gap 300-400: launched at 150, gated: 100 sync;
     # gap 500-600: launched at 310, nothing recorded: 100 other
     assert got == {"idle_ns": 300, "idle_host_wait_ns": 40, "idle_sync_wait_ns": 100, "idle_other_ns": 160}
-    assert zero_overlap(trace, None, 0, overlap_ns=0, nccl_time_ns=100) == ("serialized", [9])
+    assert zero_overlap(trace, np.ones(5, bool), overlap_ns=0, nccl_time_ns=100) == ("serialized", [9])
     gpu.stream[2] = 7
-    assert zero_overlap(trace, None, 0, overlap_ns=0, nccl_time_ns=100) == ("same_stream", [7])
-    assert zero_overlap(trace, None, 0, overlap_ns=5, nccl_time_ns=100) == (None, [])
+    assert zero_overlap(trace, np.ones(5, bool), overlap_ns=0, nccl_time_ns=100) == ("same_stream", [7])
+    assert zero_overlap(trace, np.ones(5, bool), overlap_ns=5, nccl_time_ns=100) == (None, [])

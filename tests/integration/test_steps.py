@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from conftest import FIXTURES, REAL, analyzed, gen, need_real
 from nsys_collective.model.job import Filters
 from nsys_collective.model.steps import select_steps
+from nsys_collective.model.trace import lost_launches
 
 JOB = dict(style="ddp", ranks=4, hosts=2, steps=4, buckets=3, kernels_per_step=40, scenario="slow_kernel", seed=2)
 
@@ -99,7 +100,7 @@ def _trace(steps, lost_at=()):
     calls = SimpleNamespace(start=np.array(launches), name=np.full(len(launches), len(steps)),
                             correlation=np.arange(len(launches)))
     gpu = SimpleNamespace(correlation=np.array([0]))
-    return SimpleNamespace(ranges=ranges, calls=calls, gpu=gpu, strings=names,
+    return SimpleNamespace(ranges=ranges, lost_launches=lost_launches(calls, gpu, names),
                            names=lambda ids: np.array([names[i] for i in ids], dtype=object))
 
 

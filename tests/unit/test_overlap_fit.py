@@ -122,3 +122,14 @@ def test_the_one_kernel_bootstrap_is_one_refit_per_resample_bit_for_bit():
         want = np.percentile(draws, overlap_fit.INTERVAL, axis=0)
         got = overlap_fit._bootstrap(y, cls, 1, x, keep, weight, overlap_fit._resamples(cls, 1, keep, seed))
         assert np.asarray(got).tobytes() == want.tobytes(), seed
+
+
+def test_one_class_is_drawn_under_one_bound_as_under_an_array_of_bounds():
+    """_resamples draws a single class under its one bound: the same stream as the bound repeated
+    per draw (classes of one draw nothing: the same there too)."""
+    for seed, n in enumerate((1, 2, 3, 64, 2000, 100_000)):
+        keep = np.ones(n, bool)
+        keep[::7] = n < 7
+        pool, picks = overlap_fit._resamples(np.zeros(n, np.int64), 1, keep, seed)
+        bounds = np.full(overlap_fit.BOOTSTRAP * len(pool), len(pool))
+        assert (picks.ravel() == pool[np.random.default_rng(seed).integers(0, bounds)]).all(), n

@@ -84,7 +84,8 @@ def random_rank(rng):
     k = int(rng.integers(0, 20))
     syncs = {"kind": rng.choice([SyncType.STREAM_WAIT_EVENT, SyncType.STREAM_SYNCHRONIZE], k).astype(np.int64),
              "correlation": rng.integers(0, m * 2, k).astype(np.int64), "stream": rng.integers(0, 3, k).astype(np.int64)}
-    trace = SimpleNamespace(gpu=gpu, calls=calls, stream_waits=(syncs, None), strings=NAMES)
+    trace = SimpleNamespace(gpu=gpu, calls=calls, stream_waits=(syncs, None), strings=NAMES,
+                            synchronize_calls=np.flatnonzero(cuda_api.matches(cuda_api.SYNCHRONIZE, calls.name, NAMES)))
     s = int(rng.integers(1, 6))
     step_start = np.sort(rng.integers(0, 2_000, s)).astype(np.int64)
     steps = RankSteps(start=step_start, end=step_start + rng.integers(0, 600, s), label=[f"step {i}" for i in range(s)])
@@ -100,5 +101,18 @@ def test_the_idle_split_and_host_sync_are_those_of_before(seed):
     trace, selection = random_rank(rng)
     assert _gated(trace).tolist() == gated_before(trace).tolist()
     for sel in (selection, None):
-        assert idle_split(trace, sel, 0) == idle_before(trace, sel, 0)
+        assert idle_split(trace, analyzed_ops(trace, sel, 0)) == idle_before(trace, sel, 0)
         assert host_sync(trace, sel, 0) == host_sync_before(trace, sel, 0)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_gated_ops_with_calls_sharing_correlations_are_those_of_before(seed):
+    """Calls sharing a correlation id (damaged or merged captures): a wait's call is the first of
+    them, as the stable sort of every call found it; no wait found at all gates nothing."""
+    rng = np.random.default_rng(seed)
+    trace, _ = random_rank(rng)
+    m = len(trace.calls.start)
+    trace.calls.correlation = rng.integers(0, max(1, m // 3), m).astype(np.int64)
+    assert _gated(trace).tolist() == gated_before(trace).tolist()
+    trace.calls.correlation = trace.calls.correlation + 10 * m  # no wait names a call
+    assert _gated(trace).tolist() == gated_before(trace).tolist() == [False] * len(trace.gpu.start)

@@ -70,3 +70,21 @@ def test_name_id_pairs_are_packed_in_int64():
     pairs, at = _distinct_pairs(full, short)
     want, want_at = np.unique(np.stack([full, short]).astype(np.int64), axis=1, return_inverse=True)
     assert np.array_equal(pairs, want) and np.array_equal(at, want_at.ravel())
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_short_of_is_the_short_name_of_each_full_names_first_item(seed):
+    """short_of marks each name's first item in one pass: the dict np.unique(return_index=True)
+    gave, keys in the same order (unnamed items, -1, included; no item at all: empty)."""
+    from nsys_collective.model.timeline import GpuWork
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 300)) if seed else 0
+    name = rng.integers(-1, int(rng.integers(1, 50)), n).astype(np.int32)
+    short = rng.integers(0, 1000, n).astype(np.int32)
+    none = np.zeros(n, bool)
+    w = GpuWork(start=np.arange(n), end=np.arange(n), name=name, short_name=short, is_nccl=none, is_kernel=none,
+                ctas=np.zeros(n, np.int32), stream=np.zeros(n, np.int32))
+    full, first = np.unique(name, return_index=True)
+    want = dict(zip(full.tolist(), short[first].tolist()))
+    assert w.short_of == want and list(w.short_of) == list(want)

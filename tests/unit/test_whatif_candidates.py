@@ -547,3 +547,33 @@ def test_api_stalls_equal_the_version_that_kept_every_call(seed):
         offset += n
     got = rank_level.api_candidates(ctx)
     assert same_candidates(got, ref_api_candidates(ctx))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_programs_are_those_of_the_hashed_names(seed):
+    """programs marks each rank's compute kernel names in a table; the same numbers as the sets of
+    distinct names grouping.unique gave (ranks sharing few, many or no names; copies, NCCL and
+    unnamed kernels among them)."""
+    from nsys_collective.attribution.whatif.candidate import SAME_PROGRAM, programs
+
+    rng = np.random.default_rng(seed)
+    names = [f"k{i}" for i in range(int(rng.integers(1, 40)))]
+    per_rank = {}
+    for r in range(int(rng.integers(1, 7))):
+        n = int(rng.integers(0, 200))
+        lo = int(rng.integers(-1, len(names)))
+        per_rank[r] = SimpleNamespace(name=rng.integers(lo, len(names), n).astype(np.int32),
+                                      is_kernel=rng.random(n) < 0.8, is_nccl=rng.random(n) < 0.2)
+    job = SimpleNamespace(timeline=Timeline(per_rank=per_rank, names=SimpleNamespace(values=names)))
+    want, representatives = {}, []
+    sets = {r: set(grouping.unique(w.name[w.is_kernel & ~w.is_nccl])[0].tolist()) for r, w in per_rank.items()}
+    for r in per_rank:
+        for k, rep in enumerate(representatives):
+            union = len(sets[r] | sets[rep])
+            if union == 0 or len(sets[r] & sets[rep]) / union >= SAME_PROGRAM:
+                want[r] = k
+                break
+        else:
+            want[r] = len(representatives)
+            representatives.append(r)
+    assert programs(job, list(per_rank)) == want

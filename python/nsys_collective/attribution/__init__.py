@@ -33,8 +33,9 @@ def explain_ranks(job: Job) -> tuple[dict[int, dict], str | None]:
     out, notes = {}, {}
     for r in job.ranks:
         trace = job.traces[r.rank]
-        notes[r.rank] = zero_overlap(trace, job.steps, r.rank, r.compute_overlap_ns, r.nccl_time_ns)
-        out[r.rank] = {"zero_overlap_cause": notes[r.rank][0], **idle_split(trace, job.steps, r.rank),
+        analyzed = job.analyzed[r.rank]
+        notes[r.rank] = zero_overlap(trace, analyzed, r.compute_overlap_ns, r.nccl_time_ns)
+        out[r.rank] = {"zero_overlap_cause": notes[r.rank][0], **idle_split(trace, analyzed),
                        **host_sync(trace, job.steps, r.rank)}
     return out, same_stream_finding(notes)
 

@@ -9,12 +9,8 @@ same figure. With a step selection (model.steps), only calls that began in an an
 
 from __future__ import annotations
 
-import numpy as np
-
-from nsys_collective.model import cuda_api
 from nsys_collective.model.steps import StepSelection
 from nsys_collective.model.trace import RankTrace
-
 
 
 def host_sync(trace: RankTrace, selection: StepSelection | None, rank: int) -> dict:
@@ -22,7 +18,7 @@ def host_sync(trace: RankTrace, selection: StepSelection | None, rank: int) -> d
     calls = trace.calls
     if calls is None or not len(calls.start):
         return {"host_sync_ns": 0, "host_sync_calls": 0}
-    mine = np.flatnonzero(cuda_api.matches(cuda_api.SYNCHRONIZE, calls.name, trace.strings))
+    mine = trace.synchronize_calls
     if selection is not None:  # only the synchronize calls searched among the steps, not every call
         mine = mine[selection.analyzed(rank, calls.start[mine])]
     return {"host_sync_ns": int((calls.end[mine] - calls.start[mine]).sum()), "host_sync_calls": len(mine)}

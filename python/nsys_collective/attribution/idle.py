@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from nsys_collective.model.activity import analyzed_ops
-from nsys_collective.model.steps import StepSelection
 from nsys_collective.model.cuda_api import SyncType
 from nsys_collective.model.trace import RankTrace
 
@@ -34,10 +32,16 @@ def _gated(trace: RankTrace) -> np.ndarray:
     if syncs is None or calls is None or not len(calls.start):
         return out
     waits = np.flatnonzero(syncs["kind"] == SyncType.STREAM_WAIT_EVENT)
-    # The wait call's start, by correlation id (calls are the process's runtime calls).
-    order = np.argsort(calls.correlation, kind="stable")
-    at = np.minimum(np.searchsorted(calls.correlation, syncs["correlation"][waits], sorter=order), len(order) - 1)
-    found = calls.correlation[order[at]] == syncs["correlation"][waits]
+    # The wait call's start, by correlation id (calls are the process's runtime calls; the first
+    # where several share one): only the calls whose correlation a wait names are sorted, a few
+    # thousand of a quarter million.
+    wanted = syncs["correlation"][waits]
+    named = np.flatnonzero(np.isin(calls.correlation, wanted))
+    if not len(named):
+        return out
+    order = named[np.argsort(calls.correlation[named], kind="stable")]
+    at = np.minimum(np.searchsorted(calls.correlation[order], wanted), len(order) - 1)
+    found = calls.correlation[order[at]] == wanted
     when, stream = calls.start[order[at[found]]], syncs["stream"][waits[found]]
     launched = g.launch >= 0
     for s in np.unique(stream).tolist():  # a handful of streams
@@ -51,8 +55,9 @@ def _gated(trace: RankTrace) -> np.ndarray:
     return out
 
 
-def idle_split(trace: RankTrace, selection: StepSelection | None, rank: int) -> dict:
-    """idle_ns and its parts idle_host_wait_ns, idle_sync_wait_ns, idle_other_ns for one rank."""
+def idle_split(trace: RankTrace, analyzed: np.ndarray) -> dict:
+    """idle_ns and its parts idle_host_wait_ns, idle_sync_wait_ns, idle_other_ns for one rank;
+    `analyzed`: which of its GPU ops the analysis covers (activity.analyzed_ops)."""
     none = {"idle_ns": 0, "idle_host_wait_ns": 0, "idle_sync_wait_ns": 0, "idle_other_ns": 0}
     g = trace.gpu
     if g is None or len(g.start) < 2:
@@ -63,7 +68,7 @@ def idle_split(trace: RankTrace, selection: StepSelection | None, rank: int) -> 
         return none
     # The GPU's busy blocks start at its first op and where each gap ends; a gap counts between
     # two blocks with analyzed work.
-    block_analyzed = np.logical_or.reduceat(analyzed_ops(trace, selection, rank), np.r_[0, begins])
+    block_analyzed = np.logical_or.reduceat(analyzed, np.r_[0, begins])
     begins = begins[block_analyzed[1:] & block_analyzed[:-1]]
     g0, g1 = reach[begins - 1], g.start[begins]
     gap = g1 - g0

@@ -17,19 +17,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from nsys_collective.model.activity import analyzed_ops
-from nsys_collective.model.steps import StepSelection
 from nsys_collective.model.trace import RankTrace
 
 
-def zero_overlap(trace: RankTrace, selection: StepSelection | None, rank: int, overlap_ns: int,
+def zero_overlap(trace: RankTrace, analyzed: np.ndarray, overlap_ns: int,
                  nccl_time_ns: int) -> tuple[str | None, list[int]]:
     """The reason (None where overlap is not zero, or the rank has no NCCL time) and the NCCL
-    streams it concerns."""
+    streams it concerns; `analyzed`: which of its GPU ops the analysis covers
+    (activity.analyzed_ops)."""
     g = trace.gpu
     if g is None or nccl_time_ns <= 0 or overlap_ns > 0:
         return None, []
-    mine = analyzed_ops(trace, selection, rank) & g.is_kernel
+    mine = analyzed & g.is_kernel
     nccl_streams = np.unique(g.stream[mine & g.is_nccl])
     compute_streams = np.unique(g.stream[mine & ~g.is_nccl])
     if not len(compute_streams):

@@ -27,12 +27,13 @@ def analyzed_ops(trace: RankTrace, selection: StepSelection | None, rank: int) -
     return selection.analyzed(rank, g.launch)
 
 
-def overlap_figures(trace: RankTrace, selection: StepSelection, rank: int) -> dict:
-    """nccl_time_ns, compute_overlap_ns and overlap_share of the rank over the analyzed steps."""
+def overlap_figures(trace: RankTrace, analyzed: np.ndarray) -> dict:
+    """nccl_time_ns, compute_overlap_ns and overlap_share of the rank over its `analyzed` ops
+    (analyzed_ops)."""
     g = trace.gpu
     if g is None:
         return {"nccl_time_ns": 0, "compute_overlap_ns": 0, "overlap_share": None}
-    kernels = analyzed_ops(trace, selection, rank) & g.is_kernel
+    kernels = analyzed & g.is_kernel
     # One pass in the core over the rank's kernels in start order, as the map counted them all.
     nccl_time, overlap = _native.nccl_overlap(g.start, g.end, g.is_nccl, kernels)
     return {"nccl_time_ns": nccl_time, "compute_overlap_ns": overlap,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
@@ -19,7 +19,7 @@ from nsys_collective.model.alignment import Alignment, align
 from nsys_collective.model.alignment_quality import Quality, assess
 from nsys_collective.model.matching import Collectives, match
 from nsys_collective.model.nccl import OPS, SYNC_OPS, NcclOps
-from nsys_collective.model.activity import overlap_figures
+from nsys_collective.model.activity import analyzed_ops, overlap_figures
 from nsys_collective.model.ranks import Rank, number_ranks
 from nsys_collective.model.steps import StepSelection, instance_steps, select_steps
 from nsys_collective.model.timeline import Timeline
@@ -44,6 +44,9 @@ class Job:
     steps: StepSelection | None = None  # the job's steps and the analyzed ones; None where no rank marks one
     collectives_outside_steps: int = 0  # instances the step selection left out
     ranks_left_out: int = 0  # ranks --ranks/--hosts left out (their collectives' members may be missing)
+    # Per rank number, which of its GPU ops (its trace's gpu rows) the analysis covers
+    # (activity.analyzed_ops): found once, for the model's figures and the attribution's.
+    analyzed: dict[int, np.ndarray] = field(default_factory=dict)
 
     def op_name(self, instance: int) -> str:
         return OPS[int(self.collectives.op[instance])]
@@ -180,9 +183,10 @@ def build_job(traces: list[RankTrace], warnings: list[str], filters: Filters | N
     if not keep.all():
         collectives, step_of = collectives.subset(keep), step_of[keep]
         aligned_start = alignment.correct(collectives.obs_rank, collectives.obs_start)
+    analyzed = {r.rank: analyzed_ops(traces_of[r.rank], selection, r.rank) for r in ranks}
     if selection is not None and selection.restricts:
         # Per-rank figures (NCCL time, overlap) over the analyzed steps only, as the collectives.
-        ranks = [replace(r, **overlap_figures(traces_of[r.rank], selection, r.rank)) for r in ranks]
+        ranks = [replace(r, **overlap_figures(traces_of[r.rank], analyzed[r.rank])) for r in ranks]
     aligned_end = alignment.correct(collectives.obs_rank, collectives.obs_end)
     warnings += unsized_warnings(collectives)
     timing = instance_timing(collectives.obs_instance, collectives.obs_rank, aligned_start, aligned_end)
@@ -190,7 +194,7 @@ def build_job(traces: list[RankTrace], warnings: list[str], filters: Filters | N
                alignment_quality=quality, timing=timing,
                aligned_start=aligned_start, aligned_end=aligned_end, step=step_of,
                timeline=Timeline(traces_of, alignment), warnings=warnings, steps=selection,
-               collectives_outside_steps=outside, ranks_left_out=len(numbered) - len(selected))
+               collectives_outside_steps=outside, ranks_left_out=len(numbered) - len(selected), analyzed=analyzed)
 
 
 def unsized_warnings(collectives: Collectives) -> list[str]:

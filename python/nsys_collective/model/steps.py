@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nsys_collective import _native
-from nsys_collective.model import cuda_api
 from nsys_collective.model.trace import RankTrace
 
 STEP_PATTERN = "ProfilerStep#*"
@@ -121,16 +120,6 @@ def rank_steps(trace: RankTrace, pattern: str) -> RankSteps | None:
     return RankSteps(start=ranges.start[rows], end=ranges.end[rows], label=label)
 
 
-def lost_launches(trace: RankTrace) -> np.ndarray:
-    """Start times of the rank's kernel launch calls whose GPU work is not in the capture."""
-    calls, gpu = trace.calls, trace.gpu
-    if calls is None or not len(calls.start):
-        return np.zeros(0, dtype=np.int64)
-    launch = np.flatnonzero(cuda_api.matches(cuda_api.LAUNCH, calls.name, trace.strings))
-    ran = np.isin(calls.correlation[launch], gpu.correlation) if gpu is not None else np.zeros(len(launch), bool)
-    return calls.start[launch[~ran]]
-
-
 def select_steps(traces: dict[int, RankTrace], pattern: str | None, keep_all: bool) -> StepSelection | None:
     """The steps of the job (`pattern`, default ProfilerStep#*) and the ones analyzed: the complete
     ones, or with `keep_all` every one (and then, without a pattern, the whole capture). None where
@@ -146,7 +135,7 @@ def select_steps(traces: dict[int, RankTrace], pattern: str | None, keep_all: bo
     steps = tuple(sorted(first, key=first.get))
     problems: dict[tuple[str, str], list[int]] = {}
     for r, s in ranks.items():
-        lost = lost_launches(traces[r])
+        lost = traces[r].lost_launches
         hit = np.zeros(len(s.start), np.int64)
         if len(lost):
             inside = s.index_of(lost)

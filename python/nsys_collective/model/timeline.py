@@ -58,9 +58,13 @@ class GpuWork:
 
     @cached_property
     def short_of(self) -> dict[int, int]:
-        """Short name id of each full name id."""
-        full, first = np.unique(self.name, return_index=True)
-        return dict(zip(full.tolist(), self.short_name[first].tolist()))
+        """Short name id of each full name id (its first item's), in full name order."""
+        n = len(self.name)
+        # Each name's first item, the least row under it (ids from -1): one pass, no sort of the rows.
+        first = np.full(int(self.name.max(initial=-1)) + 2, n)
+        np.minimum.at(first, self.name + 1, np.arange(n))
+        full = np.flatnonzero(first < n)
+        return dict(zip((full - 1).tolist(), self.short_name[first[full]].tolist()))
 
     def index_of(self, start: np.ndarray, end: np.ndarray) -> np.ndarray:
         """Index of the items with these aligned (start, end); -1 where none."""

@@ -5,9 +5,10 @@ this travels between workers).
 `trace_export(export, index, report)` returns the input's facts and one `RankTrace` per rank the
 export holds: its identity, its GPU work counted, its NCCL operations, its GPU work as columns
 (UTC, sorted by start), its host ranges (NVTX push/pop and start/end ranges, Kineto annotations),
-its CUDA API calls (which block, which host range each gap before a call fell in), its GPU's SM
-count and its GPU metric samples. Names are ids into a string table shared by the
-export's ranks, holding only the names they use.
+its CUDA API calls (which block, which host range each gap before a call fell in), its stream
+waits (recorded, else inferred from the calls), its launch calls whose GPU work was lost, its
+synchronize calls, its GPU's SM count and its GPU metric samples. Names are ids into a string
+table shared by the export's ranks, holding only the names they use.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import secrets
 from dataclasses import dataclass, field
-from functools import cached_property
 
 import re
 
@@ -128,11 +128,18 @@ class RankTrace:
     # Per metric field: (sample times, values) on the rank's clock; None when none were captured.
     metrics: dict[str, tuple[np.ndarray, np.ndarray]] | None = None
     metrics_shared: bool = False  # the export sampled several GPUs: which is this rank's is unknown
-    # The rank's recorded synchronizations and event records, as the replay takes them (columns:
-    # kind, stream, event, correlation, record_correlation / stream, event, correlation); None
-    # where the capture recorded none.
-    syncs: dict | None = None
-    events: dict | None = None
+    # The rank's stream waits, as the idle split and the replay take them: (syncs, events), its
+    # recorded synchronizations and event records (columns: kind, stream, event, correlation,
+    # record_correlation / stream, event, correlation), or where the capture recorded none, those
+    # inferred from its calls (model/stream_waits.py); (None, None) where there are neither.
+    # Derived in the map, beside the rest of the rank's trace.
+    stream_waits: tuple[dict | None, dict | None] = (None, None)
+    # Start times of its kernel launch calls whose GPU work is not in the capture (the steps they
+    # fell in lost GPU work: model/steps.py).
+    lost_launches: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # Its process's synchronize calls (rows of `calls`): where its host waited for the GPU
+    # (attribution/host_sync.py).
+    synchronize_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     key: int = field(default=0, compare=False)  # identifies the export's string table (Names caches by it)
     gpu_name: str | None = None  # the device's name as the capture records it (TARGET_INFO_GPU, deviceProperties)
 
@@ -144,13 +151,21 @@ class RankTrace:
         table = np.array(self.strings + (None,), dtype=object)
         return table[np.where(string_ids >= 0, string_ids, len(self.strings))]
 
-    @cached_property
-    def stream_waits(self) -> tuple[dict | None, dict | None]:
-        """(syncs, events): the recorded ones, or where the capture recorded none, those inferred
-        from the calls; computed once, as the idle split and the what-if both read them."""
-        if self.syncs is not None and len(self.syncs["correlation"]):
-            return self.syncs, self.events
-        return stream_waits_from_calls(self.calls, self.gpu, self.strings)
+
+def lost_launches(calls: HostCalls | None, gpu: GpuItems | None, strings: tuple[str, ...]) -> np.ndarray:
+    """Start times of the kernel launch calls whose GPU work is not in the capture."""
+    if calls is None or not len(calls.start):
+        return np.zeros(0, dtype=np.int64)
+    launch = np.flatnonzero(cuda_api.matches(cuda_api.LAUNCH, calls.name, strings))
+    ran = np.isin(calls.correlation[launch], gpu.correlation) if gpu is not None else np.zeros(len(launch), bool)
+    return calls.start[launch[~ran]]
+
+
+def synchronize_calls(calls: HostCalls | None, strings: tuple[str, ...]) -> np.ndarray:
+    """The synchronize calls (rows of `calls`): where the host waited for the GPU."""
+    if calls is None:
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(cuda_api.matches(cuda_api.SYNCHRONIZE, calls.name, strings))
 
 
 def _no_gpu_counts() -> dict:
@@ -319,15 +334,18 @@ def trace_export(export: Export, index: int, report: str, key: int | None = None
     # Unique per export, across chunks and processes: id() is reused once an export is released.
     key = secrets.randbits(63) if key is None else key
     for (pid, device), (gpu, counts, ranges, calls) in zip(keys, traced):
-        ops = syncs = events = None
+        ops, waits = None, (None, None)
         if pid is not None:
             ops = nccl_ops(export, pid, gpu, strings)
-            syncs, events = _sync_records(export, pid, device, own_process=sum(p == pid for p, _ in keys) == 1)
+            waits = _sync_records(export, pid, device, own_process=sum(p == pid for p, _ in keys) == 1)
+            if waits[0] is None:
+                waits = stream_waits_from_calls(calls, gpu, strings)
         traces.append(RankTrace(
             index=index, report=report, host=export.session.hostname, pid=pid, device=device, env_rank=env, file_rank=file,
             counts=counts, strings=strings, ops=ops, gpu=gpu, ranges=ranges, calls=calls,
             sm_count=sm_count(export, device) if pid is not None else None,
-            metrics=metrics, metrics_shared=len(devices) > 1, syncs=syncs, events=events, key=key,
+            metrics=metrics, metrics_shared=len(devices) > 1, stream_waits=waits,
+            lost_launches=lost_launches(calls, gpu, strings), synchronize_calls=synchronize_calls(calls, strings), key=key,
             gpu_name=gpu_name(export, device) if pid is not None else None))
     facts = InputFacts(report=report, export=shown(export.path), session=export.session, warnings=tuple(warnings))
     return facts, traces

@@ -8,7 +8,6 @@ from typing import Any, Callable, TypeVar
 import numpy as np
 
 from nsys_collective.attribution.whatif.graph import JobGraph
-from nsys_collective.model import grouping
 from nsys_collective.model.job import Job
 
 # A kernel or a host range is a candidate when it ran at least this much longer than its
@@ -70,7 +69,11 @@ def programs(job: Job, ranks: list[int]) -> dict[int, int]:
     names = {}
     for rank in ranks:
         w = job.timeline[rank]
-        names[rank] = set(grouping.unique(w.name[w.is_kernel & ~w.is_nccl])[0].tolist())
+        # The names its compute kernels use, marked in a table of the job's name ids (from -1):
+        # one pass over a quarter million runs, no hashing of them.
+        used = np.zeros(len(job.timeline.names.values) + 1, bool)
+        used[w.name[w.is_kernel & ~w.is_nccl] + 1] = True
+        names[rank] = set((np.flatnonzero(used) - 1).tolist())
     program, representatives = {}, []
     for rank in ranks:
         for k, rep in enumerate(representatives):
