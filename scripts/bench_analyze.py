@@ -60,16 +60,22 @@ def generated(kernels: int, sync: bool) -> list[Path]:
     return sorted(directory.glob("*.sqlite"))
 
 
+# Runs a command and prints its (seconds, CPU seconds, peak RSS in KiB, exit status). A child's ru_maxrss
+# counts the memory of the process it was forked from (Linux keeps the high-water mark across
+# fork and exec): started from this benchmark, which has read the exports itself, the command's
+# peak would be this process's. Forked from a bare interpreter instead, it is the command's own.
+_SPAWN = ("import os, subprocess, sys, time; t0 = time.perf_counter(); p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL); "
+          "_, status, u = os.wait4(p.pid, 0); "
+          "print(time.perf_counter() - t0, u.ru_utime + u.ru_stime, u.ru_maxrss, os.waitstatus_to_exitcode(status))")
+
+
 def run_command(command: list[str]) -> tuple[float, float, float]:
     """(seconds, CPU seconds, peak RSS in MiB) of one fresh process, its output discarded."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL)
-    _, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode:
-        raise SystemExit(f"{' '.join(command)}: exit status {proc.returncode}")
-    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+    done = subprocess.run([sys.executable, "-c", _SPAWN, *command], capture_output=True, text=True, check=True)
+    seconds, cpu, kib, status = done.stdout.split()
+    if int(status):
+        raise SystemExit(f"{' '.join(command)}: exit status {status}")
+    return float(seconds), float(cpu), int(kib) / 1024
 
 
 def rss_mib() -> float | None:
