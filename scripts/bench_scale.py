@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import resource
 import subprocess
 import sys
 import tempfile
@@ -29,6 +28,8 @@ import tracemalloc
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_batch import peak_rss_mib  # noqa: E402
 
 
 def generate(out: Path, ranks: int, hosts: int, kernels: int, steps: int, seed: int) -> float:
@@ -58,7 +59,7 @@ def measure(job: Path, workers: int) -> dict:
 
     def reduce_started():
         marks["reduce"] = time.perf_counter()
-        marks["rss_before"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        marks["rss_before"] = peak_rss_mib()
         tracemalloc.start()
 
     with LocalCluster(host="127.0.0.1", processes=True, n_workers=workers, threads_per_worker=1,
@@ -68,12 +69,12 @@ def measure(job: Path, workers: int) -> dict:
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         done = time.perf_counter()
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rss = peak_rss_mib()
     return {"ranks": len(out["ranks"]), "instances": out["instances"], "members": len(out["arrival"]),
             "summary_entries": out["summary_entries"],
             "total_wait_ns": int(out["total_wait"]), "start_s": round(marks["reduce"] - started, 2),
             "map_and_reduce_s": round(done - marks["reduce"], 2), "reduce_peak_mib": round(peak / 2**20, 2),
-            "reduce_rss_growth_mib": round(max(0, rss - marks["rss_before"]) / 1024, 1)}
+            "reduce_rss_growth_mib": round(max(0, rss - marks["rss_before"]), 1)}
 
 
 def ops_per_rank(job: Path) -> int:
