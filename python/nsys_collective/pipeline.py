@@ -187,21 +187,17 @@ def thin(traced: Traced, step_pattern: str | None = None) -> tuple[Traced, list[
     GPU work was lost), without the per-event columns, which stay in the map stage; and which ranks have GPU
     work. The map stage of the what-if from summaries (`summarize_rank`) sends only this."""
     import dataclasses
-    import fnmatch
 
     import numpy as np
 
-    from nsys_collective.model.steps import STEP_PATTERN
+    from nsys_collective.model.steps import STEP_PATTERN, step_rows
 
     facts, ranks = traced
     out = []
     for t in ranks:
         ranges = t.ranges
         if ranges is not None and len(ranges.start):
-            ids, at = np.unique(ranges.name, return_inverse=True)
-            pattern = step_pattern or STEP_PATTERN
-            step = np.array([bool(n) and fnmatch.fnmatchcase(n, pattern) for n in t.names(ids).tolist()], dtype=bool)
-            rows = np.flatnonzero(step[at.ravel()])  # one Python step per name, not per range
+            rows = step_rows(t, step_pattern or STEP_PATTERN)
             ranges = dataclasses.replace(ranges, **{f.name: getattr(ranges, f.name)[rows] for f in dataclasses.fields(ranges)})
         out.append(dataclasses.replace(t, gpu=None, calls=None, ranges=ranges, metrics=None, stream_waits=(None, None),
                                        synchronize_calls=np.zeros(0, np.int64)))

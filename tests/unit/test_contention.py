@@ -13,6 +13,7 @@ import pytest
 
 from nsys_collective import _native
 from nsys_collective.attribution import contention, overlap_fit
+from nsys_collective.model import grouping
 from nsys_collective.model.timeline import GpuWork
 
 
@@ -166,14 +167,15 @@ def test_union_lengths_are_those_of_the_sort_by_group():
             assert lengths[np.searchsorted(keys, one)] == covered.sum()
 
 
-def test_places_in_runs_are_those_of_the_loop():
+def test_places_in_sorted_steps_are_those_of_the_loop():
     """The steps' positions (contention._positions_in_step): each instance's place in its step's
-    run, as the loop over the instances gave it; one run, runs of one, and none."""
+    run of the sorted steps (their occurrence), as the loop over the instances gave it; one run,
+    runs of one, and none."""
     rng = np.random.default_rng(0)
     for case in range(40):
         values = np.sort(rng.integers(0, 1 + case % 7, int(rng.integers(0, 60)) if case else 0))
         want = np.zeros(len(values), dtype=np.int64)
         for k in range(1, len(values)):
             want[k] = want[k - 1] + 1 if values[k] == values[k - 1] else 0
-        got = contention._places_in_runs(values)
+        got = grouping.occurrence(values)
         assert got.dtype == want.dtype and np.array_equal(got, want)

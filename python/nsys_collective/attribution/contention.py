@@ -18,14 +18,15 @@ With GPU metrics captured, SM activity and NVLink/PCIe throughput during the tra
 
 from __future__ import annotations
 
-import fnmatch
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from nsys_collective import _native
 from nsys_collective.attribution import gpu_metrics, overlap_fit
+from nsys_collective.model import grouping
 from nsys_collective.model.job import Job
+from nsys_collective.model.steps import rank_steps
 from nsys_collective.units import count
 
 # A class's baseline: this percentile of its transfers less what the fit says the kernels added.
@@ -63,30 +64,17 @@ def _positions_in_step(job: Job) -> np.ndarray | None:
     for comm, members in c.communicators.items():
         rank = members[0]
         trace = job.traces.get(rank)
-        if trace is None or trace.ranges is None:
-            continue
-        ids, at = np.unique(trace.ranges.name, return_inverse=True)  # per distinct name, not per range
-        is_step = np.array([bool(n and fnmatch.fnmatchcase(n, job.steps.pattern)) for n in trace.names(ids)] + [False],
-                           dtype=bool)
-        steps = np.flatnonzero(is_step[at.ravel()] if len(ids) else np.zeros(0, bool))
-        if len(steps) == 0:
+        steps = rank_steps(trace, job.steps.pattern) if trace is not None else None
+        if steps is None:
             continue
         found = True
-        step_starts = np.sort(job.alignment.correct_rank(rank, trace.ranges.start[steps]))
+        step_starts = np.sort(job.alignment.correct_rank(rank, steps.start))
         mine = np.flatnonzero((c.obs_rank == rank) & np.isin(c.obs_instance, [i for i, cm in enumerate(c.comm) if cm == comm]))
         inst = c.obs_instance[mine]
         step = np.searchsorted(step_starts, job.aligned_start[mine], side="right")
         order = np.lexsort((inst, step))
-        out[inst[order]] = _places_in_runs(step[order])
+        out[inst[order]] = grouping.occurrence(step[order])  # its place in its step: the steps are sorted
     return out if found else None
-
-
-def _places_in_runs(values: np.ndarray) -> np.ndarray:
-    """Each value's place (0, 1, ...) within its run of equal values."""
-    index = np.arange(len(values))
-    starts = np.ones(len(values), bool)
-    starts[1:] = values[1:] != values[:-1]
-    return index - np.maximum.accumulate(np.where(starts, index, 0))
 
 
 def attribute(job: Job) -> Contention:

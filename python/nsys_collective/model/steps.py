@@ -93,16 +93,23 @@ class StepSelection:
         return (times >= 0) & (times <= last_end[np.searchsorted(start[order], times, side="right")])
 
 
-def rank_steps(trace: RankTrace, pattern: str) -> RankSteps | None:
-    """The rank's ranges whose names match `pattern` (fnmatch), None when none does."""
+def step_rows(trace: RankTrace, pattern: str) -> np.ndarray:
+    """The rows of the rank's host ranges whose names match `pattern` (fnmatch), in range order;
+    each distinct name matched once (millions of ranges hold a few thousand names)."""
     ranges = trace.ranges
     if ranges is None or not len(ranges.start):
-        return None
+        return np.zeros(0, np.int64)
     ids, at = np.unique(ranges.name, return_inverse=True)
     matches = np.array([bool(n) and fnmatch.fnmatchcase(n, pattern) for n in trace.names(ids).tolist()], dtype=bool)
-    rows = np.flatnonzero(matches[at.ravel()])
+    return np.flatnonzero(matches[at.ravel()])
+
+
+def rank_steps(trace: RankTrace, pattern: str) -> RankSteps | None:
+    """The rank's ranges whose names match `pattern` (fnmatch), None when none does."""
+    rows = step_rows(trace, pattern)
     if not len(rows):
         return None
+    ranges = trace.ranges
     rows = rows[np.lexsort((-ranges.end[rows], ranges.start[rows]))]
     names = trace.names(ranges.name[rows]).tolist()
     seen: dict[str, int] = {}
