@@ -15,6 +15,7 @@ import pytest
 from nsys_collective import _native
 from nsys_collective.model import cuda_api
 from nsys_collective.model.intervals import covered_ns, overlap_ns
+from nsys_collective.model.nccl import launches
 from nsys_collective.model import trace
 from nsys_collective.model.trace import screen_gpu_work, trace_ranks
 
@@ -25,17 +26,6 @@ NAMES = ["cudaLaunchKernel", "cudaStreamSynchronize", "cudaMemcpyAsync", "cudaMe
 
 def _on(table, pid, device):
     return (table["pid"] == pid) & (table["device"] == device)
-
-
-def _launches(export, pid, correlation):
-    rt = export.runtime
-    mine = np.flatnonzero(rt["pid"] == pid)
-    order = mine[np.argsort(rt["correlation"][mine], kind="stable")]
-    if len(order) == 0:
-        return np.full(len(correlation), -1), np.full(len(correlation), -1)
-    at = np.minimum(np.searchsorted(rt["correlation"][order], correlation), len(order) - 1)
-    found = rt["correlation"][order[at]] == correlation
-    return np.where(found, rt["tid"][order[at]], -1), np.where(found, rt["start"][order[at]], -1)
 
 
 def reference_counts(export, pid, device, is_nccl):
@@ -66,7 +56,7 @@ def reference_gpu_items(export, pid, device, is_nccl):
     start = np.concatenate([t["start"][r] for t, r, *_ in parts])
     end = np.concatenate([t["end"][r] for t, r, *_ in parts])
     correlation = np.concatenate([t["correlation"][r] for t, r, *_ in parts])
-    tid, launch = _launches(export, pid, correlation)
+    tid, launch = launches(export, pid, correlation)
     is_kernel = np.concatenate([np.full(len(r), i == 0) for i, (_, r, *_) in enumerate(parts)])
     order = np.argsort(start, kind="stable")
     return {"start": start[order], "end": end[order], "name": np.concatenate([p[2] for p in parts])[order],

@@ -44,4 +44,3 @@ def stream_waits_from_calls(calls, gpu, strings) -> tuple[dict | None, dict | No
 
 def _ints(column) -> np.ndarray:
     return np.ascontiguousarray(column, dtype=np.int64)
-
