@@ -35,6 +35,7 @@ enum CoreError {
     Grouping(GroupingError),
     StreamWaits(stream_waits::LengthMismatch),
     HostTime(HostTimeError),
+    Trace(rank_trace::TraceError),
 }
 
 impl From<ReadError> for CoreError {
@@ -61,6 +62,12 @@ impl From<HostTimeError> for CoreError {
     }
 }
 
+impl From<rank_trace::TraceError> for CoreError {
+    fn from(err: rank_trace::TraceError) -> Self {
+        CoreError::Trace(err)
+    }
+}
+
 impl From<stream_waits::LengthMismatch> for CoreError {
     fn from(err: stream_waits::LengthMismatch) -> Self {
         CoreError::StreamWaits(err)
@@ -77,6 +84,7 @@ fn to_py_err(err: impl Into<CoreError>) -> PyErr {
         CoreError::Grouping(err) => pyo3::exceptions::PyValueError::new_err(err.to_string()),
         CoreError::StreamWaits(err) => pyo3::exceptions::PyValueError::new_err(err.to_string()),
         CoreError::HostTime(err) => pyo3::exceptions::PyValueError::new_err(err.to_string()),
+        CoreError::Trace(err) => pyo3::exceptions::PyValueError::new_err(err.to_string()),
     }
 }
 
@@ -909,11 +917,6 @@ fn runtime_of<'a>(c: &[&'a [i64]]) -> rank_trace::Runtime<'a> {
     rank_trace::Runtime { pid: c[0], tid: c[1], start: c[2], end: c[3], correlation: c[4], name: c[5] }
 }
 
-fn trace_err(err: rank_trace::TraceError) -> PyErr {
-    // Columns that do not fit together are the caller's bug, not the user's input.
-    pyo3::exceptions::PyValueError::new_err(err.to_string())
-}
-
 /// An int32 or int64 column as a numpy array.
 fn ints_array(py: Python<'_>, ints: rank_trace::Ints) -> Bound<'_, PyAny> {
     match ints {
@@ -933,7 +936,7 @@ fn gap_starts<'py>(
     thread_origin: PyReadonlyArray1<'py, i64>,
 ) -> PyResult<Column<'py>> {
     let (tid, end, thread_origin) = (tid.ids()?, end.as_slice()?, thread_origin.as_slice()?);
-    Ok(py.detach(|| rank_trace::gap_starts(tid, end, thread_origin)).map_err(trace_err)?.into_pyarray(py))
+    Ok(py.detach(|| rank_trace::gap_starts(tid, end, thread_origin)).map_err(to_py_err)?.into_pyarray(py))
 }
 
 /// screen_activity(table, limits) -> (bad_times, bad_ids, good, ranks): a GPU activity table's
@@ -950,7 +953,7 @@ fn screen_activity<'py>(
     let ts = t.slices()?;
     let (lo, hi, max_duration, max_device, max_pid, max_stream) = limits;
     let limits = rank_trace::Limits { lo, hi, max_duration, max_device, max_pid, max_stream };
-    let s = py.detach(|| rank_trace::screen(&activity(&ts), &limits)).map_err(trace_err)?;
+    let s = py.detach(|| rank_trace::screen(&activity(&ts), &limits)).map_err(to_py_err)?;
     Ok((s.bad_times, s.bad_ids, s.good.map(|g| g.into_pyarray(py)), s.ranks))
 }
 
@@ -993,7 +996,7 @@ fn trace_ranks<'py>(
         .collect::<PyResult<_>>()?;
     let traced = py
         .detach(|| rank_trace::trace_ranks(&activity(&ks), &names, &copies, &runtime_of(&rts), &ranks, n_strings))
-        .map_err(trace_err)?;
+        .map_err(to_py_err)?;
     let mut out = Vec::with_capacity(traced.ranks.len());
     for rank_trace::RankTrace { gpu, counts: c, calls, range_name } in traced.ranks {
         let g = PyDict::new(py);
