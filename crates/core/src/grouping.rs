@@ -7,7 +7,7 @@
 //! distinct keys are sorted, and the values within each group (a group is one thing run once per
 //! rank, a handful of rows). No sort of all rows: that was the cost of the numpy version.
 
-use crate::stream_waits::Ids;
+use crate::ids::Ids;
 use rustc_hash::FxHashMap;
 
 /// Why rows could not be grouped: the caller's columns do not fit together.

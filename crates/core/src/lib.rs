@@ -8,6 +8,7 @@ pub mod error;
 pub mod export;
 pub mod grouping;
 pub mod host_time;
+pub mod ids;
 pub mod intervals;
 pub mod kineto;
 pub mod memory;

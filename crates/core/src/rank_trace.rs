@@ -7,7 +7,7 @@
 //! masked, sorted, searched, narrowed and remapped whole columns several times per rank
 //! (tests/unit/test_rank_trace.py keeps it).
 
-use crate::stream_waits::Ids;
+use crate::ids::Ids;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 /// Why the columns given cannot be traced: the caller's bug.
@@ -370,21 +370,6 @@ pub struct HostCalls {
     pub gap_range: Ints,
 }
 
-/// Runs of equal keys: positions 0..n grouped by `key` (a stable sort: positions in order within a
-/// run; one key, the usual one thread, costs one pass), and each run's key and range.
-fn runs_by(n: usize, key: impl Fn(usize) -> i64) -> (Vec<u32>, Vec<(i64, std::ops::Range<usize>)>) {
-    let mut order: Vec<u32> = (0..n as u32).collect();
-    order.sort_by_key(|&k| key(k as usize));
-    let mut runs: Vec<(i64, std::ops::Range<usize>)> = Vec::new();
-    for (at, &k) in order.iter().enumerate() {
-        match runs.last_mut() {
-            Some((last, range)) if *last == key(k as usize) => range.end = at + 1,
-            _ => runs.push((key(k as usize), at..at + 1)),
-        }
-    }
-    (order, runs)
-}
-
 /// Where the host work before each call (in start order) began: the previous call's end on its
 /// thread; for a thread's first call, its `thread_origin` (threads in the order their first calls
 /// come). One pass: a thread's latest call is looked up only where the thread changes.
@@ -417,7 +402,8 @@ pub fn gap_starts(tid: Ids, end: &[i64], thread_origin: &[i64]) -> Result<Vec<i6
     Ok(gap)
 }
 
-/// The calls of process `pid` and the gap before each.
+/// The calls of process `pid` by start: each thread's origin (`thread_origin`) and the range
+/// each gap before a call fell in (`gap_range`).
 fn host_calls(runtime: &Runtime, pid: i64, ranges: &Ranges) -> Result<HostCalls, TraceError> {
     runtime.check()?;
     same_length(&[ranges.start.len(), ranges.end.len(), ranges.tid.len(), ranges.name.len()])?;
@@ -429,23 +415,23 @@ fn host_calls(runtime: &Runtime, pid: i64, ranges: &Ranges) -> Result<HostCalls,
     let copied = |of: &[i64]| (!whole_table).then(|| (0..n).map(|k| of[row(k)]).collect::<Vec<i64>>());
     let (start, end) = (copied(runtime.start), copied(runtime.end));
     let tid = Ints::of(n, |k| runtime.tid[row(k)]);
-    let (by_thread, threads) = runs_by(n, |k| runtime.tid[rows[k] as usize]); // positions in `rows`
-    let (by_range_thread, range_threads) = runs_by(ranges.tid.len(), |j| ranges.tid[j]);
-    let own_ranges = |tid: i64| -> &[u32] {
+    let threads = tid.ids().rows_by_id(|_| true); // positions in `rows`
+    let range_threads = Ids::I64(ranges.tid).rows_by_id(|_| true);
+    let own_ranges = |tid: i64| -> &[usize] {
         match range_threads.binary_search_by_key(&tid, |(t, _)| *t) {
-            Ok(r) => &by_range_thread[range_threads[r].1.clone()],
+            Ok(r) => &range_threads[r].1,
             Err(_) => &[],
         }
     };
     // A thread's work before its first call (a data loader in the first step) counts too.
-    let mut origins: Vec<(u32, i64)> = threads
+    let mut origins: Vec<(usize, i64)> = threads
         .iter()
-        .map(|(tid, run)| {
-            let first = by_thread[run.start];
-            let first_start = runtime.start[row(first as usize)];
+        .map(|(tid, mine)| {
+            let first = mine[0];
+            let first_start = runtime.start[row(first)];
             let origin = own_ranges(*tid)
                 .iter()
-                .map(|&j| j as usize)
+                .copied()
                 .filter(|&j| ranges.start[j] <= first_start && ranges.end[j] >= first_start)
                 .map(|j| ranges.start[j])
                 .min()
@@ -457,10 +443,9 @@ fn host_calls(runtime: &Runtime, pid: i64, ranges: &Ranges) -> Result<HostCalls,
     let thread_origin: Vec<i64> = origins.into_iter().map(|(_, origin)| origin).collect();
     let gap_start = gap_starts(tid.ids(), end.as_deref().unwrap_or(runtime.end), &thread_origin)?;
     let mut gap_range = if i32::try_from(ranges.start.len()).is_ok() { Ints::I32(vec![-1; n]) } else { Ints::I64(vec![-1; n]) };
-    for (tid, run) in threads {
-        let mine = &by_thread[run];
-        let own = own_ranges(tid);
-        let call = |k: u32| rows[k as usize] as usize;
+    for (tid, mine) in &threads {
+        let own = own_ranges(*tid);
+        let call = |k: usize| rows[k] as usize;
         if own.is_empty() {
             continue;
         }
@@ -468,18 +453,18 @@ fn host_calls(runtime: &Runtime, pid: i64, ranges: &Ranges) -> Result<HostCalls,
         let middle: Vec<i64> = mine
             .iter()
             .map(|&k| {
-                let from = gap_start[k as usize];
+                let from = gap_start[k];
                 from + (runtime.start[call(k)] - from).div_euclid(2)
             })
             .collect();
-        let s: Vec<i64> = own.iter().map(|&j| ranges.start[j as usize]).collect();
-        let e: Vec<i64> = own.iter().map(|&j| ranges.end[j as usize]).collect();
+        let s: Vec<i64> = own.iter().map(|&j| ranges.start[j]).collect();
+        let e: Vec<i64> = own.iter().map(|&j| ranges.end[j]).collect();
         let found = crate::intervals::innermost_covering(&s, &e, &middle);
         for (&k, f) in mine.iter().zip(found).filter(|(_, f)| *f >= 0) {
             let range = own[f as usize];
             match &mut gap_range {
-                Ints::I32(v) => v[k as usize] = range as i32,
-                Ints::I64(v) => v[k as usize] = range as i64,
+                Ints::I32(v) => v[k] = range as i32,
+                Ints::I64(v) => v[k] = range as i64,
             }
         }
     }

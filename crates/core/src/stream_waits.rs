@@ -5,42 +5,8 @@
 //! launches work on. PyTorch records and waits on the thread that launches (DDP's reducer,
 //! FSDP's prefetch, tensor-parallel collectives).
 
+use crate::ids::Ids;
 use rustc_hash::FxHashMap;
-
-/// An id column as the rank's trace holds it: int32 where its values fit, else int64 (read as
-/// it is, not copied wider).
-#[derive(Clone, Copy)]
-pub enum Ids<'a> {
-    I32(&'a [i32]),
-    I64(&'a [i64]),
-}
-
-impl Ids<'_> {
-    pub fn len(&self) -> usize {
-        match self {
-            Ids::I32(v) => v.len(),
-            Ids::I64(v) => v.len(),
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    #[inline]
-    pub fn at(&self, i: usize) -> i64 {
-        match self {
-            Ids::I32(v) => v[i] as i64,
-            Ids::I64(v) => v[i],
-        }
-    }
-}
-
-impl<'a> From<&'a [i64]> for Ids<'a> {
-    fn from(v: &'a [i64]) -> Self {
-        Ids::I64(v)
-    }
-}
 
 /// The calls and launches of one rank. Calls are in start order.
 pub struct Calls<'a> {
@@ -79,25 +45,14 @@ fn same_length(columns: &[usize]) -> Result<(), LengthMismatch> {
     }
 }
 
-/// Rows of each thread in row order, threads ascending.
-fn by_thread(tid: Ids, keep: impl Fn(usize) -> bool) -> Vec<(i64, Vec<usize>)> {
-    let mut rows: FxHashMap<i64, Vec<usize>> = FxHashMap::default();
-    for row in (0..tid.len()).filter(|&row| keep(row)) {
-        rows.entry(tid.at(row)).or_default().push(row);
-    }
-    let mut out: Vec<_> = rows.into_iter().collect();
-    out.sort_unstable_by_key(|(t, _)| *t);
-    out
-}
-
 /// Each wait's record (see the module's comment).
 pub fn pair(calls: &Calls, ops: &Launches) -> Result<Pairs, LengthMismatch> {
     same_length(&[calls.tid.len(), calls.start.len(), calls.is_record.len(), calls.is_wait.len()])?;
     same_length(&[ops.tid.len(), ops.launch.len(), ops.stream.len()])?;
     let mut out = Pairs::default();
     let mut launched: FxHashMap<i64, Vec<usize>> =
-        by_thread(ops.tid, |op| ops.launch[op] >= 0).into_iter().collect();
-    for (thread, rows) in by_thread(calls.tid, |c| calls.is_record[c] || calls.is_wait[c]) {
+        ops.tid.rows_by_id(|op| ops.launch[op] >= 0).into_iter().collect();
+    for (thread, rows) in calls.tid.rows_by_id(|c| calls.is_record[c] || calls.is_wait[c]) {
         let Some(order) = launched.get_mut(&thread) else { continue };
         order.sort_by_key(|&op| ops.launch[op]); // stable: equal launches in row order
         let when: Vec<i64> = order.iter().map(|&op| ops.launch[op]).collect();
@@ -188,7 +143,7 @@ mod tests {
             let launch: Vec<i64> = (0..m).map(|_| if rng.u8(0..10) == 0 { -1 } else { rng.i64(0..200) }).collect();
             let stream: Vec<i64> = (0..m).map(|_| rng.i64(7..10)).collect();
             let calls = Calls { tid: Ids::I32(&tid), start: &start, is_record: &is_record, is_wait: &is_wait };
-            let ops = Launches { tid: op_tid.as_slice().into(), launch: &launch, stream: stream.as_slice().into() };
+            let ops = Launches { tid: Ids::I64(&op_tid), launch: &launch, stream: Ids::I64(&stream) };
             assert_eq!(pair(&calls, &ops).unwrap(), scan(&calls, &ops));
         }
     }

@@ -5,6 +5,7 @@ use collectivetrace_core::error::ReadError;
 use collectivetrace_core::export::{self, Export};
 use collectivetrace_core::grouping::{self, GroupingError};
 use collectivetrace_core::host_time::{self, HostTimeError};
+use collectivetrace_core::ids;
 use collectivetrace_core::stream_waits;
 use collectivetrace_core::whatif::{
     self, Change, EdgeKind, Graph, NodeKind, NodeRef, Outcome, ReplayOptions, WhatIfError, Workspace,
@@ -705,7 +706,7 @@ fn infer_stream_waits<'py>(
     ))
 }
 
-/// A 1-D numpy int32 or int64 array of ids, read as it is (stream_waits::Ids).
+/// A 1-D numpy int32 or int64 array of ids, read as it is (ids::Ids).
 #[derive(FromPyObject)]
 enum IdArray<'py> {
     I32(PyReadonlyArray1<'py, i32>),
@@ -713,10 +714,10 @@ enum IdArray<'py> {
 }
 
 impl IdArray<'_> {
-    fn ids(&self) -> PyResult<stream_waits::Ids<'_>> {
+    fn ids(&self) -> PyResult<ids::Ids<'_>> {
         Ok(match self {
-            IdArray::I32(a) => stream_waits::Ids::I32(a.as_slice()?),
-            IdArray::I64(a) => stream_waits::Ids::I64(a.as_slice()?),
+            IdArray::I32(a) => ids::Ids::I32(a.as_slice()?),
+            IdArray::I64(a) => ids::Ids::I64(a.as_slice()?),
         })
     }
 }
