@@ -10,7 +10,8 @@
 use crate::ids::Ids;
 use rustc_hash::FxHashMap;
 
-/// Why rows could not be grouped: the caller's columns do not fit together.
+/// Why rows could not be grouped: the caller's columns do not fit together, or hold more groups
+/// of runs than 32-bit numbers count.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum GroupingError {
     #[error("grouping needs at least one key column")]
@@ -409,13 +410,11 @@ pub fn run_references(ranks: &[RankRuns]) -> Result<Vec<RunReferences>, Grouping
             if n < 2 {
                 continue;
             }
-            o.of_others[row] = match n {
-                2 => (if sorted[0] == own { sorted[1] } else { sorted[0] }) as f64,
-                _ => median(|i| sorted[i], n),
-            };
             // The others in value order: the sorted values with the first copy of its own skipped.
             let at = sorted.partition_point(|&v| v < own);
             o.of_other_ranks[row] = median(|i| sorted[if i < at { i } else { i + 1 }], n - 1);
+            // Of two runs each one's reference is the other's; from three on, the median of all.
+            o.of_others[row] = if n == 2 { o.of_other_ranks[row] } else { median(|i| sorted[i], n) };
         }
     }
     Ok(out)
