@@ -615,19 +615,8 @@ impl Graph {
                     Place::Op(r, _) => n_ranks + r as usize,
                     Place::Other => 2 * n_ranks,
                 };
-                let mut start = vec![0u32; 2 * n_ranks + 2];
-                for place in &places {
-                    start[group(place) + 1] += 1;
-                }
-                for k in 1..start.len() {
-                    start[k] += start[k - 1];
-                }
-                let mut grouped = vec![0u32; n];
-                for (i, place) in places.iter().enumerate() {
-                    let g = group(place);
-                    grouped[start[g] as usize] = i as u32;
-                    start[g] += 1;
-                }
+                let keys: Vec<u32> = places.iter().map(|place| group(place) as u32).collect();
+                let (_, grouped) = super::rows_by_key(&keys, 2 * n_ranks + 1);
                 let mut buf = Vec::new();
                 for &i in &grouped {
                     let (i, p) = (i as usize, p0 + i as usize);
