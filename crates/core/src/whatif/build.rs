@@ -455,7 +455,7 @@ impl Graph {
             measured: OnceLock::new(),
         };
         // Each member's transfer edge; step and rank end candidates.
-        g.member_x_edge = g.member_end.iter().map(|&s| g.edge_range((s / 2) as usize).find(|&e| g.edge_kind[e] == EdgeKind::Transfer).map_or(NONE, |e| e as u32)).collect();
+        g.member_x_edge = g.member_end.iter().map(|&s| g.in_edge((s / 2) as usize, EdgeKind::Transfer).unwrap_or(NONE)).collect();
         let mut step_cand: Vec<(u32, u32, u32)> = Vec::new(); // (step, rank, end slot)
         let mut rank_cand: Vec<(u32, u32)> = Vec::new();
         for (r, rank) in ranks.iter().enumerate() {

@@ -399,7 +399,12 @@ impl Graph {
 
     /// The host-gap edge before call row `call` (none for a thread's first call).
     pub(crate) fn gap_edge(&self, call: usize) -> Option<u32> {
-        self.edge_range((self.call_start[call] / 2) as usize).find(|&e| self.edge_kind[e] == EdgeKind::HostGap).map(|e| e as u32)
+        self.in_edge((self.call_start[call] / 2) as usize, EdgeKind::HostGap)
+    }
+
+    /// The first edge into the unit at position p of this kind.
+    pub(crate) fn in_edge(&self, p: usize, kind: EdgeKind) -> Option<u32> {
+        self.edge_range(p).find(|&e| self.edge_kind[e] == kind).map(|e| e as u32)
     }
 
     /// The unit at position p: its kind (`U_*`) and row (call row, op row, instance or member row).
