@@ -1,7 +1,8 @@
 //! Building the job's graph (the rules are [`super::graph`]'s): each rank's own edges worked out on
 //! its own rows ([`super::rank`]), then the units of the whole job put in topological order and
 //! laid out, each unit's in-edges made as it is laid out (from the ranks' tables: no list of the
-//! job's edges is ever held). The input is read where it lies: nothing of the job is copied.
+//! job's edges is ever held). The input is read where it lies where each rank's rows are one run
+//! of one part (the what-if's own input); otherwise each rank's rows are gathered ([`super::by_rank`]).
 
 use super::by_rank::{Rows, Split};
 use super::fidelity::Fidelity;

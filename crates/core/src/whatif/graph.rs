@@ -259,7 +259,8 @@ pub struct Graph {
     pub(crate) wide_dur: Vec<(u32, i64)>,
     pub(crate) wide_slack: Vec<(u32, i64)>,
     /// Per position: the unit's index in creation order (see `starts`), which tells its kind and row.
-    /// Only describing a node needs it (not a replay): made from the slot tables on first use.
+    /// Describing a node and a rank's summary need it (not a replay): made from the slot tables on
+    /// first use.
     pub(crate) unit: OnceLock<Vec<u32>>,
     /// Where calls, ops, blocking call ends, transfers and member ends start in creation order (the
     /// origin is unit 0).
