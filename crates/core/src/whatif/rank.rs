@@ -147,24 +147,13 @@ fn grouped(n: usize, key: Column, within: impl Fn(usize) -> (i64, i64)) -> (Vec<
     }
     let mut by_key: Vec<u32> = (0..keys.len() as u32).collect();
     by_key.sort_unstable_by_key(|&g| keys[g as usize]);
-    let mut count = vec![0u32; keys.len()];
-    for &g in &row_group {
-        count[g as usize] += 1;
+    // Groups renumbered in key order, then the rows bucketed by group (row order within each).
+    let mut in_key_order = vec![0u32; keys.len()];
+    for (k, &g) in by_key.iter().enumerate() {
+        in_key_order[g as usize] = k as u32;
     }
-    let mut place = vec![0u32; keys.len()]; // per group: its next place
-    let mut bounds = Vec::with_capacity(keys.len() + 1);
-    let mut total = 0;
-    for &g in &by_key {
-        place[g as usize] = total;
-        bounds.push(total);
-        total += count[g as usize];
-    }
-    bounds.push(n as u32);
-    let mut rows = vec![0u32; n];
-    for (i, &g) in row_group.iter().enumerate() {
-        rows[place[g as usize] as usize] = i as u32;
-        place[g as usize] += 1;
-    }
+    row_group.iter_mut().for_each(|g| *g = in_key_order[*g as usize]);
+    let (bounds, mut rows) = super::rows_by_key(&row_group, keys.len());
     for w in bounds.windows(2) {
         let group = &mut rows[w[0] as usize..w[1] as usize];
         if !group.is_sorted_by_key(|&i| within(i as usize)) {
