@@ -84,6 +84,14 @@ impl<'a> Column<'a> {
         each_width!(*self, s => s.iter().all(|&x| x == s[0]).then(|| s[0] as i64), v => (n > 0).then_some(v))
     }
 
+    /// One past the largest of its `n` rows' values (0 where it has none): how many dense ids
+    /// (ranks, steps) it names.
+    #[allow(clippy::unnecessary_cast)]
+    fn top(&self, n: usize) -> usize {
+        let top = each_width!(*self, s => s.iter().map(|&x| x as i64 + 1).max().unwrap_or(0), v => if n > 0 { v + 1 } else { 0 });
+        top as usize
+    }
+
     /// The first of its `n` rows whose value fails `ok`.
     #[allow(clippy::unnecessary_cast)]
     fn find_bad(&self, n: usize, ok: impl Fn(i64) -> bool) -> Option<usize> {
@@ -364,21 +372,13 @@ impl<'a> Job<'a> {
         bad_rank("ops", find_bad(&self.ops, &ops, 0, dense_rank))?;
         bad_rank("syncs", find_bad(&self.syncs, &syncs, 0, dense_rank))?;
         bad_rank("events", find_bad(&self.events, &events, 0, dense_rank))?;
-        let mut n_ranks = 0usize;
-        let mut see_ranks = |columns: &mut dyn Iterator<Item = (Column, usize)>| {
-            for (c, n) in columns {
-                let top = match c {
-                    Column::All(r) if n > 0 => r + 1,
-                    Column::All(_) => 0,
-                    c => (0..n).map(|i| c.get(i) + 1).max().unwrap_or(0),
-                };
-                n_ranks = n_ranks.max(top as usize);
-            }
-        };
-        see_ranks(&mut self.calls.iter().map(|p| p.rank).zip(calls.iter().copied()));
-        see_ranks(&mut self.ops.iter().map(|p| p.rank).zip(ops.iter().copied()));
-        see_ranks(&mut self.syncs.iter().map(|p| p.rank).zip(syncs.iter().copied()));
-        see_ranks(&mut self.events.iter().map(|p| p.rank).zip(events.iter().copied()));
+        let n_ranks = (self.calls.iter().map(|p| p.rank).zip(&calls))
+            .chain(self.ops.iter().map(|p| p.rank).zip(&ops))
+            .chain(self.syncs.iter().map(|p| p.rank).zip(&syncs))
+            .chain(self.events.iter().map(|p| p.rank).zip(&events))
+            .map(|(c, &n)| c.top(n))
+            .max()
+            .unwrap_or(0);
 
         for (table, parts, rows) in [("calls", &self.calls.iter().map(|p| (p.start, p.end)).collect::<Vec<_>>(), &calls), ("ops", &self.ops.iter().map(|p| (p.start, p.end)).collect(), &ops)] {
             let mut base = 0;
@@ -400,15 +400,7 @@ impl<'a> Job<'a> {
         if let Some((row, s)) = find_bad(&self.ops, &ops, 5, |s| (-1..1 << 31).contains(&s)) {
             return Err(input_error(format!("ops row {row}: step {s} (-1 or a dense step index)")));
         }
-        let mut n_steps = 0usize;
-        for (part, &n) in self.ops.iter().zip(&ops) {
-            let top = match part.step {
-                Column::All(s) if n > 0 => s + 1,
-                Column::All(_) => 0,
-                c => (0..n).map(|i| c.get(i) + 1).max().unwrap_or(0),
-            };
-            n_steps = n_steps.max(top as usize);
-        }
+        let n_steps = self.ops.iter().zip(&ops).map(|(p, &n)| p.step.top(n)).max().unwrap_or(0);
 
         let mut seen = vec![false; n_ops];
         let mut n_instances = 0usize;
