@@ -53,3 +53,16 @@ def test_copy_engine_collective_is_one_operation():
     np.testing.assert_array_equal(after.start, before.start)
     np.testing.assert_array_equal(after.end, before.end)
     assert OPS[after.op[0]] == "AllReduce"
+
+
+def test_the_trace_kept_drops_the_launch_threads_once_the_ops_are_found():
+    # Only the map stage reads them (the ops' NVTX ranges, the stream-wait inference): the trace the
+    # reduce holds for every rank keeps the launch times, not the threads.
+    from nsys_collective.pipeline import map_input
+
+    path = sorted((FIXTURES / "demo-4rank-2host").glob("*.sqlite"))[0]
+    _, [trace] = map_input(path, 0, path)
+    [export] = read_exports([path])
+    [(gpu, *_)], _ = trace_ranks(export, [(trace.pid, trace.device)], nccl_kernel_mask(export))
+    assert trace.gpu.launch_tid is None and len(gpu.launch_tid) == len(gpu.launch)
+    assert np.array_equal(trace.gpu.launch, gpu.launch) and len(trace.ops.start) > 0

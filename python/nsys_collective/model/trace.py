@@ -64,7 +64,9 @@ class GpuItems:
     name: np.ndarray  # int32 id of the full (demangled) name: what pairs kernels across ranks
     short_name: np.ndarray  # id of the short name, for people
     launch: np.ndarray  # start of the launching runtime call, -1 when unknown
-    launch_tid: np.ndarray
+    # The launching call's thread: read only in the map stage (nccl_ops, the stream-wait inference),
+    # then dropped from the trace kept (trace_export), None: 4 bytes an op for every rank otherwise.
+    launch_tid: np.ndarray | None
     is_nccl: np.ndarray
     is_kernel: np.ndarray
     ctas: np.ndarray  # thread blocks (grid x*y*z) of kernels, 0 for copies
@@ -340,6 +342,7 @@ def trace_export(export: Export, index: int, report: str, key: int | None = None
             waits = _sync_records(export, pid, device, own_process=sum(p == pid for p, _ in keys) == 1)
             if waits[0] is None:
                 waits = stream_waits_from_calls(calls, gpu, strings)
+            gpu = dataclasses.replace(gpu, launch_tid=None)  # its last readers are done
         traces.append(RankTrace(
             index=index, report=report, host=export.session.hostname, pid=pid, device=device, env_rank=env, file_rank=file,
             counts=counts, strings=strings, ops=ops, gpu=gpu, ranges=ranges, calls=calls,
