@@ -6,7 +6,7 @@
 
 use super::by_rank::{Rows, Split};
 use super::fidelity::Fidelity;
-use super::graph::{narrow, Edge, EdgeKind, Graph, Segments, Unit, NONE, NULL_SLOT, WIDE};
+use super::graph::{narrow, Edge, EdgeKind, Graph, Segments, Unit, NONE, WIDE};
 use super::input::Job;
 use super::rank::{percentiles, End, RankEdges, RankView, END, SEGMENT, START};
 use super::topo;
@@ -234,30 +234,86 @@ impl Units<'_> {
         time
     }
 
-    /// The units with an edge from a unit placed later (`pos`), and the units with other than two
-    /// edges to lay out (in-edges, else an anchor; one padded to two) with their number; both by
-    /// unit. In creation order, on every core.
-    fn check(&self, pos: &[u32]) -> (Vec<u32>, Vec<(u32, u32)>) {
+    /// The units with an edge from a unit placed later (`pos`), by unit, and how many edges each
+    /// unit has to lay out (its `other` by unit). In creation order, on every core.
+    fn check(&self, pos: &[u32]) -> (Vec<u32>, EdgeCounts) {
         type Found = (Vec<u32>, Vec<(u32, u32)>);
-        let chunks: Vec<Found> = (0..self.n_units.div_ceil(CHUNK))
-            .into_par_iter()
-            .map(|c| {
-                let (mut late, mut wide) = (Vec::new(), Vec::new());
+        let mut one = vec![0u64; self.n_units.div_ceil(64)];
+        let chunks: Vec<Found> = one
+            .par_chunks_mut(CHUNK / 64)
+            .enumerate()
+            .map(|(c, one)| {
+                let (mut late, mut other) = (Vec::new(), Vec::new());
                 let mut buf = Vec::new();
                 for u in c * CHUNK..self.n_units.min((c + 1) * CHUNK) {
                     self.unit(u, &mut buf);
                     if buf.iter().any(|e| pos[(e.src / 2) as usize] > pos[u]) {
                         late.push(u as u32);
                     }
-                    if buf.len() > 2 {
-                        wide.push((u as u32, buf.len() as u32));
-                    }
+                    EdgeCounts::note(&mut one[(u - c * CHUNK) / 64], &mut other, u, edge_count(u, buf.len()));
                 }
-                (late, wide)
+                (late, other)
             })
             .collect();
         let late = chunks.iter().flat_map(|c| c.0.iter().copied()).collect();
-        (late, chunks.into_iter().flat_map(|c| c.1).collect())
+        (late, EdgeCounts { one, other: chunks.into_iter().flat_map(|c| c.1).collect() })
+    }
+}
+
+/// How many edges unit u has as laid out, with `in_edges` in-edges: the origin none, any other unit
+/// its in-edges, else one anchor.
+fn edge_count(u: usize, in_edges: usize) -> usize {
+    if u == 0 {
+        0
+    } else {
+        in_edges.max(1)
+    }
+}
+
+/// Every unit's [`edge_count`], for the layout to place each unit's edges before it makes them:
+/// most units have one edge or two, a bit per unit (by unit) says one; the others are listed.
+struct EdgeCounts {
+    one: Vec<u64>,
+    /// (unit, or position once laid out, edge count) of the units with neither one edge nor two,
+    /// sorted: the origin and the units of more than two.
+    other: Vec<(u32, u32)>,
+}
+
+impl EdgeCounts {
+    /// Notes that unit u has n edges (`word`: the one holding its bit, clear).
+    fn note(word: &mut u64, other: &mut Vec<(u32, u32)>, u: usize, n: usize) {
+        match n {
+            1 => *word |= 1 << (u % 64),
+            2 => {}
+            n => other.push((u as u32, n as u32)),
+        }
+    }
+
+    /// The counts of units `us` (sorted) made again by `count`.
+    fn recount(&mut self, us: &[u32], mut count: impl FnMut(usize) -> usize) {
+        self.other.retain(|x| us.binary_search(&x.0).is_err());
+        for &u in us {
+            let (u, word) = (u as usize, &mut self.one[u as usize / 64]);
+            *word &= !(1 << (u % 64));
+            Self::note(word, &mut self.other, u, count(u));
+        }
+    }
+
+    /// The counts of positions p0..p1 in order (`order`: the unit at each position; `other` by
+    /// position).
+    fn each(&self, order: &[u32], p0: usize, p1: usize, mut f: impl FnMut(usize)) {
+        let mut next = self.other.partition_point(|&(q, _)| (q as usize) < p0);
+        for (p, &u) in (p0..p1).zip(&order[p0..p1]) {
+            let n = if next < self.other.len() && self.other[next].0 as usize == p {
+                next += 1;
+                self.other[next - 1].1 as usize
+            } else if self.one[u as usize / 64] >> (u % 64) & 1 == 1 {
+                1
+            } else {
+                2
+            };
+            f(n);
+        }
     }
 }
 
@@ -269,16 +325,13 @@ struct Laid {
     dur: Vec<(u32, i64)>,
     slack: Vec<(u32, i64)>,
     slack_ns: i64,
-    /// Edges made, padding left out.
-    edges: usize,
     sound: bool,
 }
 
 /// Positions per chunk of the layout.
 const CHUNK: usize = 1 << 16;
 
-/// The graph's units, edges and edge kinds as laid out, their wide values, the sum of slack and
-/// the number of edges made (padding left out).
+/// The graph's units, edges and edge kinds as laid out, their wide values and the sum of slack.
 struct Layout {
     units: Vec<Unit>,
     edges: Vec<Edge>,
@@ -287,7 +340,6 @@ struct Layout {
     wide_dur: Vec<(u32, i64)>,
     wide_slack: Vec<(u32, i64)>,
     slack_ns: i64,
-    made: usize,
 }
 
 impl Graph {
@@ -395,7 +447,7 @@ impl Graph {
 
         // Topological order: time order, repaired only where some edge goes backward.
         let (mut order, mut pos) = topo::time_order(n_units, units.span(), |f| units.each_time(f));
-        let (late, mut wide) = units.check(&pos);
+        let (late, mut counts) = units.check(&pos);
         if !late.is_empty() {
             let mut buf = Vec::new();
             let (repaired, repaired_pos, dropped) = topo::repair(order, pos, &late, |u, out| {
@@ -406,22 +458,21 @@ impl Graph {
             // The units that lost edges: their number again.
             let mut lost: Vec<u32> = units.dropped.iter().map(|d| d.0).collect();
             lost.dedup();
-            wide.retain(|w| lost.binary_search(&w.0).is_err());
-            for u in lost {
-                units.unit(u as usize, &mut buf);
-                if buf.len() > 2 {
-                    wide.push((u, buf.len() as u32));
-                }
-            }
+            counts.recount(&lost, |u| {
+                units.unit(u, &mut buf);
+                edge_count(u, buf.len())
+            });
         }
         drop(late);
-        let mut wide: Vec<(u32, u32)> = wide.into_iter().map(|(u, n)| (pos[u as usize], n)).collect();
-        wide.sort_unstable();
+        for x in counts.other.iter_mut() {
+            x.0 = pos[x.0 as usize];
+        }
+        counts.other.sort_unstable();
         // The graph's tables come next, the build's largest allocation: first the memory the ranks'
         // edges and the time order freed goes back (50-60 MB at 1.9M kernels, else held under them).
         crate::memory::release();
-        let laid = Graph::lay_out(&units, &order, &pos, &wide);
-        drop((wide, order)); // before the tables made next: each unit's kind is also in the slot tables
+        let laid = Graph::lay_out(&units, &order, &pos, &counts);
+        drop((counts, order)); // before the tables made next: each unit's kind is also in the slot tables
         let to_slot = |r: u32| 2 * pos[(r / 2) as usize] + (r & 1);
         let slot = |u: usize| 2 * pos[u];
 
@@ -548,39 +599,48 @@ impl Graph {
         fid.recorded_dependencies = fid.recorded_stream_waits + fid.recorded_syncs;
         fid.inferred_dependencies = fid.inferred_stream_waits + fid.inferred_syncs;
         fid.nodes = 2 * n_units;
-        fid.edges = laid.made;
+        fid.edges = g.edges.len();
         g.fidelity = fid;
         Ok(g)
     }
 
     /// The units and their edges laid out in `order`, in chunks of positions on every core. Within
     /// a chunk, units are made rank by rank and kind by kind, each rank's calls and ops in their
-    /// order: what they read of their rank's tables is read in order. `wide`: the units with other
-    /// than two edges, by position (see [`Units::check`]).
-    fn lay_out(units: &Units, order: &[u32], pos: &[u32], wide: &[(u32, u32)]) -> Layout {
+    /// order: what they read of their rank's tables is read in order. `counts`: each unit's edges
+    /// (see [`Units::check`]), `other` by position.
+    fn lay_out(units: &Units, order: &[u32], pos: &[u32], counts: &EdgeCounts) -> Layout {
         let n_units = units.n_units;
         let n_ranks = units.ranks.len();
-        // Each unit's edges: its in-edges, at least two (an anchor where there is none, padding
-        // where there is one): two per unit but the wide ones.
-        let mut extra = vec![0usize; wide.len() + 1];
-        for (k, &(_, n)) in wide.iter().enumerate() {
-            extra[k + 1] = extra[k] + n as usize - 2;
+        let n_chunks = n_units.div_ceil(CHUNK);
+        // The replay reads the edges of every position but the first unchecked: the origin, the
+        // one unit without an edge, must come first.
+        assert_eq!(order[0], 0, "the origin first");
+        // Each chunk's first edge: the edges of the chunks before it.
+        let mut chunk_first: Vec<usize> = (0..n_chunks)
+            .into_par_iter()
+            .map(|c| {
+                let mut n = 0;
+                counts.each(order, c * CHUNK, n_units.min((c + 1) * CHUNK), |k| n += k);
+                n
+            })
+            .collect();
+        let mut n_edges = 0;
+        for f in chunk_first.iter_mut() {
+            (*f, n_edges) = (n_edges, n_edges + *f);
         }
-        let first_edge = |p: usize| 2 * p + extra[wide.partition_point(|&(q, _)| (q as usize) < p)];
-        let n_edges = first_edge(n_units);
+        chunk_first.push(n_edges);
         // Written in place by the chunks (every unit and edge once), not filled first: this memory
         // is first touched where it is written, on every core.
         let mut units_out: Vec<Unit> = Vec::with_capacity(n_units + 1);
         let mut edges_out: Vec<Edge> = Vec::with_capacity(n_edges);
         let mut kinds_out: Vec<EdgeKind> = Vec::with_capacity(n_edges);
-        let n_chunks = n_units.div_ceil(CHUNK);
         let mut chunks = Vec::with_capacity(n_chunks);
         {
             let mut us = &mut units_out.spare_capacity_mut()[..n_units];
             let (mut es, mut eks) = (&mut edges_out.spare_capacity_mut()[..n_edges], &mut kinds_out.spare_capacity_mut()[..n_edges]);
             for c in 0..n_chunks {
                 let (p0, p1) = (c * CHUNK, n_units.min((c + 1) * CHUNK));
-                let (base, n_e) = (first_edge(p0), first_edge(p1) - first_edge(p0));
+                let (base, n_e) = (chunk_first[c], chunk_first[c + 1] - chunk_first[c]);
                 let (u_head, u_tail) = std::mem::take(&mut us).split_at_mut(p1 - p0);
                 let (e_head, e_tail) = std::mem::take(&mut es).split_at_mut(n_e);
                 let (ek_head, ek_tail) = std::mem::take(&mut eks).split_at_mut(n_e);
@@ -596,18 +656,11 @@ impl Graph {
                 let at = &order[p0..p0 + n];
                 // Each position's first edge.
                 let mut firsts = Vec::with_capacity(n);
-                let mut next = wide.partition_point(|&(q, _)| (q as usize) < p0);
                 let mut f = base;
-                for p in p0..p0 + n {
+                counts.each(order, p0, p0 + n, |k| {
                     firsts.push(f as u32);
-                    let edges = if next < wide.len() && wide[next].0 as usize == p {
-                        next += 1;
-                        wide[next - 1].1 as usize
-                    } else {
-                        2
-                    };
-                    f += edges;
-                }
+                    f += k;
+                });
                 // The positions grouped by rank and kind (calls, then ops, of each rank; the other
                 // units last), each group in position order.
                 let places: Vec<Place> = at.iter().map(|&u| units.place(u as usize)).collect();
@@ -624,7 +677,7 @@ impl Graph {
                     let u = at[i] as usize;
                     let (first, next) = (firsts[i] as usize, firsts.get(i + 1).map_or(base + es.len(), |&f| f as usize));
                     let (t, dur) = units.unit_at(u, places[i], &mut buf);
-                    assert_eq!(buf.len().max(2), next - first, "unit {u}: its edges as counted");
+                    assert_eq!(edge_count(u, buf.len()), next - first, "unit {u}: its edges as counted");
                     let mut put = |j: usize, src: u32, lag: i64, kind: EdgeKind| {
                         let l = narrow(lag);
                         if l == WIDE {
@@ -634,12 +687,10 @@ impl Graph {
                         eks[first + j - base].write(kind);
                     };
                     let mut reach = t;
-                    let mut made = buf.len();
                     if u == 0 {
-                        made = 0; // the origin: two padding edges, never read (a replay starts at position 1)
+                        // The origin: no edge (a replay starts at position 1).
                     } else if buf.is_empty() {
                         put(0, 0, t, EdgeKind::Anchor);
-                        made = 1;
                     } else {
                         reach = i64::MIN;
                         for (j, e) in buf.iter().enumerate() {
@@ -650,10 +701,6 @@ impl Graph {
                             put(j, src, lag, e.kind);
                         }
                     }
-                    for j in made..next - first {
-                        put(j, NULL_SLOT, 0, EdgeKind::Anchor); // padding
-                    }
-                    w.edges += made;
                     let slack = t - reach;
                     debug_assert!(slack >= 0);
                     w.slack_ns += slack;
@@ -676,8 +723,9 @@ impl Graph {
             edges_out.set_len(n_edges);
             kinds_out.set_len(n_edges);
         }
-        // What makes the replay loop's unchecked reads sound: every unit has two edges or more, and
-        // every edge reads an earlier unit's slot.
+        // What makes the replay loop's unchecked reads sound: every unit but the origin (first,
+        // asserted) has an edge or more (each unit's edges as counted, asserted), and every edge
+        // reads an earlier unit's slot.
         assert!(laid.iter().all(|w| w.sound), "graph not in topological order");
         units_out.push(Unit { first: n_edges as u32, dur: 0, slack: 0 });
         let mut out = Layout {
@@ -688,7 +736,6 @@ impl Graph {
             wide_dur: Vec::new(),
             wide_slack: Vec::new(),
             slack_ns: 0,
-            made: 0,
         };
         for mut w in laid {
             // A chunk's wide values come by rank and kind: in position (or edge) order again.
@@ -699,7 +746,6 @@ impl Graph {
             out.wide_dur.extend(w.dur);
             out.wide_slack.extend(w.slack);
             out.slack_ns += w.slack_ns;
-            out.made += w.edges;
         }
         out
     }
@@ -766,6 +812,51 @@ mod tests {
         step: Vec<i32>,
         /// Times in an unsigned width: the build reads them gathered.
         op_start: Vec<u64>,
+    }
+
+    /// Each unit holds exactly its own edges (the origin none, every other unit one or more), and
+    /// the replay's unchecked loop gives what a plain max over each unit's edges gives.
+    #[test]
+    fn each_unit_holds_its_own_edges_and_the_replay_reads_them_all() {
+        use crate::whatif::{Change, ReplayOptions};
+        let mut rng = fastrand::Rng::with_seed(22);
+        let mut units_of = [0usize; 4]; // units of 1, 2, 3 and more edges over all cases
+        for case in 0..40 {
+            let spec = Spec {
+                ranks: 1 + rng.usize(0..4),
+                steps: 1 + rng.usize(0..3),
+                ops_per_step: 5 + rng.usize(0..40),
+                collective_every: 1 + rng.usize(0..12),
+                side_every: rng.usize(0..9),
+                graph_every: rng.usize(0..9),
+                sync_every: rng.usize(0..20),
+                threads: 1 + rng.usize(0..2),
+                jitter: rng.bool(),
+                record: rng.bool(),
+                seed: rng.u64(..),
+                ..Spec::default()
+            };
+            let g = Graph::build(&synth::generate(&spec).job.view(), &Options::default()).unwrap();
+            assert!(g.edge_range(0).is_empty(), "case {case}: the origin has no edge");
+            for p in 1..g.n_units() {
+                let n = g.edge_range(p).len();
+                assert!(n >= 1, "case {case}: unit {p} has no edge");
+                units_of[n.min(4) - 1] += 1;
+            }
+            assert_eq!(g.fidelity.edges, g.edges.len());
+            for zero_all_slack in [false, true] {
+                let mut ws = g.workspace();
+                g.replay(&Change { zero_all_slack, ..Change::default() }, &mut ws, &ReplayOptions::default()).unwrap();
+                let mut want = vec![0i64; g.n_nodes()];
+                for p in 1..g.n_units() {
+                    let reach = g.edge_range(p).map(|e| want[g.edges[e].src as usize] + g.lag(e)).max().unwrap();
+                    want[2 * p] = reach + if zero_all_slack { 0 } else { g.slack(p) };
+                    want[2 * p + 1] = want[2 * p] + g.dur(p);
+                }
+                assert_eq!(ws.times(), want, "case {case}, every slack zeroed: {zero_all_slack}");
+            }
+        }
+        assert!(units_of.iter().all(|&n| n > 0), "units of 1, 2, 3 and more edges: {units_of:?}");
     }
 
     #[test]

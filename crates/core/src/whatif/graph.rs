@@ -4,7 +4,8 @@
 //! # Layout
 //! The graph is a list of *units* in topological order, each with its incoming edges in CSR form
 //! (a unit holds its first edge, its duration and its slack in 12 bytes; an edge its source slot and
-//! lag in 8; the rare values beyond i32 sit in sorted side tables). Unit `p` owns two time *slots*,
+//! lag in 8; the rare values beyond i32 sit in sorted side tables). A unit's edges are exactly its
+//! own: none for the origin, one or more for every other unit. Unit `p` owns two time *slots*,
 //! `2p` and `2p + 1`: a replay sets `t[2p] = max over edges (t[src] + lag) + slack[p]` and
 //! `t[2p + 1] = t[2p] + dur[p]`.
 //! A non-blocking call and an op outside any collective are one unit each (start in slot `2p`, end
@@ -170,9 +171,6 @@ pub(crate) const U_MEMBER_END: u8 = 5;
 
 /// A value stored in 32 bits stands for itself, except `WIDE`: then it is in a wide table.
 pub(crate) const WIDE: i32 = i32::MIN;
-/// The origin's second slot holds this in every replay: a padding edge from it never binds.
-pub(crate) const NULL_SLOT: u32 = 1;
-pub(crate) const NULL_TIME: i64 = -(1 << 62);
 
 /// What the replay loop reads per unit (12 bytes): its first edge (the next unit's `first` ends
 /// them), its duration and slack (`WIDE`: see the wide tables).
@@ -248,9 +246,8 @@ impl Segments {
 
 /// The job's dependency graph, read-only once built; replays share it across threads.
 pub struct Graph {
-    // Units in topological order (plus a sentinel), edges by unit (see the module docs). Every unit
-    // but the origin has at least two edges: a unit with one gets a padding edge from NULL_SLOT,
-    // so the replay loop takes the max of two without a branch and loops only beyond.
+    // Units in topological order (plus a sentinel), edges by unit (see the module docs): each unit
+    // exactly its own, so every unit but the origin (at position 0, none) has at least one.
     pub(crate) units: Vec<Unit>,
     pub(crate) edges: Vec<Edge>,
     pub(crate) edge_kind: Vec<EdgeKind>,

@@ -6,7 +6,7 @@
 //! units and a slower one at each. The time buffer lives in a [`Workspace`], reused across replays
 //! (one per thread in [`Graph::replay_many`], kept by the caller between batches).
 
-use super::graph::{Edge, EdgeKind, Graph, NULL_SLOT, NULL_TIME, WIDE};
+use super::graph::{Edge, EdgeKind, Graph, WIDE};
 use super::{input_error, WhatIfError};
 use rayon::prelude::*;
 use std::sync::Mutex;
@@ -278,8 +278,7 @@ impl Graph {
     /// The forward pass: plain between patched units, through [`Patched`] at each.
     fn pass<const ZERO_ALL: bool>(&self, time: &mut [i64], view: &Patched) {
         assert_eq!(time.len(), self.n_nodes());
-        time[0] = 0;
-        time[NULL_SLOT as usize] = NULL_TIME;
+        time[..2].fill(0); // the origin: time 0, no duration
         let mut p = 1;
         let patches = view.patches;
         let mut k = 0;
@@ -301,24 +300,26 @@ impl Graph {
         self.plain::<ZERO_ALL>(time, p, self.n_units());
     }
 
-    /// Units `from..to` with the graph's own lags, slacks and durations: the hot loop.
+    /// Units `from..to` with the graph's own lags, slacks and durations: the hot loop. A unit's
+    /// first and last edges (the same one for a unit of one edge, as most have one or two) are read
+    /// without a branch; a loop takes those between.
     #[inline]
     fn plain<const ZERO_ALL: bool>(&self, time: &mut [i64], from: usize, to: usize) {
         let (units, edges) = (&self.units[..], &self.edges[..]);
-        assert!(to < units.len() && time.len() >= 2 * to && units[units.len() - 1].first as usize == edges.len());
+        assert!(from >= 1 && to < units.len() && time.len() >= 2 * to && units[units.len() - 1].first as usize == edges.len());
         for p in from..to {
             // SAFETY: `first` is non-decreasing and the sentinel unit's is `edges.len()` (asserted
-            // above), p + 1 < units.len(), each unit p >= 1 has two edges or more and every edge's
-            // source slot is below 2p (both asserted when the graph was built), so below
-            // time.len() >= 2 * to.
+            // above), p + 1 < units.len(), each unit p >= 1 has an edge or more (so a < b, and
+            // a <= b - 1 < edges.len()) and every edge's source slot is below 2p (both asserted
+            // when the graph was built), so below time.len() >= 2 * to.
             unsafe {
                 let u = *units.get_unchecked(p);
                 let (a, b) = (u.first as usize, units.get_unchecked(p + 1).first as usize);
-                let (e0, e1) = (*edges.get_unchecked(a), *edges.get_unchecked(a + 1));
+                let (e0, e1) = (*edges.get_unchecked(a), *edges.get_unchecked(b - 1));
                 let v0 = *time.get_unchecked(e0.src as usize) + self.edge_lag(e0, a);
-                let v1 = *time.get_unchecked(e1.src as usize) + self.edge_lag(e1, a + 1);
+                let v1 = *time.get_unchecked(e1.src as usize) + self.edge_lag(e1, b - 1);
                 let mut t = if v1 > v0 { v1 } else { v0 };
-                for e in a + 2..b {
+                for e in a + 1..b - 1 {
                     let edge = *edges.get_unchecked(e);
                     let v = *time.get_unchecked(edge.src as usize) + self.edge_lag(edge, e);
                     t = if v > t { v } else { t };

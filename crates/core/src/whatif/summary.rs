@@ -30,7 +30,7 @@
 //! `dropped_dependencies`): the order of a cycle's break depends on the whole job's units, which
 //! no rank sees; [`replay_collectives`] refuses collectives that depend on each other in a cycle.
 
-use super::graph::{Graph, NULL_SLOT, U_MEMBER_END, U_TRANSFER};
+use super::graph::{Graph, U_MEMBER_END, U_TRANSFER};
 use super::input::{opt, JobData};
 use super::replay::{Change, Outcome, Patched};
 use super::{input_error, WhatIfError};
@@ -167,9 +167,6 @@ impl Vectors {
 
     /// Adds slot `s`'s vector shifted by `lag` to (entries, konst); whether it had entries.
     fn gather(&self, s: u32, lag: i64, entries: &mut Vec<(u32, i64)>, konst: &mut i64) -> bool {
-        if s == NULL_SLOT {
-            return false;
-        }
         let q = (s / 2) as usize;
         if q == 0 {
             *konst = (*konst).max(lag); // the origin, at time 0
