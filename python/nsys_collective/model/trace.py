@@ -344,7 +344,7 @@ def trace_export(export: Export, index: int, report: str, key: int | None = None
             ops = nccl_ops(export, pid, gpu, strings)
             waits = _sync_records(export, pid, device, own_process=sum(p == pid for p, _ in keys) == 1)
             if waits[0] is None:
-                waits = stream_waits_from_calls(calls, gpu, strings)
+                waits = stream_waits_from_calls(calls, gpu)
         traces.append(RankTrace(
             index=index, report=report, host=export.session.hostname, pid=pid, device=device, env_rank=env, file_rank=file,
             counts=counts, strings=strings, ops=ops, gpu=gpu, ranges=ranges, calls=calls,
