@@ -424,37 +424,36 @@ fn host_calls(runtime: &Runtime, pid: i64, ranges: &Ranges) -> Result<HostCalls,
         }
     };
     // A thread's work before its first call (a data loader in the first step) counts too.
-    let mut origins: Vec<(usize, i64)> = threads
+    let origins: Vec<i64> = threads
         .iter()
         .map(|(tid, mine)| {
-            let first = mine[0];
-            let first_start = runtime.start[row(first)];
-            let origin = own_ranges(*tid)
+            let first_start = runtime.start[row(mine[0])];
+            own_ranges(*tid)
                 .iter()
                 .copied()
                 .filter(|&j| ranges.start[j] <= first_start && ranges.end[j] >= first_start)
                 .map(|j| ranges.start[j])
                 .min()
-                .unwrap_or(first_start);
-            (first, origin)
+                .unwrap_or(first_start)
         })
         .collect();
-    origins.sort_unstable(); // by first call
-    let thread_origin: Vec<i64> = origins.into_iter().map(|(_, origin)| origin).collect();
-    let gap_start = gap_starts(tid.ids(), end.as_deref().unwrap_or(runtime.end), &thread_origin)?;
+    let mut by_first: Vec<(usize, i64)> = threads.iter().zip(&origins).map(|((_, mine), &origin)| (mine[0], origin)).collect();
+    by_first.sort_unstable();
+    let thread_origin: Vec<i64> = by_first.into_iter().map(|(_, origin)| origin).collect();
     let mut gap_range = if i32::try_from(ranges.start.len()).is_ok() { Ints::I32(vec![-1; n]) } else { Ints::I64(vec![-1; n]) };
-    for (tid, mine) in &threads {
+    for ((tid, mine), &origin) in threads.iter().zip(&origins) {
         let own = own_ranges(*tid);
-        let call = |k: usize| rows[k] as usize;
         if own.is_empty() {
             continue;
         }
-        // The middle of each gap, rounded down (numpy's floor division).
+        // The middle of each gap, rounded down (numpy's floor division); the gap starts where
+        // `gap_starts` says, the thread's previous call's end or its origin, found here per thread.
         let middle: Vec<i64> = mine
             .iter()
-            .map(|&k| {
-                let from = gap_start[k];
-                from + (runtime.start[call(k)] - from).div_euclid(2)
+            .enumerate()
+            .map(|(j, &k)| {
+                let from = if j == 0 { origin } else { runtime.end[row(mine[j - 1])] };
+                from + (runtime.start[row(k)] - from).div_euclid(2)
             })
             .collect();
         let s: Vec<i64> = own.iter().map(|&j| ranges.start[j]).collect();
