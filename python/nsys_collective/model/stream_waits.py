@@ -1,8 +1,8 @@
 """Stream waits where the capture recorded none: which `cudaStreamWaitEvent` waited for which
 `cudaEventRecord`, inferred from the host calls and the GPU work they launched (the what-if replay's
 cross-stream edges, the idle split's sync waits). The trace classified the calls by name
-(HostCalls.kind); the pairing is the core's (crates/core/src/stream_waits.rs), one pass per thread
-with a sorted search per call. tests/unit/test_stream_waits.py keeps the numpy version it replaced."""
+(HostCalls.kind); the pairing is the core's (crates/core/src/stream_waits.rs), one walk over each
+thread's launches. tests/unit/test_stream_waits.py keeps the numpy version it replaced."""
 
 from __future__ import annotations
 
