@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import FIXTURES, REAL, analyzed, gen, need_real
+from nsys_collective.model import cuda_api
 from nsys_collective.model.job import Filters
 from nsys_collective.model.steps import select_steps
 from nsys_collective.model.trace import lost_launches
@@ -97,10 +98,10 @@ def _trace(steps, lost_at=()):
     ranges = SimpleNamespace(start=np.array([s for _, s, _ in steps]), end=np.array([e for _, _, e in steps]),
                              name=np.arange(len(steps)))
     launches = [5] + list(lost_at)
-    calls = SimpleNamespace(start=np.array(launches), name=np.full(len(launches), len(steps)),
+    calls = SimpleNamespace(start=np.array(launches), kind=cuda_api.kinds(np.full(len(launches), len(steps)), names),
                             correlation=np.arange(len(launches)))
     gpu = SimpleNamespace(correlation=np.array([0]))
-    return SimpleNamespace(ranges=ranges, lost_launches=lost_launches(calls, gpu, names),
+    return SimpleNamespace(ranges=ranges, lost_launches=lost_launches(calls, gpu),
                            names=lambda ids: np.array([names[i] for i in ids], dtype=object))
 
 

@@ -49,16 +49,17 @@ def test_each_wait_gets_the_latest_record_of_another_stream(seed):
     rng = np.random.default_rng(seed)
     n, m = 300, 200
     start = np.sort(rng.integers(0, 2000, n))  # ties on purpose
-    calls = SimpleNamespace(start=start, end=start + 1, tid=rng.integers(1, 4, n), name=rng.integers(-1, 4, n),
-                            correlation=np.arange(n) + 1000)
+    name = rng.integers(-1, 4, n)
+    calls = SimpleNamespace(start=start, end=start + 1, tid=rng.integers(1, 4, n), name=name,
+                            kind=cuda_api.kinds(name, NAMES), correlation=np.arange(n) + 1000)
     gpu = SimpleNamespace(launch=np.where(rng.random(m) < 0.1, -1, rng.integers(0, 2000, m)),
                           launch_tid=rng.integers(1, 4, m), stream=rng.integers(7, 10, m))
-    syncs, events = stream_waits_from_calls(calls, gpu, NAMES)
+    syncs, events = stream_waits_from_calls(calls, gpu)
     before = numpy_version(calls, gpu, NAMES)
     # Ids narrowed to int32, as the rank's trace holds them where they fit: read as they are.
     narrow = SimpleNamespace(**{**vars(gpu), "launch_tid": gpu.launch_tid.astype(np.int32), "stream": gpu.stream.astype(np.int32)})
     for mine, theirs in zip(stream_waits_from_calls(SimpleNamespace(**{**vars(calls), "tid": calls.tid.astype(np.int32)}),
-                                                    narrow, NAMES), (syncs, events)):
+                                                    narrow), (syncs, events)):
         assert (mine is None and theirs is None) or all(np.array_equal(v, theirs[k]) for k, v in mine.items())
     assert (syncs is None) == (before[0] is None)
     if syncs is not None:

@@ -31,14 +31,47 @@ impl Ids<'_> {
     }
 
     /// The rows `keep` keeps, grouped by id: each id's rows in row order, ids ascending (a thread's
-    /// calls, say).
+    /// calls, say). Rows of one id mostly come in runs: the id is looked up where a run starts.
     pub(crate) fn rows_by_id(&self, keep: impl Fn(usize) -> bool) -> Vec<(i64, Vec<usize>)> {
-        let mut rows: FxHashMap<i64, Vec<usize>> = FxHashMap::default();
+        let mut place: FxHashMap<i64, usize> = FxHashMap::default(); // an id's place in `out`
+        let mut out: Vec<(i64, Vec<usize>)> = Vec::new();
+        let mut run: Option<(i64, usize)> = None;
         for row in (0..self.len()).filter(|&row| keep(row)) {
-            rows.entry(self.at(row)).or_default().push(row);
+            let id = self.at(row);
+            let k = match run {
+                Some((last, k)) if last == id => k,
+                _ => *place.entry(id).or_insert_with(|| {
+                    out.push((id, Vec::new()));
+                    out.len() - 1
+                }),
+            };
+            out[k].1.push(row);
+            run = Some((id, k));
         }
-        let mut out: Vec<_> = rows.into_iter().collect();
         out.sort_unstable_by_key(|(id, _)| *id);
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_grouped_by_id_in_row_order_ids_ascending() {
+        // Ids in runs and scattered, a kept subset: as a map of id -> rows filled in row order.
+        let mut rng = fastrand::Rng::with_seed(3);
+        for case in 0..200 {
+            let n = rng.usize(0..60);
+            let mut ids: Vec<i64> = Vec::with_capacity(n);
+            while ids.len() < n {
+                let (id, run) = (rng.i64(-3..4) * 1_000_000_007, if case % 2 == 0 { rng.usize(1..8) } else { 1 });
+                ids.extend(std::iter::repeat_n(id, run.min(n - ids.len())));
+            }
+            let keep: Vec<bool> = (0..n).map(|_| rng.u8(0..4) > 0).collect();
+            let mut want: std::collections::BTreeMap<i64, Vec<usize>> = Default::default();
+            (0..n).filter(|&r| keep[r]).for_each(|r| want.entry(ids[r]).or_default().push(r));
+            assert_eq!(Ids::I64(&ids).rows_by_id(|r| keep[r]), want.into_iter().collect::<Vec<_>>(), "case {case}");
+        }
     }
 }

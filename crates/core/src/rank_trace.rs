@@ -277,23 +277,7 @@ fn gpu_items(
     (counts.nccl_time_ns, counts.compute_overlap_ns) = crate::intervals::nccl_overlap(by_start);
     counts.first_ns = rows.iter().zip(&tables).filter_map(|(r, t)| r.first().map(|&i| t.start[i as usize])).min();
     counts.last_ns = rows.iter().zip(&tables).flat_map(|(r, t)| r.iter().map(|&i| t.end[i as usize])).max();
-    // All items by start, ties in table order (kernels, then the copy tables): a merge of the sorted lists.
-    let mut items: Vec<(u32, u32)> = Vec::with_capacity(rows.iter().map(Vec::len).sum());
-    let mut at = vec![0usize; rows.len()];
-    loop {
-        let mut best: Option<(i64, usize)> = None;
-        for (t, r) in rows.iter().enumerate() {
-            if let Some(&i) = r.get(at[t]) {
-                let s = tables[t].start[i as usize];
-                if best.is_none_or(|(b, _)| s < b) {
-                    best = Some((s, t));
-                }
-            }
-        }
-        let Some((_, t)) = best else { break };
-        items.push((t as u32, rows[t][at[t]]));
-        at[t] += 1;
-    }
+    let items = items_by_start(&tables, &rows);
     // Column by column: one pass per output column streams through memory, where one pass over
     // all of them at once was 3x slower (too many streams for the prefetchers).
     let of_tables = |of: for<'x, 'y> fn(&'x Activity<'y>) -> &'y [i64]| -> Vec<&[i64]> { tables.iter().map(|a| of(a)).collect() };
@@ -330,6 +314,32 @@ fn gpu_items(
         correlation: Ints::of(n, |k| value(&correlations, k)),
     };
     Ok((out, counts))
+}
+
+/// The rows of each table (each in start order) as (table, row), all by start, ties in table order
+/// (kernels, then the copy tables): the copies (a few thousand) merged first, then the kernels
+/// between two copies moved over as one run, not each item picked from every table in turn.
+fn items_by_start(tables: &[&Activity], rows: &[Vec<u32>]) -> Vec<(u32, u32)> {
+    let start = |t: usize, i: u32| tables[t].start[i as usize];
+    let mut copies = Vec::new();
+    let mut at = vec![0usize; rows.len()];
+    // The earliest start next, of the earliest table on a tie.
+    while let Some((_, t)) = (1..rows.len()).filter_map(|t| rows[t].get(at[t]).map(|&i| (start(t, i), t))).min() {
+        copies.push((t as u32, rows[t][at[t]]));
+        at[t] += 1;
+    }
+    let kernels = &rows[0];
+    let mut items = Vec::with_capacity(kernels.len() + copies.len());
+    let mut k = 0;
+    for copy in copies {
+        let s = start(copy.0 as usize, copy.1);
+        let upto = k + kernels[k..].partition_point(|&i| start(0, i) <= s); // a kernel first on a tie
+        items.extend(kernels[k..upto].iter().map(|&i| (0, i)));
+        items.push(copy);
+        k = upto;
+    }
+    items.extend(kernels[k..].iter().map(|&i| (0, i)));
+    items
 }
 
 /// A string id as the name columns hold it before `trace_ranks` makes it local: -1 for none (any
@@ -424,37 +434,36 @@ fn host_calls(runtime: &Runtime, pid: i64, ranges: &Ranges) -> Result<HostCalls,
         }
     };
     // A thread's work before its first call (a data loader in the first step) counts too.
-    let mut origins: Vec<(usize, i64)> = threads
+    let origins: Vec<i64> = threads
         .iter()
         .map(|(tid, mine)| {
-            let first = mine[0];
-            let first_start = runtime.start[row(first)];
-            let origin = own_ranges(*tid)
+            let first_start = runtime.start[row(mine[0])];
+            own_ranges(*tid)
                 .iter()
                 .copied()
                 .filter(|&j| ranges.start[j] <= first_start && ranges.end[j] >= first_start)
                 .map(|j| ranges.start[j])
                 .min()
-                .unwrap_or(first_start);
-            (first, origin)
+                .unwrap_or(first_start)
         })
         .collect();
-    origins.sort_unstable(); // by first call
-    let thread_origin: Vec<i64> = origins.into_iter().map(|(_, origin)| origin).collect();
-    let gap_start = gap_starts(tid.ids(), end.as_deref().unwrap_or(runtime.end), &thread_origin)?;
+    let mut by_first: Vec<(usize, i64)> = threads.iter().zip(&origins).map(|((_, mine), &origin)| (mine[0], origin)).collect();
+    by_first.sort_unstable();
+    let thread_origin: Vec<i64> = by_first.into_iter().map(|(_, origin)| origin).collect();
     let mut gap_range = if i32::try_from(ranges.start.len()).is_ok() { Ints::I32(vec![-1; n]) } else { Ints::I64(vec![-1; n]) };
-    for (tid, mine) in &threads {
+    for ((tid, mine), &origin) in threads.iter().zip(&origins) {
         let own = own_ranges(*tid);
-        let call = |k: usize| rows[k] as usize;
         if own.is_empty() {
             continue;
         }
-        // The middle of each gap, rounded down (numpy's floor division).
+        // The middle of each gap, rounded down (numpy's floor division); the gap starts where
+        // `gap_starts` says, the thread's previous call's end or its origin, found here per thread.
         let middle: Vec<i64> = mine
             .iter()
-            .map(|&k| {
-                let from = gap_start[k];
-                from + (runtime.start[call(k)] - from).div_euclid(2)
+            .enumerate()
+            .map(|(j, &k)| {
+                let from = if j == 0 { origin } else { runtime.end[row(mine[j - 1])] };
+                from + (runtime.start[row(k)] - from).div_euclid(2)
             })
             .collect();
         let s: Vec<i64> = own.iter().map(|&j| ranges.start[j]).collect();
@@ -580,6 +589,31 @@ mod tests {
         assert_eq!(Ints::of(3, |i| i as i64 - 1), Ints::I32(vec![-1, 0, 1]));
         assert_eq!(Ints::of(2, |i| [7, 1 << 31][i]), Ints::I64(vec![7, 1 << 31]));
         assert_eq!(Ints::of(1, |_| i32::MIN as i64 - 1), Ints::I64(vec![i32::MIN as i64 - 1]));
+    }
+
+    #[test]
+    fn items_by_start_ties_in_table_order() {
+        // Three tables of few distinct starts (ties within and across tables), rows in start order:
+        // the same order as a stable sort of all rows by start, tables taken in turn.
+        let mut rng = fastrand::Rng::with_seed(11);
+        for case in 0..300 {
+            let starts: Vec<Vec<i64>> = (0..3).map(|t| (0..rng.usize(0..[40, 8, 5][t])).map(|_| rng.i64(0..12)).collect()).collect();
+            let n: Vec<usize> = starts.iter().map(Vec::len).collect();
+            let tables: Vec<Activity> = starts
+                .iter()
+                .map(|s| Activity { start: s, end: s, pid: &[], device: &[], stream: &[], correlation: &[] })
+                .collect();
+            let rows: Vec<Vec<u32>> = (0..3)
+                .map(|t| {
+                    let mut r: Vec<u32> = (0..n[t] as u32).collect();
+                    r.sort_by_key(|&i| starts[t][i as usize]);
+                    r
+                })
+                .collect();
+            let mut want: Vec<(u32, u32)> = rows.iter().enumerate().flat_map(|(t, r)| r.iter().map(move |&i| (t as u32, i))).collect();
+            want.sort_by_key(|&(t, i)| starts[t as usize][i as usize]);
+            assert_eq!(items_by_start(&tables.iter().collect::<Vec<_>>(), &rows), want, "case {case}");
+        }
     }
 
     #[test]

@@ -56,10 +56,13 @@ pub fn pair(calls: &Calls, ops: &Launches) -> Result<Pairs, LengthMismatch> {
         let Some(order) = launched.get_mut(&thread) else { continue };
         order.sort_by_key(|&op| ops.launch[op]); // stable: equal launches in row order
         let when: Vec<i64> = order.iter().map(|&op| ops.launch[op]).collect();
+        // Calls come in time order, so each search goes on from where the last one ended: one walk
+        // over the thread's launches, not a binary search per call (thousands per rank).
         // Records with a launch before them, and the stream of that launch.
         let (mut records, mut streams) = (Vec::new(), Vec::new());
+        let mut before = 0;
         for &c in rows.iter().filter(|&&c| calls.is_record[c]) {
-            let before = when.partition_point(|&w| w < calls.start[c]);
+            before = walk(&when, before, |w| w < calls.start[c]);
             if before > 0 {
                 records.push(c);
                 streams.push(ops.stream.at(order[before - 1]));
@@ -74,11 +77,12 @@ pub fn pair(calls: &Calls, ops: &Launches) -> Result<Pairs, LengthMismatch> {
                 _ => other_before[k - 1],
             });
         }
+        let (mut after, mut upto) = (0, 0);
         for &c in rows.iter().filter(|&&c| calls.is_wait[c]) {
-            let after = when.partition_point(|&w| w <= calls.start[c]);
+            after = walk(&when, after, |w| w <= calls.start[c]);
+            upto = walk(&records, upto, |r| calls.start[r] <= calls.start[c]);
             let Some(&next) = order.get(after) else { continue };
             let stream = ops.stream.at(next);
-            let upto = records.partition_point(|&r| calls.start[r] <= calls.start[c]);
             let found = match upto.checked_sub(1) {
                 Some(k) if streams[k] != stream => Some(k),
                 Some(k) => other_before[k],
@@ -93,6 +97,12 @@ pub fn pair(calls: &Calls, ops: &Launches) -> Result<Pairs, LengthMismatch> {
         }
     }
     Ok(out)
+}
+
+/// The first position at or after `from` where `holds` no longer does, in a slice whose leading
+/// values all hold (what `partition_point` finds, walked to from a position before it).
+fn walk<T: Copy>(sorted: &[T], from: usize, holds: impl Fn(T) -> bool) -> usize {
+    from + sorted[from..].iter().take_while(|&&v| holds(v)).count()
 }
 
 #[cfg(test)]

@@ -54,3 +54,24 @@ def by_name(test, ids: np.ndarray, strings: Sequence[str | None]) -> np.ndarray:
 def matches(pattern: re.Pattern, ids: np.ndarray, strings: Sequence[str | None]) -> np.ndarray:
     """Which of `ids` (ids into `strings`, -1 unnamed) name a call `pattern` matches."""
     return by_name(lambda name: name and pattern.match(name), ids, strings)
+
+
+# What a rank's trace asks of every call (model/trace.py's HostCalls.kind): bit k for KINDS[k].
+# Every pattern matches only names that start with "cu".
+KINDS = (BLOCKING, SYNCHRONIZE, LAUNCH, EVENT_RECORD, STREAM_WAIT)
+
+
+def kinds(ids: np.ndarray, strings: Sequence[str | None]) -> np.ndarray:
+    """Per call (ids into `strings`, -1 unnamed), which of KINDS its name matches, as bits (uint8):
+    each name of `strings` asked once (a rank's table holds only the names its ranks use), then
+    one lookup per call, where `matches` per kind marked and looked up every call again."""
+    table = np.zeros(len(strings) + 1, np.uint8)  # -1 takes the last slot
+    for i, name in enumerate(strings):
+        if name and name.startswith("cu"):
+            table[i] = sum(1 << k for k, pattern in enumerate(KINDS) if pattern.match(name))
+    return table.take(ids)
+
+
+def of_kind(kinds: np.ndarray, pattern: re.Pattern) -> np.ndarray:
+    """Which calls of `kinds` (as `kinds` gives them) `pattern`, one of KINDS, matches."""
+    return (kinds & (1 << KINDS.index(pattern))) != 0

@@ -1,8 +1,8 @@
 """Stream waits where the capture recorded none: which `cudaStreamWaitEvent` waited for which
 `cudaEventRecord`, inferred from the host calls and the GPU work they launched (the what-if replay's
-cross-stream edges, the idle split's sync waits). Call names are classified once per string id;
-the pairing is the core's (crates/core/src/stream_waits.rs), one pass per thread with a sorted
-search per call. tests/unit/test_stream_waits.py keeps the numpy version it replaced."""
+cross-stream edges, the idle split's sync waits). The trace classified the calls by name
+(HostCalls.kind); the pairing is the core's (crates/core/src/stream_waits.rs), one walk over each
+thread's launches. tests/unit/test_stream_waits.py keeps the numpy version it replaced."""
 
 from __future__ import annotations
 
@@ -14,19 +14,18 @@ from nsys_collective.model.grouping import ids
 from nsys_collective.model.cuda_api import SyncType
 
 
-def stream_waits_from_calls(calls, gpu, strings) -> tuple[dict | None, dict | None]:
+def stream_waits_from_calls(calls, gpu) -> tuple[dict | None, dict | None]:
     """Stream waits inferred where the capture recorded none (no SYNCHRONIZATION or CUDA_EVENT
     rows, no Kineto cuda_sync): a `cudaStreamWaitEvent` waits for the latest `cudaEventRecord`
     before it on the same thread that recorded another stream; the recording stream is the one the
     thread last launched work on before the record, the waiting stream the one it next launches
     work on. PyTorch records and waits on the thread that launches (DDP's reducer, FSDP's
     prefetch, tensor-parallel collectives). Marked inferred: the fidelity counts them so.
-    `calls`, `gpu`: the rank's HostCalls (in start order) and GpuItems; `strings`: the rank's string
-    table."""
+    `calls`, `gpu`: the rank's HostCalls (in start order, each call's kind by name) and GpuItems."""
     if calls is None or gpu is None or not len(calls.start):
         return None, None
-    is_record = cuda_api.matches(cuda_api.EVENT_RECORD, calls.name, strings)
-    is_wait = cuda_api.matches(cuda_api.STREAM_WAIT, calls.name, strings)
+    is_record = cuda_api.of_kind(calls.kind, cuda_api.EVENT_RECORD)
+    is_wait = cuda_api.of_kind(calls.kind, cuda_api.STREAM_WAIT)
     if not is_record.any() or not is_wait.any():
         return None, None
     rec_call, rec_stream, wait_call, wait_stream = _native.infer_stream_waits(

@@ -85,7 +85,7 @@ class HostCalls:
     tid: np.ndarray
     correlation: np.ndarray
     name: np.ndarray  # string id (int32)
-    blocking: np.ndarray  # bool: the call returns only once GPU work it waits for has ended
+    kind: np.ndarray  # uint8: which of cuda_api.KINDS its name matches (cuda_api.kinds), asked once per call
     # tid, correlation and gap_range are int32 where their values fit (as GpuItems' ids).
     # Where the host work before each thread's first call began (threads in the order their first
     # calls come): the start of the outermost host range around the call, else its own start.
@@ -93,6 +93,11 @@ class HostCalls:
     # The innermost host range (index into the rank's HostRanges) on the call's thread that covers
     # the middle of the gap before the call: what the host was doing meanwhile; -1 where none.
     gap_range: np.ndarray
+
+    @property
+    def blocking(self) -> np.ndarray:
+        """bool: the call returns only once GPU work it waits for has ended."""
+        return cuda_api.of_kind(self.kind, cuda_api.BLOCKING)
 
     def gap_start(self) -> np.ndarray:
         """Where the host work before each call began: the previous call's end on its thread, for
@@ -154,20 +159,20 @@ class RankTrace:
         return table[np.where(string_ids >= 0, string_ids, len(self.strings))]
 
 
-def lost_launches(calls: HostCalls | None, gpu: GpuItems | None, strings: tuple[str, ...]) -> np.ndarray:
+def lost_launches(calls: HostCalls | None, gpu: GpuItems | None) -> np.ndarray:
     """Start times of the kernel launch calls whose GPU work is not in the capture."""
     if calls is None or not len(calls.start):
         return np.zeros(0, dtype=np.int64)
-    launch = np.flatnonzero(cuda_api.matches(cuda_api.LAUNCH, calls.name, strings))
+    launch = np.flatnonzero(cuda_api.of_kind(calls.kind, cuda_api.LAUNCH))
     ran = np.isin(calls.correlation[launch], gpu.correlation) if gpu is not None else np.zeros(len(launch), bool)
     return calls.start[launch[~ran]]
 
 
-def synchronize_calls(calls: HostCalls | None, strings: tuple[str, ...]) -> np.ndarray:
+def synchronize_calls(calls: HostCalls | None) -> np.ndarray:
     """The synchronize calls (rows of `calls`): where the host waited for the GPU."""
     if calls is None:
         return np.zeros(0, dtype=np.int64)
-    return np.flatnonzero(cuda_api.matches(cuda_api.SYNCHRONIZE, calls.name, strings))
+    return np.flatnonzero(cuda_api.of_kind(calls.kind, cuda_api.SYNCHRONIZE))
 
 
 def _no_gpu_counts() -> dict:
@@ -312,7 +317,7 @@ def trace_ranks(export: Export, keys: list[tuple[int, int]], is_nccl: np.ndarray
             "first_ns": first,
             "last_ns": last,
         }
-        calls["blocking"] = cuda_api.matches(cuda_api.BLOCKING, calls["name"], strings)
+        calls["kind"] = cuda_api.kinds(calls["name"], strings)
         out.append((GpuItems(**gpu), counts, dataclasses.replace(r, name=range_name), HostCalls(**calls)))
     return out, strings
 
@@ -341,14 +346,14 @@ def trace_export(export: Export, index: int, report: str, key: int | None = None
             ops = nccl_ops(export, pid, gpu, strings)
             waits = _sync_records(export, pid, device, own_process=sum(p == pid for p, _ in keys) == 1)
             if waits[0] is None:
-                waits = stream_waits_from_calls(calls, gpu, strings)
+                waits = stream_waits_from_calls(calls, gpu)
             gpu = dataclasses.replace(gpu, launch_tid=None)  # its last readers are done
         traces.append(RankTrace(
             index=index, report=report, host=export.session.hostname, pid=pid, device=device, env_rank=env, file_rank=file,
             counts=counts, strings=strings, ops=ops, gpu=gpu, ranges=ranges, calls=calls,
             sm_count=sm_count(export, device) if pid is not None else None,
             metrics=metrics, metrics_shared=len(devices) > 1, stream_waits=waits,
-            lost_launches=lost_launches(calls, gpu, strings), synchronize_calls=synchronize_calls(calls, strings), key=key,
+            lost_launches=lost_launches(calls, gpu), synchronize_calls=synchronize_calls(calls), key=key,
             gpu_name=gpu_name(export, device) if pid is not None else None))
     facts = InputFacts(report=report, export=shown(export.path), session=export.session, warnings=tuple(warnings))
     return facts, traces
