@@ -102,6 +102,8 @@ pub fn pair(calls: &Calls, ops: &Launches) -> Result<Pairs, LengthMismatch> {
 /// The first position at or after `from` where `holds` no longer does, in a slice whose leading
 /// values all hold (what `partition_point` finds, walked to from a position before it).
 fn walk<T: Copy>(sorted: &[T], from: usize, holds: impl Fn(T) -> bool) -> usize {
+    // The calls come in start order (`Calls`): a walk never starts past where `holds` stops.
+    debug_assert!(from == 0 || holds(sorted[from - 1]), "calls out of start order");
     from + sorted[from..].iter().take_while(|&&v| holds(v)).count()
 }
 

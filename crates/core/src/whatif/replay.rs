@@ -6,7 +6,7 @@
 //! units and a slower one at each. The time buffer lives in a [`Workspace`], reused across replays
 //! (one per thread in [`Graph::replay_many`], kept by the caller between batches).
 
-use super::graph::{Edge, EdgeKind, Graph, WIDE};
+use super::graph::{Edge, EdgeKind, Graph, NONE, WIDE};
 use super::{input_error, WhatIfError};
 use rayon::prelude::*;
 use std::sync::Mutex;
@@ -25,7 +25,9 @@ pub struct Change {
     /// cut to sum to the new total latest first (each down to 0 before an earlier one is touched);
     /// a larger total goes on the last gap. Gaps below 0 (overlapping calls) are left alone.
     pub gaps: Vec<(i64, i64)>,
-    /// (member row, new transfer time `x`): the member's op ends `x` after the transfer starts.
+    /// (member row, new transfer time `x`): the member's op ends `x` after the transfer starts. A
+    /// member whose transfer edge the build dropped (a cycle broken: the fidelity's dropped
+    /// dependencies) keeps its end: its entry changes nothing.
     pub transfers: Vec<(usize, i64)>,
     /// Nodes whose slack becomes 0 (a node id stands for its unit: see [`Graph::describe`]).
     pub zero_slack: Vec<u32>,
@@ -201,8 +203,12 @@ impl Graph {
             if member >= self.n_members() {
                 return Err(input_error(format!("change: member row {member} out of range (the job has {} members)", self.n_members())));
             }
+            let x = checked("member row", member, x)?;
             let e = self.member_x_edge[member];
-            out.push(Patch { pos: self.edge_unit(e), what: What::Lag(e, checked("member row", member, x)?) });
+            if e == NONE {
+                continue; // its transfer edge was dropped to break a cycle: its end does not wait on the transfer
+            }
+            out.push(Patch { pos: self.edge_unit(e), what: What::Lag(e, x) });
         }
         for &node in &change.zero_slack {
             if node as usize >= self.n_nodes() || node < 2 {
@@ -309,7 +315,7 @@ impl Graph {
         assert!(from >= 1 && to < units.len() && time.len() >= 2 * to && units[units.len() - 1].first as usize == edges.len());
         for p in from..to {
             // SAFETY: `first` is non-decreasing and the sentinel unit's is `edges.len()` (asserted
-            // above), p + 1 < units.len(), each unit p >= 1 has an edge or more (so a < b, and
+            // above), p + 1 < units.len(), every position p >= 1 has an edge or more (so a < b, and
             // a <= b - 1 < edges.len()) and every edge's source slot is below 2p (both asserted
             // when the graph was built), so below time.len() >= 2 * to.
             unsafe {

@@ -561,6 +561,28 @@ fn contradictory_records_are_dropped_and_cycles_broken() {
 }
 
 #[test]
+fn a_transfer_change_on_a_member_whose_transfer_edge_was_dropped_changes_nothing() {
+    // Two collectives met in one order on rank 0 and the other on rank 1 (contradictory records):
+    // the build breaks the cycle by dropping a member's transfer edge. A transfer change on that
+    // member leaves its end alone (it panicked, reading past the units).
+    let mut job = JobData::default();
+    let (_, a0) = launch(&mut job, 0, (0, 2), 1, (46, 49), 0);
+    let (_, b0) = launch(&mut job, 0, (0, 2), 1, (33, 33), 0);
+    let (_, b1) = launch(&mut job, 1, (0, 2), 1, (34, 59), 0);
+    let (_, a1) = launch(&mut job, 1, (0, 2), 1, (23, 75), 0);
+    job.member(0, a0);
+    job.member(0, a1);
+    job.member(1, b0);
+    job.member(1, b1);
+    let g = build(&job);
+    assert!(g.fidelity().dropped_dependencies > 0);
+    // Every member's change replays; a transfer of 1000 ns ends every member later but the one
+    // without a transfer edge.
+    let unchanged = (0..4).filter(|&m| replay(&g, &Change { transfers: vec![(m, 1000)], ..Change::default() }) == base(&g)).count();
+    assert_eq!(unchanged, 1);
+}
+
+#[test]
 fn segments_named_by_their_call_rows_replay_as_any_other_naming() {
     // The graph keeps a bit per call where each gap's segment is its own call's row (as the
     // pipeline names them), a table otherwise: the same gap changes must replay the same.
