@@ -8,6 +8,7 @@
 //! rank, a handful of rows). No sort of all rows: that was the cost of the numpy version.
 
 use crate::ids::Ids;
+use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 /// Why rows could not be grouped: the caller's columns do not fit together, or hold more groups
@@ -333,6 +334,9 @@ impl Slots {
     }
 }
 
+/// How many groups `run_references` sorts as one task: a few thousand runs.
+const SORT_CHUNK_GROUPS: usize = 1024;
+
 /// Each rank's runs numbered by occurrence and grouped with the same runs of the other ranks: the
 /// same figures as `occurrence` and `median_of_others` of the ranks' runs concatenated give, and
 /// the other ranks' median, without a job-wide copy of them. A group holds a run of each rank at most, so its
@@ -350,11 +354,11 @@ pub fn run_references(ranks: &[RankRuns]) -> Result<Vec<RunReferences>, Grouping
     let mut slots = Slots::new(ranks);
     let (mut groups_of_slot, mut seen): (Vec<Vec<u32>>, Vec<usize>) = (Vec::new(), Vec::new());
     let mut size: Vec<usize> = Vec::new(); // per group, its runs
+    let mut occurrence_of: Vec<u32> = Vec::new(); // per group, its runs' occurrence
     let mut out = Vec::with_capacity(ranks.len());
     let mut group: Vec<Vec<u32>> = Vec::with_capacity(ranks.len()); // per rank, each run's group
     for r in ranks {
         seen.iter_mut().for_each(|c| *c = 0);
-        let mut occurrence = vec![-1i64; r.step.len()];
         let mut groups = Vec::with_capacity(r.keep.iter().filter(|&&k| k).count());
         for row in (0..r.step.len()).filter(|&row| r.keep[row]) {
             let slot = slots.number(r.program, r.step.at(row), r.name.at(row), seen.len());
@@ -367,16 +371,17 @@ pub fn run_references(ranks: &[RankRuns]) -> Result<Vec<RunReferences>, Grouping
             if occ == groups_of_slot[slot].len() {
                 groups_of_slot[slot].push(u32::try_from(size.len()).map_err(|_| GroupingError::Rows(size.len()))?);
                 size.push(0);
+                occurrence_of.push(occ as u32);
             }
             let g = groups_of_slot[slot][occ];
             size[g as usize] += 1;
             groups.push(g);
-            occurrence[row] = occ as i64;
         }
+        // The rows' figures are filled in the last pass, on all cores (their pages first touched there).
         out.push(RunReferences {
-            occurrence,
-            of_others: vec![f64::NAN; r.step.len()],
-            of_other_ranks: vec![f64::NAN; r.step.len()],
+            occurrence: Vec::with_capacity(r.step.len()),
+            of_others: Vec::with_capacity(r.step.len()),
+            of_other_ranks: Vec::with_capacity(r.step.len()),
         });
         group.push(groups);
     }
@@ -399,14 +404,28 @@ pub fn run_references(ranks: &[RankRuns]) -> Result<Vec<RunReferences>, Grouping
         }
     }
     drop(next);
-    for g in 0..count {
-        values[start[g]..start[g + 1]].sort_unstable();
+    // The groups are independent from here on: sorted on all cores, a task per SORT_CHUNK_GROUPS.
+    let mut tasks = Vec::new();
+    let mut rest = values.as_mut_slice();
+    for first in (0..count).step_by(SORT_CHUNK_GROUPS) {
+        let bounds = &start[first..=(first + SORT_CHUNK_GROUPS).min(count)];
+        let (task, tail) = std::mem::take(&mut rest).split_at_mut(bounds[bounds.len() - 1] - bounds[0]);
+        tasks.push((task, bounds));
+        rest = tail;
     }
-    for (r, (o, groups)) in ranks.iter().zip(out.iter_mut().zip(&group)) {
+    tasks.into_par_iter().for_each(|(task, bounds)| {
+        bounds.windows(2).for_each(|b| task[b[0] - bounds[0]..b[1] - bounds[0]].sort_unstable());
+    });
+    // Each rank's runs' figures, ranks on all cores.
+    out.par_iter_mut().zip(ranks.par_iter().zip(&group)).for_each(|(o, (r, groups))| {
+        o.occurrence.resize(r.step.len(), -1);
+        o.of_others.resize(r.step.len(), f64::NAN);
+        o.of_other_ranks.resize(r.step.len(), f64::NAN);
         let runs = (0..r.step.len()).filter(|&row| r.keep[row]);
         for (&g, row) in groups.iter().zip(runs) {
             let sorted = &values[start[g as usize]..start[g as usize + 1]];
             let (n, own) = (sorted.len(), r.end[row] - r.start[row]);
+            o.occurrence[row] = occurrence_of[g as usize] as i64;
             if n < 2 {
                 continue;
             }
@@ -416,7 +435,7 @@ pub fn run_references(ranks: &[RankRuns]) -> Result<Vec<RunReferences>, Grouping
             // Of two runs each one's reference is the other's; from three on, the median of all.
             o.of_others[row] = if n == 2 { o.of_other_ranks[row] } else { median(|i| sorted[i], n) };
         }
-    }
+    });
     Ok(out)
 }
 
@@ -501,13 +520,17 @@ mod tests {
     #[test]
     fn run_references_equal_the_row_by_row_definitions() {
         // Ranks of two programs, runs repeated within a step, rows that are no runs, ties, empty
-        // ranks, groups of one run.
+        // ranks, groups of one run; a few cases of more groups than one sorting task takes.
         let mut rng = fastrand::Rng::with_seed(5);
         for case in 0..300 {
             let n_ranks = rng.usize(0..5);
             let cols: Vec<[Vec<i64>; 3]> = (0..n_ranks)
                 .map(|_| {
-                    let n = if case % 10 == 9 { rng.usize(100..300) } else { rng.usize(0..25) };
+                    let n = match case % 100 {
+                        99 => rng.usize(2 * SORT_CHUNK_GROUPS..3 * SORT_CHUNK_GROUPS),
+                        _ if case % 10 == 9 => rng.usize(100..300),
+                        _ => rng.usize(0..25),
+                    };
                     // Narrow keys: a table of slots; wide ones: hashed.
                     let span = [1, 3, 50, i64::MAX / 4][case % 4];
                     [0, 1, 2].map(|c| (0..n).map(|_| if c == 2 { rng.i64(0..4) * 10 } else { rng.i64(-1..span) }).collect())
