@@ -291,16 +291,18 @@ impl Graph {
         while k < patches.len() {
             let q = patches[k].pos as usize;
             self.plain::<ZERO_ALL>(time, p, q);
+            // This unit's patches alone: each lookup below reads a few, where a search over all of
+            // them (one per edge, slack and duration) made a change of every op of a rank slow.
+            let n = patches[k..].partition_point(|x| x.pos as usize == q);
+            let here = Patched { patches: &patches[k..k + n], zero_all: view.zero_all };
             let mut t = i64::MIN;
             for e in self.edge_range(q) {
-                t = t.max(time[self.edges[e].src as usize] + view.lag(self, q, e));
+                t = t.max(time[self.edges[e].src as usize] + here.lag(self, q, e));
             }
-            t += view.slack(self, q);
+            t += here.slack(self, q);
             time[2 * q] = t;
-            time[2 * q + 1] = t + view.dur(self, q);
-            while k < patches.len() && patches[k].pos as usize == q {
-                k += 1;
-            }
+            time[2 * q + 1] = t + here.dur(self, q);
+            k += n;
             p = q + 1;
         }
         self.plain::<ZERO_ALL>(time, p, self.n_units());
