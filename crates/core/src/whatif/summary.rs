@@ -191,7 +191,6 @@ impl Graph {
         let change = Change { transfers: Vec::new(), ..change.clone() };
         let mut patches = Vec::new();
         self.patches_of(&change, &mut patches)?;
-        let view = Patched { patches: &patches, zero_all: change.zero_all_slack };
         let n = self.n_units();
         let nm = self.n_members();
         let mut v = Vectors {
@@ -206,10 +205,12 @@ impl Graph {
         let mut scratch: Vec<(u32, i64)> = Vec::new();
         let mut k = 0; // the next patch
         for p in 1..n {
-            let patched = k < patches.len() && patches[k].pos as usize == p;
+            let first = k;
             while k < patches.len() && patches[k].pos as usize == p {
                 k += 1;
             }
+            // This unit's patches alone (as the replay's pass reads them).
+            let (patched, view) = (k > first, Patched { patches: &patches[first..k], zero_all: change.zero_all_slack });
             let (kind, row) = self.kind_row(p);
             if kind == U_TRANSFER {
                 continue; // read by its member ends only, which are inputs
