@@ -101,7 +101,7 @@ def _trace(steps, lost_at=()):
     calls = SimpleNamespace(start=np.array(launches), kind=cuda_api.kinds(np.full(len(launches), len(steps)), names),
                             correlation=np.arange(len(launches)))
     gpu = SimpleNamespace(correlation=np.array([0]))
-    return SimpleNamespace(ranges=ranges, lost_launches=lost_launches(calls, gpu),
+    return SimpleNamespace(ranges=ranges, lost_launches=lost_launches(calls, gpu), strings=tuple(names),
                            names=lambda ids: np.array([names[i] for i in ids], dtype=object))
 
 

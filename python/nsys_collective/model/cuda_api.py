@@ -39,37 +39,32 @@ EVENT_RECORD = re.compile(r"^(cudaEventRecord(WithFlags)?|cuEventRecord(WithFlag
 STREAM_WAIT = re.compile(r"^(cudaStreamWaitEvent|cuStreamWaitEvent)(_v\d+|_ptsz)?$")
 
 
-def by_name(test, ids: np.ndarray, strings: Sequence[str | None]) -> np.ndarray:
-    """test(name) of each of `ids` (ids into `strings`; -1, unnamed, is None), asked once per id
-    used, found by marking a table as long as `strings` (a rank's holds only the names its ranks
-    use): millions of calls or ranges, a few hundred names."""
-    used = np.zeros(len(strings) + 1, bool)
-    used[ids] = True  # -1 marks the last slot
-    answer = np.zeros(len(strings) + 1, bool)
-    for i in np.flatnonzero(used).tolist():
-        answer[i] = bool(test(strings[i] if i < len(strings) else None))
-    return answer[ids]
+def by_name(test, ids: np.ndarray, strings: Sequence[str | None], dtype=bool) -> np.ndarray:
+    """test(name) of each of `ids` (ids into `strings`; -1, unnamed, is None) as `dtype`, asked once
+    per id used, found by marking a table as long as `strings` (a rank's holds only the names its
+    ranks use): millions of calls or ranges, a few hundred names."""
+    used = np.bincount(ids + 1, minlength=len(strings) + 1)  # -1 counted first
+    answer = np.zeros(len(strings) + 1, dtype)  # -1 takes the last slot
+    for i in (np.flatnonzero(used) - 1).tolist():
+        answer[i] = test(strings[i] if i >= 0 else None)
+    return answer.take(ids)
 
 
 def matches(pattern: re.Pattern, ids: np.ndarray, strings: Sequence[str | None]) -> np.ndarray:
     """Which of `ids` (ids into `strings`, -1 unnamed) name a call `pattern` matches."""
-    return by_name(lambda name: name and pattern.match(name), ids, strings)
+    return by_name(lambda name: bool(name and pattern.match(name)), ids, strings)
 
 
 # What a rank's trace asks of every call (model/trace.py's HostCalls.kind): bit k for KINDS[k].
-# Every pattern matches only names that start with "cu".
 KINDS = (BLOCKING, SYNCHRONIZE, LAUNCH, EVENT_RECORD, STREAM_WAIT)
 
 
 def kinds(ids: np.ndarray, strings: Sequence[str | None]) -> np.ndarray:
     """Per call (ids into `strings`, -1 unnamed), which of KINDS its name matches, as bits (uint8):
-    each name of `strings` asked once (a rank's table holds only the names its ranks use), then
-    one lookup per call, where `matches` per kind marked and looked up every call again."""
-    table = np.zeros(len(strings) + 1, np.uint8)  # -1 takes the last slot
-    for i, name in enumerate(strings):
-        if name and name.startswith("cu"):
-            table[i] = sum(1 << k for k, pattern in enumerate(KINDS) if pattern.match(name))
-    return table.take(ids)
+    every kind asked of each name at once, where `matches` per kind marked and looked up every
+    call again."""
+    return by_name(lambda name: sum(1 << k for k, pattern in enumerate(KINDS) if name and pattern.match(name)),
+                   ids, strings, np.uint8)
 
 
 def of_kind(kinds: np.ndarray, pattern: re.Pattern) -> np.ndarray:

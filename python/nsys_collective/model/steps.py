@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nsys_collective import _native
+from nsys_collective.model import cuda_api
 from nsys_collective.model.trace import RankTrace
 
 STEP_PATTERN = "ProfilerStep#*"
@@ -99,9 +100,8 @@ def step_rows(trace: RankTrace, pattern: str) -> np.ndarray:
     ranges = trace.ranges
     if ranges is None or not len(ranges.start):
         return np.zeros(0, np.int64)
-    ids, at = np.unique(ranges.name, return_inverse=True)
-    matches = np.array([bool(n) and fnmatch.fnmatchcase(n, pattern) for n in trace.names(ids).tolist()], dtype=bool)
-    return np.flatnonzero(matches[at.ravel()])
+    is_step = cuda_api.by_name(lambda n: bool(n) and fnmatch.fnmatchcase(n, pattern), ranges.name, trace.strings)
+    return np.flatnonzero(is_step)
 
 
 def rank_steps(trace: RankTrace, pattern: str) -> RankSteps | None:
