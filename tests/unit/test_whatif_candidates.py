@@ -577,3 +577,26 @@ def test_programs_are_those_of_the_hashed_names(seed):
             want[r] = len(representatives)
             representatives.append(r)
     assert programs(job, list(per_rank)) == want
+
+
+def test_the_pickers_that_share_data_run_together_and_build_it_once(monkeypatch):
+    """replay.SHARING groups the pickers by the data they share, dropped after each group: no data
+    is built again for a later group (every picker's reads are inside its own group)."""
+    from conftest import FIXTURES, analyzed
+
+    from nsys_collective.attribution.whatif import replay
+    from nsys_collective.causes import CAUSES
+
+    grouped = [kind for group in replay.SHARING for kind in group]
+    assert set(grouped) <= {k.kind for k in CAUSES.values() if k.replayed} and len(grouped) == len(set(grouped))
+    built = []
+    shared = Context.shared
+
+    def counted(self, build):
+        if build not in self._shared:
+            built.append(build)
+        return shared(self, build)
+
+    monkeypatch.setattr(Context, "shared", counted)
+    analyzed(sorted((FIXTURES / "demo-4rank-2host").glob("*.sqlite")))  # the pipeline, what-if included
+    assert {kernels.op_runs, host._host_times} <= set(built) and len(built) == len(set(built))

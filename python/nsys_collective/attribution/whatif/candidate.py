@@ -63,6 +63,10 @@ class Context:
             self._shared[build] = build(self)
         return self._shared[build]
 
+    def forget(self) -> None:
+        """Drops what the pickers shared so far: the next ones read other data (replay.SHARING)."""
+        self._shared.clear()
+
 
 def programs(job: Job, ranks: list[int]) -> dict[int, int]:
     """Ranks that run the same program (their compute kernel names overlap) share a number."""

@@ -47,7 +47,7 @@ class HostTime:
     range_row: np.ndarray  # the occurrence's row in its rank's HostRanges (-1: unknown)
     gap_start: np.ndarray  # where its first gap began (own clock): ranges nested inside that gap are one stall
     families: list[str]
-    # Per rank: its calls as the core reads them, its range count and its first graph call row.
+    # Per rank: its calls (model.trace.HostCalls), its range count and its first graph call row.
     calls: dict[int, tuple] | None = None
     with_calls: bool = False
     items: tuple | None = None  # (row, call, is_call, ns) of every occurrence: a host time built by hand
@@ -65,10 +65,10 @@ class HostTime:
         start = np.flatnonzero(np.r_[True, rank[1:] != rank[:-1]]) if len(rows) else np.zeros(0, np.int64)
         for b, e in zip(start.tolist(), np.r_[start[1:], len(rows)].tolist()):
             mine = rows[b:e]
-            columns, n_ranges, call_offset = self.calls[int(rank[b])]
+            calls, n_ranges, call_offset = self.calls[int(rank[b])]
             row_of = np.full(n_ranges, -1, np.int64)
             row_of[self.range_row[mine]] = mine
-            row, call, is_call, ns = _native.range_host_pieces(columns, row_of, self.with_calls)
+            row, call, is_call, ns = _native.range_host_pieces(_core_columns(calls), row_of, self.with_calls)
             out.append((row, call_offset + call, is_call, ns))
         return tuple(np.concatenate(c) for c in zip(*out))
 
@@ -137,9 +137,7 @@ def _host_times(ctx: Context) -> tuple[HostTime, HostTime]:
         trace = job.traces[rank]
         ranges, calls = trace.ranges, trace.calls
         # The core sums each range's pieces (crates/core/src/host_time.rs).
-        columns = (_ints(calls.start), _ints(calls.end), calls.gap_start(), _ints(calls.gap_range),
-                   np.ascontiguousarray(calls.blocking, bool))
-        gaps, own, first_gap = _native.range_host_time(columns, len(ranges.start))
+        gaps, own, first_gap = _native.range_host_time(_core_columns(calls), len(ranges.start))
         step = steps_of(job, rank, ranges.start, step_index) if g.has_steps else np.zeros(len(ranges.start), np.int64)
         end = job.alignment.correct_rank(rank, ranges.end)
         for (parts, family_id), total in zip(built, (gaps, gaps + own)):
@@ -158,13 +156,21 @@ def _host_times(ctx: Context) -> tuple[HostTime, HostTime]:
             used, fam = used[fam >= 0], fam[fam >= 0]
             parts.append((np.full(len(used), rank), np.full(len(used), program[rank]), step[used], fam, total[used],
                           end[used], used, first_gap[used]))
-        calls_of[rank] = (columns, len(ranges.start), int(g.call_offset[rank]))
+        calls_of[rank] = (calls, len(ranges.start), int(g.call_offset[rank]))
     out = []
     for with_calls, (parts, family_id) in enumerate(built):
         rank, prog, step, fam, total, end, range_row, gap_start = (np.concatenate(c).astype(np.int64, copy=False) for c in zip(*parts))
         out.append(HostTime(rank, prog, step, fam, grouping.occurrence(rank, step, fam), total, end, range_row, gap_start,
                             families=sorted(family_id, key=family_id.get), calls=calls_of, with_calls=bool(with_calls)))
     return out[0], out[1]
+
+
+def _core_columns(calls) -> tuple:
+    """A rank's calls (model.trace.HostCalls) as the core reads them: made when read, not held (an
+    int64 copy of the gap ranges and the gap starts: 16 bytes a call, 32 MB at 1.9M kernels, held
+    through the pickers otherwise)."""
+    return (_ints(calls.start), _ints(calls.end), calls.gap_start(), _ints(calls.gap_range),
+            np.ascontiguousarray(calls.blocking, bool))
 
 
 def _ints(column: np.ndarray) -> np.ndarray:

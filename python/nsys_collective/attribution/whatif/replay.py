@@ -37,6 +37,10 @@ ON_PATH_SHARE = 0.25
 # The replays run on one thread, reusing one time buffer: another thread's (8 bytes a node, 64 MB
 # at 1.9M kernels) would sit on the graph at the command's peak, for a few passes of ~40 ms.
 REPLAY_THREADS = 1
+# The pickers that read the same shared data (Context.shared) run one after the other, and that
+# data goes before the next group: the op runs (kernels.op_runs, 44 MB at 1.9M kernels) and the host
+# time (host._host_times) are never held together.
+SHARING = (("kernel", "extra_kernel", "slow_device"), ("host", "host_group", "host_bound"))
 _I64_MIN = np.iinfo(np.int64).min
 
 
@@ -180,9 +184,16 @@ def analyze(job: Job, g: JobGraph | None, kind: np.ndarray, tolerance_ns: int, s
     min_saved = max(MIN_EXCESS_TOLERANCES * tolerance_ns, int(0.002 * total_wait))
     ctx = Context(job=job, graph=g, program=programs(job, g.ranks), kind=kind, tolerance_ns=tolerance_ns,
                   min_excess=min_excess, step_pattern=pattern, contention=contention)
-    # Every replayed kind's candidates, in registry order (ties in excess keep it).
-    pickers = [candidate_function(k) for k in CAUSES.values() if k.replayed]
-    candidates = [c for pick in pickers for c in pick(ctx)]
+    # Every replayed kind's candidates, in registry order (ties in excess keep it), picked a group
+    # of pickers that share data at a time (SHARING).
+    replayed = [k.kind for k in CAUSES.values() if k.replayed]
+    found: dict[str, list[Candidate]] = {}
+    for group in (*SHARING, *((k,) for k in replayed if not any(k in shared for shared in SHARING))):
+        for kind in group:
+            found[kind] = candidate_function(CAUSES[kind])(ctx)
+        ctx.forget()
+        memory.release()  # ... given back, not kept under the next group's
+    candidates = [c for kind in replayed for c in found[kind]]
     candidates.sort(key=lambda c: -c.excess_ns)
     warnings = []
     if len(candidates) > MAX_CANDIDATES:
@@ -190,7 +201,6 @@ def analyze(job: Job, g: JobGraph | None, kind: np.ndarray, tolerance_ns: int, s
         candidates = candidates[:MAX_CANDIDATES]
     compute = compute_changes(g, contention, min_excess)
     changes = [c.change for c in candidates] + [ch for _, ch in compute]
-    del ctx  # what the pickers shared (the op runs, their references, the host time)
     memory.release()  # what picking the candidates freed, before the replays
     base = g.graph.replay()  # its time buffer serves the replays after it (REPLAY_THREADS)
     outcomes = g.graph.replay_many(changes, threads=REPLAY_THREADS)
