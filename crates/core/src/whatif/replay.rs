@@ -92,6 +92,9 @@ pub(crate) enum What {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Patch {
     pub(crate) pos: u32,
+    /// Its entry's place in the change: of two patches of a unit's same edge, slack or duration,
+    /// the later entry's wins (in the 4 bytes the alignment of `what` leaves free).
+    seq: u32,
     pub(crate) what: What,
 }
 
@@ -161,6 +164,21 @@ impl Graph {
     /// The patches of a change, sorted by unit position; fails on unknown rows or ids.
     pub(crate) fn patches_of(&self, change: &Change, out: &mut Vec<Patch>) -> Result<(), WhatIfError> {
         out.clear();
+        // One patch per entry (a segment's may be a few): grown once, not by doubling copies of a
+        // change of every op of a rank (a quarter million entries at 1.9M kernels).
+        out.reserve(
+            change.op_durations.len() + change.call_durations.len() + change.gaps.len() + change.transfers.len() + change.zero_slack.len(),
+        );
+        self.each_patch(change, |pos, what| out.push(Patch { pos, seq: out.len() as u32, what }))?;
+        // In place (a stable sort's buffer is the size of the patches): `seq` keeps a later entry
+        // for the same unit and edge after an earlier one.
+        out.sort_unstable_by_key(|x| (x.pos, x.seq));
+        Ok(())
+    }
+
+    /// The unit position and what changes there of each patch of a change, in the order of its
+    /// entries, to `f`; fails on unknown rows or ids.
+    fn each_patch(&self, change: &Change, mut f: impl FnMut(u32, What)) -> Result<(), WhatIfError> {
         let pos = |slot: u32| slot / 2;
         for &(op, d) in &change.op_durations {
             if op >= self.n_ops() {
@@ -171,7 +189,7 @@ impl Graph {
                     "change: op row {op} is a collective's member (member row {member}): change its transfer, not its duration"
                 )));
             }
-            out.push(Patch { pos: pos(self.op_start[op]), what: What::Dur(checked("op row", op, d)?) });
+            f(pos(self.op_start[op]), What::Dur(checked("op row", op, d)?));
         }
         for &(call, d) in &change.call_durations {
             if call >= self.n_calls() {
@@ -180,11 +198,11 @@ impl Graph {
             let d = checked("call row", call, d)?;
             let (start, end) = (self.call_start[call], self.call_end(call));
             if end == start + 1 {
-                out.push(Patch { pos: pos(start), what: What::Dur(d) });
+                f(pos(start), What::Dur(d));
             } else {
                 let p = pos(end) as usize;
                 let e = self.edge_range(p).find(|&e| self.edge_kind[e] == EdgeKind::Duration);
-                out.push(Patch { pos: p as u32, what: What::Lag(e.expect("a blocking call's end has a duration edge") as u32, d) });
+                f(p as u32, What::Lag(e.expect("a blocking call's end has a duration edge") as u32, d));
             }
         }
         for &(segment, total) in &change.gaps {
@@ -196,7 +214,7 @@ impl Graph {
             let edges: Vec<u32> = gaps.into_iter().filter(|&e| self.lag(e as usize) >= 0).collect();
             let gaps: Vec<i64> = edges.iter().map(|&e| self.lag(e as usize)).collect();
             for (&e, lag) in edges.iter().zip(cut_latest_first(&gaps, total)) {
-                out.push(Patch { pos: self.edge_unit(e), what: What::Lag(e, lag) });
+                f(self.edge_unit(e), What::Lag(e, lag));
             }
         }
         for &(member, x) in &change.transfers {
@@ -208,16 +226,14 @@ impl Graph {
             if e == NONE {
                 continue; // its transfer edge was dropped to break a cycle: its end does not wait on the transfer
             }
-            out.push(Patch { pos: self.edge_unit(e), what: What::Lag(e, x) });
+            f(self.edge_unit(e), What::Lag(e, x));
         }
         for &node in &change.zero_slack {
             if node as usize >= self.n_nodes() || node < 2 {
                 return Err(input_error(format!("change: node {node} out of range (nodes 2..{})", self.n_nodes())));
             }
-            out.push(Patch { pos: pos(node), what: What::Slack(0) });
+            f(pos(node), What::Slack(0));
         }
-        // Stable: a later entry for the same unit and edge wins.
-        out.sort_by_key(|x| x.pos);
         Ok(())
     }
 
@@ -255,9 +271,10 @@ impl Graph {
         threads: Option<usize>,
         spare: &Mutex<Vec<Workspace>>,
     ) -> Result<Vec<Outcome>, WhatIfError> {
-        let mut scratch = Vec::new();
+        // Checked without keeping the patches: a buffer of the largest change's, held beside the
+        // replays' own, would add to the peak.
         for change in changes {
-            self.patches_of(change, &mut scratch)?;
+            self.each_patch(change, |_, _| ())?;
         }
         let run = || -> Result<Vec<Outcome>, WhatIfError> {
             changes

@@ -500,6 +500,27 @@ fn replay_many_matches_one_by_one_and_chains_lead_back_to_the_cause() {
 }
 
 #[test]
+fn of_two_entries_for_one_op_the_later_wins() {
+    // Every other op at its own duration (entries at many positions, in no order of theirs), and K1
+    // on rank 1 twice: the replay is that of the later entry alone, in a batch too.
+    let (job, k1) = ddp_job(150);
+    let g = build(&job);
+    let members: Vec<usize> = job.member_op.iter().map(|&m| m as usize).collect();
+    let others: Vec<(usize, i64)> =
+        (0..job.op_end.len()).rev().filter(|o| *o != k1 && !members.contains(o)).map(|o| (o, job.op_end[o] - job.op_start[o])).collect();
+    for (first, later) in [(130, 100), (100, 130)] {
+        let twice = Change { op_durations: [vec![(k1, first)], others.clone(), vec![(k1, later)]].concat(), ..Change::default() };
+        let once = replay(&g, &Change { op_durations: vec![(k1, later)], ..Change::default() });
+        assert_eq!(replay(&g, &twice), once);
+        let many = g.replay_many(&[twice.clone(), Change::default()], &ReplayOptions::default(), Some(1), &Mutex::default()).unwrap();
+        assert_eq!((&many[0], &many[1]), (&once, &base(&g)));
+    }
+    // One bad change fails the whole batch.
+    let bad = Change { op_durations: vec![(999, 1)], ..Change::default() };
+    assert!(g.replay_many(&[Change::default(), bad], &ReplayOptions::default(), Some(1), &Mutex::default()).is_err());
+}
+
+#[test]
 fn bad_input_and_bad_changes_are_refused_with_a_reason() {
     let (job, k1) = ddp_job(150);
     let mut short = job.clone();
