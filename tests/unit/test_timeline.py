@@ -60,6 +60,21 @@ def test_ranks_on_the_reference_clock_and_shared_string_tables_hold_nothing_twic
     assert np.array_equal(w2.name, want)
 
 
+
+def test_released_work_is_built_again_the_same_on_its_next_use():
+    rng = np.random.default_rng(8)
+    names = ["gemm", "ncclDevKernel_AllReduce"]
+    traces = {0: trace(rng, names, key=1), 1: trace(rng, ["other"] + names, key=2)}
+    timeline = Timeline(traces, alignment([0.0, -77.0], [0.0, 2.5], {0: 0, 1: 1}))
+    before = {r: timeline[r] for r in traces}
+    timeline.release()
+    for r, w in before.items():
+        again = timeline[r]
+        assert again is not w  # built anew: the old copies are the caller's alone
+        for field in ("start", "end", "name", "short_name", "is_nccl", "is_kernel", "ctas", "stream"):
+            assert np.array_equal(getattr(again, field), getattr(w, field))
+
+
 def test_name_id_pairs_are_packed_in_int64():
     """The contention fit packs (full, short) name id pairs into one integer: with int32 ids of a
     job with 60,000 names, the packing must not wrap."""

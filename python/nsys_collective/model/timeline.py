@@ -107,6 +107,11 @@ class Timeline:
             name=self.names.of(trace, g.name), short_name=self.names.of(trace, g.short_name),
             is_nccl=g.is_nccl, is_kernel=g.is_kernel, ctas=g.ctas, stream=g.stream)
 
+    def release(self) -> None:
+        """Let go of the ranks' GPU work built so far (each is built again on its next use): their
+        aligned copies are not held where nothing reads them (the what-if's replays)."""
+        self._work.clear()
+
     def name_stats(self, rank: int) -> dict[int, tuple[int, int]]:
         """Per name id: (total duration ns, runs) on the rank."""
         if rank not in self._name_stats:
