@@ -466,6 +466,12 @@ impl ReplayGraph {
         self.graph.heap_bytes()
     }
 
+    /// Lets go of the time buffers kept between replays (8 bytes a node each); a later replay
+    /// makes a new one.
+    fn release_buffers(&self) {
+        self.spare.lock().unwrap().clear();
+    }
+
     /// How far the graph explains the trace: the `whatif.fidelity` block of the output contract
     /// (ops, explained_start_share, start_error_ns {p50, p99, max}, slack_ns,
     /// recorded_dependencies, inferred_dependencies) and the counts and nominal lags behind it.

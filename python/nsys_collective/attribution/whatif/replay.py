@@ -201,16 +201,16 @@ def analyze(job: Job, g: JobGraph | None, kind: np.ndarray, tolerance_ns: int, s
         candidates = candidates[:MAX_CANDIDATES]
     compute = compute_changes(g, contention, min_excess)
     changes = [c.change for c in candidates] + [ch for _, ch in compute]
+    # The ranks' aligned GPU work (the timeline's copies, 15 MB at 1.9M kernels) is not held beside
+    # the replays' time buffer: built again for the step times, after the replays.
+    job.timeline.release()
     memory.release()  # what picking the candidates freed, before the replays
     base = g.graph.replay()  # its time buffer serves the replays after it (REPLAY_THREADS)
-    job_start = int(min(job.alignment.correct_rank(r, job.traces[r].calls.start[:1]).min()
-                        for r in g.ranks if len(job.traces[r].calls.start)))
-    step_times = _step_times(job, g, base, job_start)  # the last reader of the ranks' aligned GPU work here
-    job.timeline.release()  # not held beside the replays (15 MB at 1.9M kernels); built again where read after
-    memory.release()
     outcomes = g.graph.replay_many(changes, threads=REPLAY_THREADS)
     compute_out = outcomes[len(candidates):]
     outcomes = outcomes[:len(candidates)]
+    job_start = int(min(job.alignment.correct_rank(r, job.traces[r].calls.start[:1]).min()
+                        for r in g.ranks if len(job.traces[r].calls.start)))
     rows = []
     have = base["step_end"] != _I64_MIN
     mean_step = float(np.diff(np.r_[job_start, base["step_end"][have]]).mean()) if have.any() else 0.0
@@ -230,6 +230,7 @@ def analyze(job: Job, g: JobGraph | None, kind: np.ndarray, tolerance_ns: int, s
     moves = {id(c) for c, wait, *_ in rows if wait < -MOVED_SHARE * total_wait}
     fixed = [c for c in fixed if id(c) not in moves]
     ideal_out, ideal_step = _ideal(g, base, fixed, rows, {id(c): out for c, out in zip(candidates, outcomes)}, job_start)
+    g.graph.release_buffers()  # the replays are done
     causes, saved = [], []
     n_steps = len(g.step_names)
     for (c, wait_saved, step_saved, saved_wait), up in zip(rows, parent):
@@ -251,6 +252,6 @@ def analyze(job: Job, g: JobGraph | None, kind: np.ndarray, tolerance_ns: int, s
         ideal={"wait_saved_ns": ideal_wait, "step_time_saved_ns": ideal_step},
         causes=causes, saved=saved, ideal_saved=base["wait"] - ideal_out["wait"], steps=n_steps,
         coverage=min(1.0, max(0.0, ideal_wait / base["total_wait"])) if base["total_wait"] > 0 else None,
-        step_times=step_times, warnings=warnings,
+        step_times=_step_times(job, g, base, job_start), warnings=warnings,
         compute={j: (int(base["total_wait"] - out["total_wait"]), _step_time_saved(base, out, job_start))
                  for (j, _), out in zip(compute, compute_out)})
