@@ -330,7 +330,9 @@ fn node_kind(name: &str) -> PyResult<NodeKind> {
 ///   optional record_correlation (the matching cudaEventRecord's, when known; default -1) and
 ///   inferred (1: the caller inferred the row; its dependency counts as inferred; default 0).
 /// - events (CUDA_EVENT, one per cudaEventRecord): rank, stream, event, correlation.
-/// Ranks are dense 0..n_ranks; a negative correlation is unknown.
+/// Ranks are dense 0..n_ranks; a negative correlation is unknown. A column may also be one int (every
+/// row's value) or, for int64 values, (array, shift): each value plus shift (a rank's times on the
+/// job's clock), the array borrowed.
 ///
 /// A change (replay, replay_many) is a dict, every key optional, values int sequences or arrays:
 /// - "op", "op_ns": op rows and their new durations (0 removes an op's time; a member op is
@@ -1124,11 +1126,18 @@ struct Kept {
 }
 
 impl Kept {
-    /// A column of the part: a 1-D numpy array of any integer or bool dtype, borrowed, or one int.
+    /// A column of the part: a 1-D numpy array of any integer or bool dtype, borrowed, or one int,
+    /// or (an int64 array, an int): its values plus the int, borrowed.
     fn column(&mut self, value: &Bound<'_, PyAny>, what: &str) -> PyResult<whatif::Column<'static>> {
         use whatif::Column as C;
         if let Ok(v) = value.extract::<i64>() {
             return Ok(C::All(v));
+        }
+        if let Ok((values, shift)) = value.extract::<(Bound<'_, PyAny>, i64)>() {
+            return match self.column(&values, what)? {
+                C::I64(s) => Ok(C::Shifted(s, shift)),
+                _ => Err(bad_input(format!("{what}: (values, shift) needs int64 values"))),
+            };
         }
         if let Ok(a) = value.cast::<PyArray1<u64>>() {
             if let Some(v) = a.readonly().as_array().iter().find(|&&v| v > i64::MAX as u64) {

@@ -75,15 +75,21 @@ class Alignment:
         clock = _lookup(self.clock_of_rank, ranks)
         return _apply(utc, self.offset_ns[clock], self.drift_ppm[clock], self.t_ref_ns)
 
+    def rank_shift_ns(self, rank: int) -> int | None:
+        """The rank's correction where it is a constant shift (its clock does not drift): _apply's
+        numbers for every time; None where it is not."""
+        clock = self.clock_of_rank[rank]
+        offset, drift = self.offset_ns[clock], self.drift_ppm[clock]
+        return int(np.rint(offset)) if drift == 0 and np.isfinite(offset) else None
+
     def correct_rank(self, rank: int, utc: np.ndarray) -> np.ndarray:
         """Aligned times of UTC times of one rank: `utc` itself where its clock is the reference's
         (never write into the result)."""
-        clock = self.clock_of_rank[rank]  # its two numbers, not an array of them per time: the same products
-        offset, drift = self.offset_ns[clock], self.drift_ppm[clock]
-        if drift == 0 and np.isfinite(offset):  # a constant shift: _apply's numbers without its float temporaries
-            shift = int(np.rint(offset))
+        shift = self.rank_shift_ns(rank)
+        if shift is not None:  # without _apply's float temporaries
             return utc if shift == 0 else utc + shift
-        return _apply(utc, offset, drift, self.t_ref_ns)
+        clock = self.clock_of_rank[rank]  # its two numbers, not an array of them per time: the same products
+        return _apply(utc, self.offset_ns[clock], self.drift_ppm[clock], self.t_ref_ns)
 
 
 def _lookup(mapping: dict[int, int], keys: np.ndarray) -> np.ndarray:

@@ -4,7 +4,7 @@
 //! job's edges is ever held). The input is read where it lies where each rank's rows are one run
 //! of one part (the what-if's own input); otherwise each rank's rows are gathered ([`super::by_rank`]).
 
-use super::by_rank::{Rows, Split};
+use super::by_rank::{RankTimes, Rows, Split};
 use super::fidelity::Fidelity;
 use super::graph::{narrow, Edge, EdgeKind, Graph, Segments, Unit, NONE, WIDE};
 use super::input::Job;
@@ -26,8 +26,8 @@ struct InEdge {
 
 /// What the layout reads of one rank: its times and rows, and its own edges.
 struct RankUnits<'v> {
-    c_start: &'v [i64],
-    c_end: &'v [i64],
+    c_start: RankTimes<'v>,
+    c_end: RankTimes<'v>,
     o_start: &'v [i64],
     o_end: &'v [i64],
     call_rows: &'v Rows<'v>,
@@ -120,25 +120,25 @@ impl Units<'_> {
     }
 
     /// Every unit's time, in unit order, a run of units at a time.
-    fn each_time(&self, f: &mut dyn FnMut(&[i64])) {
-        f(&[self.origin_time]);
-        self.calls.each_run(|r, ks| f(&self.ranks[r].c_start[ks]));
-        self.ops.each_run(|r, ks| f(&self.ranks[r].o_start[ks]));
+    fn each_time(&self, f: &mut dyn FnMut(&[i64], i64)) {
+        f(&[self.origin_time], 0);
+        self.calls.each_run(|r, ks| self.ranks[r].c_start.runs(ks, f));
+        self.ops.each_run(|r, ks| f(&self.ranks[r].o_start[ks], 0));
         for &(r, b) in &self.blocking {
             let r = &self.ranks[r as usize];
-            f(&[r.c_end[r.edges.blocking[b as usize] as usize]]);
+            f(&[r.c_end.at(r.edges.blocking[b as usize] as usize)], 0);
         }
-        f(&self.t_meas);
+        f(&self.t_meas, 0);
         for &op in &self.member_op {
             let (r, k) = self.ops.locate(op as usize);
-            f(&[self.ranks[r].o_end[k]]);
+            f(&[self.ranks[r].o_end[k]], 0);
         }
     }
 
     /// The span of the units' times: the origin's (the earliest) to the latest end.
     fn span(&self) -> (i64, i64) {
-        let latest = self.ranks.iter().flat_map(|r| r.c_end.iter().max().into_iter().chain(r.o_end.iter().max())).max();
-        (self.origin_time, latest.copied().unwrap_or(self.origin_time))
+        let latest = self.ranks.iter().flat_map(|r| r.c_end.max().into_iter().chain(r.o_end.iter().max().copied())).max();
+        (self.origin_time, latest.unwrap_or(self.origin_time))
     }
 
     /// Unit u's measured time (of its first slot) and inline duration (its second slot's time after
@@ -155,12 +155,12 @@ impl Units<'_> {
             Place::Call(r, k) => {
                 let (r, k) = (&self.ranks[r as usize], k as usize);
                 let prev = r.edges.call_prev[k];
-                let start = r.c_start[k];
+                let start = r.c_start.at(k);
                 if prev != NONE {
-                    let end = r.c_end[prev as usize];
+                    let end = r.c_end.at(prev as usize);
                     put(self.call_end_ref(r, prev as usize), end, start - end, EdgeKind::HostGap);
                 }
-                (start, if r.edges.is_blocking[k] { 0 } else { r.c_end[k] - start })
+                (start, if r.edges.is_blocking[k] { 0 } else { r.c_end.at(k) - start })
             }
             Place::Op(r, k) => {
                 let (r, k) = (&self.ranks[r as usize], k as usize);
@@ -173,11 +173,11 @@ impl Units<'_> {
                 let call = e.op_launch[k];
                 if call != NONE {
                     let call = call as usize;
-                    let called_end = r.c_end[call];
+                    let called_end = r.c_end.at(call);
                     if start >= called_end {
                         put(self.call_end_ref(r, call), called_end, e.launch_latency, EdgeKind::Launch);
                     } else {
-                        put(self.call_start_ref(r, call), r.c_start[call], e.launch_latency, EdgeKind::Launch);
+                        put(self.call_start_ref(r, call), r.c_start.at(call), e.launch_latency, EdgeKind::Launch);
                     }
                 }
                 for &(_, a, recorded) in e.cross_into(k) {
@@ -193,12 +193,12 @@ impl Units<'_> {
                 let (r, b) = (&self.ranks[r as usize], b as usize);
                 let e = r.edges;
                 let k = e.blocking[b] as usize;
-                put(self.call_start_ref(r, k), r.c_start[k], e.min_duration, EdgeKind::Duration);
+                put(self.call_start_ref(r, k), r.c_start.at(k), e.min_duration, EdgeKind::Duration);
                 for &(op, recorded) in e.waits_of(b) {
                     let kind = if recorded { EdgeKind::Wait } else { EdgeKind::WaitInferred };
                     put(self.op_end_ref(r.op_rows.global(op as usize)), r.o_end[op as usize], e.return_latency, kind);
                 }
-                (r.c_end[k], 0)
+                (r.c_end.at(k), 0)
             }
             Place::Other if u < self.u_mend => {
                 let inst = u - self.u_t;
@@ -369,10 +369,10 @@ impl Graph {
         }
         let (n_ranks, n_inst, n_steps) = (sizes.n_ranks, sizes.n_instances, sizes.n_steps);
         let (nc, no, nm) = (sizes.n_calls(), sizes.n_ops(), sizes.n_members());
-        let calls = Split::new(&job.calls, &sizes.calls, n_ranks, &[START, END]);
-        let ops = Split::new(&job.ops, &sizes.ops, n_ranks, &[START, END]);
-        let syncs = Split::new(&job.syncs, &sizes.syncs, n_ranks, &[]);
-        let events = Split::new(&job.events, &sizes.events, n_ranks, &[]);
+        let calls = Split::new(&job.calls, &sizes.calls, n_ranks, &[START, END], false);
+        let ops = Split::new(&job.ops, &sizes.ops, n_ranks, &[START, END], true);
+        let syncs = Split::new(&job.syncs, &sizes.syncs, n_ranks, &[], true);
+        let events = Split::new(&job.events, &sizes.events, n_ranks, &[], true);
         let views: Vec<RankView> = (0..n_ranks)
             .map(|r| RankView { calls: calls.view(&job.calls, r), ops: ops.view(&job.ops, r), syncs: syncs.view(&job.syncs, r), events: events.view(&job.events, r) })
             .collect();
@@ -416,7 +416,7 @@ impl Graph {
             t_meas[inst as usize] = t_meas[inst as usize].max(op_time(op as usize).0);
         }
         let transfer_violations = member_op.iter().zip(&member_inst).filter(|&(&op, &inst)| op_time(op as usize).1 < t_meas[inst as usize]).count();
-        let earliest = views.iter().flat_map(|v| v.call_start().iter().min().into_iter().chain(v.op_start().iter().min())).min();
+        let earliest = views.iter().flat_map(|v| v.call_start().min().into_iter().chain(v.op_start().iter().min().copied())).min();
         let rank_units = views
             .iter()
             .zip(&ranks)
@@ -449,7 +449,7 @@ impl Graph {
             inst_off,
             inst_member,
             t_meas,
-            origin_time: earliest.copied().unwrap_or(0),
+            origin_time: earliest.unwrap_or(0),
             dropped: Vec::new(),
         };
         let blocking_call: Vec<u32> = blocking.iter().map(|b| b.0).collect();
@@ -983,6 +983,41 @@ mod tests {
                 Members { instance: m.instance.slice(half..all), op: m.op.slice(half..all) },
             ];
             assert_eq!(held(&Graph::build(&split, &opts).unwrap()), one_part, "record {record}: ranks over several parts");
+
+            // The what-if's own form: a rank's calls on its own clock, shifted onto the job's, then
+            // its last calls (its anchors) in a part of their own, rows running on; rank 2's tail
+            // times unsigned (gathered), rank 3's op times shifted (gathered: op times are read flat).
+            let shift = |r: i64| 1000 * r - 1500;
+            struct Local {
+                start: Vec<i64>,
+                end: Vec<i64>,
+                op_start: Vec<i64>,
+                op_end: Vec<i64>,
+                unsigned_tail: Vec<u64>,
+            }
+            let local: Vec<Local> = (0..n)
+                .map(|r| {
+                    let (c, o) = (rows(&j.call_rank, r), rows(&j.op_rank, r));
+                    let back = |v: &[i64]| v.iter().map(|&t| t - shift(r)).collect::<Vec<i64>>();
+                    let tail = c.end - c.start.max(c.end.saturating_sub(2));
+                    let unsigned = j.call_start[c.end - tail..c.end].iter().map(|&t| t as u64).collect();
+                    Local { start: back(&j.call_start[c.clone()]), end: back(&j.call_end[c]), op_start: back(&j.op_start[o.clone()]), op_end: back(&j.op_end[o]), unsigned_tail: unsigned }
+                })
+                .collect();
+            let mut shifted = Job { members: v.members.clone(), ops: parts.ops.clone(), syncs: parts.syncs.clone(), events: parts.events.clone(), ..Job::default() };
+            for (r, (c, x)) in (0..n).zip(parts.calls.iter().zip(&local)) {
+                let (all, tail) = (c.start.len().unwrap(), x.unsigned_tail.len());
+                let head = cut(c, 0..all - tail);
+                shifted.calls.push(Calls { start: Column::Shifted(&x.start[..all - tail], shift(r)), end: Column::Shifted(&x.end[..all - tail], shift(r)), ..head });
+                let mut anchors = cut(c, all - tail..all);
+                if r == 2 {
+                    anchors.start = Column::U64(&x.unsigned_tail);
+                }
+                shifted.calls.push(anchors);
+            }
+            shifted.ops[3].start = Column::Shifted(&local[3].op_start, shift(3));
+            shifted.ops[3].end = Column::Shifted(&local[3].op_end, shift(3));
+            assert_eq!(held(&Graph::build(&shifted, &opts).unwrap()), one_part, "record {record}: times shifted, anchors a part of their own");
         }
     }
 }

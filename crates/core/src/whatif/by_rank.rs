@@ -1,9 +1,11 @@
 //! The job's tables split by rank: each rank's rows of a table as one view, in the table's order.
 //!
-//! Where every rank's rows are one run of one part (the what-if's own input: a part per rank), the
-//! views borrow the parts' columns; otherwise (a part of many ranks' rows, a rank in several parts)
-//! each rank's rows are gathered, as i64. Time columns are always i64 slices, read at random by
-//! the build.
+//! Where every rank's rows are one run of one part, or run on from the end of one part into the
+//! start of the next (the what-if's own input: a part per rank, its rows as its trace holds them,
+//! then a short part of the rows the what-if adds), the views borrow the parts' columns;
+//! otherwise (a part of many ranks' rows, a rank in several places) each rank's rows are gathered,
+//! as i64. Time columns are read at random by the build: i64 values, possibly shifted by a
+//! constant ([`Column::Shifted`]) and followed by an i64 tail, else gathered.
 
 use super::input::{Column, Part};
 use std::ops::Range;
@@ -32,10 +34,84 @@ impl Rows<'_> {
     }
 }
 
+/// One column of a rank's rows: the first `n` in one part, the rest at the start of the next.
+#[derive(Clone, Copy)]
+pub(crate) struct RankColumn<'v> {
+    head: Column<'v>,
+    n: usize,
+    tail: Column<'v>,
+}
+
+impl<'v> RankColumn<'v> {
+    /// A column of n rows, all in one part.
+    pub(crate) fn whole(column: Column<'v>, n: usize) -> RankColumn<'v> {
+        RankColumn { head: column, n, tail: Column::All(0) }
+    }
+
+    #[inline]
+    pub(crate) fn get(&self, k: usize) -> i64 {
+        if k < self.n {
+            self.head.get(k)
+        } else {
+            self.tail.get(k - self.n)
+        }
+    }
+
+    /// Its value when all of its `len` rows (len > 0) have the same.
+    pub(crate) fn single_value(&self, len: usize) -> Option<i64> {
+        match (self.n, len - self.n.min(len)) {
+            (_, 0) => self.head.single_value(self.n),
+            (0, rest) => self.tail.single_value(rest),
+            (n, rest) => self.head.single_value(n).filter(|&v| self.tail.single_value(rest) == Some(v)),
+        }
+    }
+}
+
+/// A time column of a rank's rows: its first values plus a constant, then a tail of values.
+#[derive(Clone, Copy)]
+pub(crate) struct RankTimes<'v> {
+    head: &'v [i64],
+    shift: i64,
+    tail: &'v [i64],
+}
+
+impl RankTimes<'_> {
+    /// Row k's time.
+    #[inline]
+    pub(crate) fn at(&self, k: usize) -> i64 {
+        match self.head.get(k) {
+            Some(&t) => t.wrapping_add(self.shift),
+            None => self.tail[k - self.head.len()],
+        }
+    }
+
+    /// `f(values, constant)` of rows `ks` (each value plus the constant is a row's time), a
+    /// stretch at a time.
+    pub(crate) fn runs(&self, ks: Range<usize>, f: &mut dyn FnMut(&[i64], i64)) {
+        let n = self.head.len();
+        if ks.start < n {
+            f(&self.head[ks.start..ks.end.min(n)], self.shift);
+        }
+        if ks.end > n {
+            f(&self.tail[ks.start.max(n) - n..ks.end - n], 0);
+        }
+    }
+
+    pub(crate) fn max(&self) -> Option<i64> {
+        let head = self.head.iter().max().map(|&t| t.wrapping_add(self.shift));
+        head.into_iter().chain(self.tail.iter().copied()).max()
+    }
+
+    pub(crate) fn min(&self) -> Option<i64> {
+        let head = self.head.iter().min().map(|&t| t.wrapping_add(self.shift));
+        head.into_iter().chain(self.tail.iter().copied()).min()
+    }
+}
+
 /// One rank's rows of a table: where they are, and its columns (rows in the table's order).
 pub(crate) struct RankTable<'v, const K: usize> {
     pub(crate) rows: Rows<'v>,
-    columns: [Column<'v>; K],
+    columns: [RankColumn<'v>; K],
 }
 
 impl<'v, const K: usize> RankTable<'v, K> {
@@ -43,15 +119,30 @@ impl<'v, const K: usize> RankTable<'v, K> {
         self.rows.len()
     }
 
-    pub(crate) fn column(&self, j: usize) -> Column<'v> {
+    pub(crate) fn column(&self, j: usize) -> RankColumn<'v> {
         self.columns[j]
     }
 
-    /// A time column (gathered as i64 where the part's is not).
-    pub(crate) fn times(&self, j: usize) -> &'v [i64] {
-        match self.columns[j] {
-            Column::I64(s) => s,
+    /// A time column (gathered as i64 where the part's could not be read where it lies).
+    pub(crate) fn times(&self, j: usize) -> RankTimes<'v> {
+        let c = self.columns[j];
+        let tail = match (c.tail, self.len() - c.n) {
+            (_, 0) => &[][..],
+            (Column::I64(s), _) => s,
+            _ => unreachable!("a time column's tail is i64 in a rank's view"),
+        };
+        match c.head {
+            Column::I64(head) => RankTimes { head, shift: 0, tail },
+            Column::Shifted(head, shift) => RankTimes { head, shift, tail },
             _ => unreachable!("time columns are i64 in a rank's view"),
+        }
+    }
+
+    /// A time column of a table split with `flat` times: one slice.
+    pub(crate) fn flat_times(&self, j: usize) -> &'v [i64] {
+        match self.times(j) {
+            RankTimes { head, shift: 0, tail: [] } => head,
+            _ => unreachable!("flat time columns are one i64 slice in a rank's view"),
         }
     }
 }
@@ -65,8 +156,20 @@ pub(crate) struct Split<const K: usize> {
     part_first: Vec<usize>,
 }
 
-/// A rank's rows as one run: a part, and its rows.
-type Run = (usize, Range<usize>);
+/// A rank's rows as one run: a part and its rows, and how many of the next part's first rows
+/// continue them (where the part's rows end the part).
+#[derive(Clone)]
+struct Run {
+    part: usize,
+    rows: Range<usize>,
+    tail: usize,
+}
+
+impl Run {
+    fn len(&self) -> usize {
+        self.rows.len() + self.tail
+    }
+}
 
 enum By {
     /// Every rank's rows one run of one part: per rank its run (part, the part's rows); the runs by
@@ -93,10 +196,12 @@ fn one_run_each<'a, const K: usize, P: Part<'a, K>>(parts: &[P], rows: &[usize],
                     (r as usize, (i..n).find(|&j| rank.get(j) != r).unwrap_or(n))
                 }
             };
-            if run[r].is_some() {
-                return None;
+            match &mut run[r] {
+                None => run[r] = Some(Run { part: p, rows: i..j, tail: 0 }),
+                // The rank's rows run on from the end of the previous part.
+                Some(x) if i == 0 && x.part + 1 == p && x.rows.end == rows[x.part] && x.tail == 0 => x.tail = j,
+                Some(_) => return None,
             }
-            run[r] = Some((p, i..j));
             i = j;
         }
     }
@@ -104,20 +209,33 @@ fn one_run_each<'a, const K: usize, P: Part<'a, K>>(parts: &[P], rows: &[usize],
 }
 
 impl<const K: usize> Split<K> {
-    /// `rows`: each part's number of rows; `times`: the columns that must be i64 slices.
-    pub(crate) fn new<'a, P: Part<'a, K>>(parts: &[P], rows: &[usize], n_ranks: usize, times: &[usize]) -> Split<K> {
+    /// `rows`: each part's number of rows; `times`: the time columns ([`RankTable::times`]), read
+    /// as one i64 slice each where `flat` ([`RankTable::flat_times`]).
+    pub(crate) fn new<'a, P: Part<'a, K>>(parts: &[P], rows: &[usize], n_ranks: usize, times: &[usize], flat: bool) -> Split<K> {
         let part_first: Vec<usize> = rows.iter().scan(0, |first, &n| Some(std::mem::replace(first, *first + n))).collect();
         let n_rows: usize = rows.iter().sum();
         if let Some(run) = one_run_each(parts, rows, n_ranks) {
-            // Borrowed, but a time column not in i64.
-            let gathered = run
+            // Borrowed, but a time column not in a form the views read.
+            let readable = |x: &Run, j: usize| {
+                let (head, tail) = (parts[x.part].columns()[j], (x.tail > 0).then(|| parts[x.part + 1].columns()[j]));
+                let head_readable = match head {
+                    Column::I64(_) => !flat || tail.is_none(),
+                    Column::Shifted(..) => !flat,
+                    _ => false,
+                };
+                head_readable && tail.is_none_or(|t| matches!(t, Column::I64(_)))
+            };
+            let gathered: Vec<Vec<Vec<i64>>> = run
                 .iter()
                 .map(|x| {
                     (0..K)
                         .map(|j| match x {
-                            Some((p, range)) if times.contains(&j) && !matches!(parts[*p].columns()[j], Column::I64(_)) => {
-                                let mut out = Vec::with_capacity(range.len());
-                                parts[*p].columns()[j].extend_into(range.clone(), &mut out);
+                            Some(x) if times.contains(&j) && !readable(x, j) => {
+                                let mut out = Vec::with_capacity(x.len());
+                                parts[x.part].columns()[j].extend_into(x.rows.clone(), &mut out);
+                                if x.tail > 0 {
+                                    parts[x.part + 1].columns()[j].extend_into(0..x.tail, &mut out);
+                                }
                                 out
                             }
                             _ => Vec::new(),
@@ -126,7 +244,7 @@ impl<const K: usize> Split<K> {
                 })
                 .collect();
             let mut starts: Vec<(usize, u32)> =
-                run.iter().enumerate().filter_map(|(r, x)| x.as_ref().map(|(p, range)| (part_first[*p] + range.start, r as u32))).collect();
+                run.iter().enumerate().filter_map(|(r, x)| x.as_ref().map(|x| (part_first[x.part] + x.rows.start, r as u32))).collect();
             starts.sort_unstable();
             let mut block = Vec::with_capacity((n_rows >> BLOCK_BITS) + 1);
             let mut k = 0;
@@ -170,18 +288,22 @@ impl<const K: usize> Split<K> {
         let gathered = &self.gathered[r];
         match &self.by {
             By::Runs { run, .. } => match &run[r] {
-                None => RankTable { rows: Rows::Run { first: 0, len: 0 }, columns: [Column::I64(&[]); K] },
-                Some((p, range)) => RankTable {
-                    rows: Rows::Run { first: self.part_first[*p] + range.start, len: range.len() },
+                None => RankTable { rows: Rows::Run { first: 0, len: 0 }, columns: [RankColumn::whole(Column::I64(&[]), 0); K] },
+                Some(x) => RankTable {
+                    rows: Rows::Run { first: self.part_first[x.part] + x.rows.start, len: x.len() },
                     columns: std::array::from_fn(|j| match gathered[j].is_empty() {
-                        true => parts[*p].columns()[j].slice(range.clone()),
-                        false => Column::I64(&gathered[j]),
+                        true => RankColumn {
+                            head: parts[x.part].columns()[j].slice(x.rows.clone()),
+                            n: x.rows.len(),
+                            tail: if x.tail > 0 { parts[x.part + 1].columns()[j].slice(0..x.tail) } else { Column::All(0) },
+                        },
+                        false => RankColumn::whole(Column::I64(&gathered[j]), x.len()),
                     }),
                 },
             },
             By::Rows { rows, .. } => RankTable {
                 rows: Rows::List(&rows[r]),
-                columns: std::array::from_fn(|j| if j == 0 { Column::All(r as i64) } else { Column::I64(&gathered[j]) }),
+                columns: std::array::from_fn(|j| RankColumn::whole(if j == 0 { Column::All(r as i64) } else { Column::I64(&gathered[j]) }, rows[r].len())),
             },
         }
     }
@@ -192,7 +314,7 @@ impl<const K: usize> Split<K> {
         match &self.by {
             By::Runs { starts, run, .. } => {
                 for &(_, r) in starts {
-                    f(r as usize, 0..run[r as usize].as_ref().map_or(0, |x| x.1.len()));
+                    f(r as usize, 0..run[r as usize].as_ref().map_or(0, Run::len));
                 }
             }
             By::Rows { of_row, .. } => {

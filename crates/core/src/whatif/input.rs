@@ -26,11 +26,15 @@ pub enum Column<'a> {
     Bool(&'a [bool]),
     /// The same value in every row (a part's rank, an optional column's default).
     All(i64),
+    /// Values plus a constant: times on a rank's own clock put on the job's (a constant clock
+    /// offset) without a copy.
+    Shifted(&'a [i64], i64),
 }
 
-/// `$body` with `$s` bound to the column's slice, whatever its width (`$v` to the value of `All`).
+/// `$body` with `$s` bound to the column's slice, whatever its width (`$v` to the value of `All`;
+/// `$t`, `$d` to the slice and constant of `Shifted`).
 macro_rules! each_width {
-    ($column:expr, $s:ident => $body:expr, $v:ident => $all:expr) => {
+    ($column:expr, $s:ident => $body:expr, $v:ident => $all:expr, ($t:ident, $d:ident) => $shifted:expr) => {
         match $column {
             Column::I64($s) => $body,
             Column::I32($s) => $body,
@@ -42,6 +46,7 @@ macro_rules! each_width {
             Column::U8($s) => $body,
             Column::Bool($s) => $body,
             Column::All($v) => $all,
+            Column::Shifted($t, $d) => $shifted,
         }
     };
 }
@@ -49,7 +54,7 @@ macro_rules! each_width {
 impl<'a> Column<'a> {
     /// Its number of rows; None for [`Column::All`], which fits any part.
     pub fn len(&self) -> Option<usize> {
-        each_width!(*self, s => Some(s.len()), _v => None)
+        each_width!(*self, s => Some(s.len()), _v => None, (s, _d) => Some(s.len()))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -59,7 +64,7 @@ impl<'a> Column<'a> {
     #[inline]
     #[allow(clippy::unnecessary_cast)] // the i64 arm's
     pub fn get(&self, row: usize) -> i64 {
-        each_width!(*self, s => s[row] as i64, v => v)
+        each_width!(*self, s => s[row] as i64, v => v, (s, d) => s[row].wrapping_add(d))
     }
 
     /// The rows `range` of it.
@@ -75,33 +80,34 @@ impl<'a> Column<'a> {
             Column::U8(s) => Column::U8(&s[range]),
             Column::Bool(s) => Column::Bool(&s[range]),
             Column::All(v) => Column::All(v),
+            Column::Shifted(s, d) => Column::Shifted(&s[range], d),
         }
     }
 
     /// Its value when all of its `n` rows (n > 0) have the same.
     #[allow(clippy::unnecessary_cast)]
     pub(crate) fn single_value(&self, n: usize) -> Option<i64> {
-        each_width!(*self, s => s.iter().all(|&x| x == s[0]).then(|| s[0] as i64), v => (n > 0).then_some(v))
+        each_width!(*self, s => s.iter().all(|&x| x == s[0]).then(|| s[0] as i64), v => (n > 0).then_some(v), (s, d) => s.iter().all(|&x| x == s[0]).then(|| s[0].wrapping_add(d)))
     }
 
     /// One past the largest of its `n` rows' values (0 where it has none): how many dense ids
     /// (ranks, steps) it names.
     #[allow(clippy::unnecessary_cast)]
     fn top(&self, n: usize) -> usize {
-        let top = each_width!(*self, s => s.iter().map(|&x| x as i64 + 1).max().unwrap_or(0), v => if n > 0 { v + 1 } else { 0 });
+        let top = each_width!(*self, s => s.iter().map(|&x| x as i64 + 1).max().unwrap_or(0), v => if n > 0 { v + 1 } else { 0 }, (s, d) => s.iter().map(|&x| x.wrapping_add(d) + 1).max().unwrap_or(0));
         top as usize
     }
 
     /// The first of its `n` rows whose value fails `ok`.
     #[allow(clippy::unnecessary_cast)]
     fn find_bad(&self, n: usize, ok: impl Fn(i64) -> bool) -> Option<usize> {
-        each_width!(*self, s => s.iter().position(|&x| !ok(x as i64)), v => (n > 0 && !ok(v)).then_some(0))
+        each_width!(*self, s => s.iter().position(|&x| !ok(x as i64)), v => (n > 0 && !ok(v)).then_some(0), (s, d) => s.iter().position(|&x| !ok(x.wrapping_add(d))))
     }
 
     /// Appends the rows `range` to `out` as i64.
     #[allow(clippy::unnecessary_cast)]
     pub(crate) fn extend_into(&self, range: std::ops::Range<usize>, out: &mut Vec<i64>) {
-        each_width!(*self, s => out.extend(s[range].iter().map(|&x| x as i64)), v => out.extend(std::iter::repeat_n(v, range.len())))
+        each_width!(*self, s => out.extend(s[range].iter().map(|&x| x as i64)), v => out.extend(std::iter::repeat_n(v, range.len())), (s, d) => out.extend(s[range].iter().map(|&x| x.wrapping_add(d))))
     }
 }
 
@@ -306,6 +312,7 @@ fn find_bad_time(start: Column, end: Column, n: usize) -> Option<usize> {
     let bad = |s: i64, e: i64| e < s || s.abs() > 1 << 62 || e.abs() > 1 << 62;
     match (start, end) {
         (Column::I64(s), Column::I64(e)) => s.iter().zip(e).position(|(&s, &e)| bad(s, e)),
+        (Column::Shifted(s, a), Column::Shifted(e, b)) => s.iter().zip(e).position(|(&s, &e)| bad(s.wrapping_add(a), e.wrapping_add(b))),
         _ => (0..n).find(|&i| bad(start.get(i), end.get(i))),
     }
 }

@@ -4,9 +4,9 @@
 //! their collectives, so each rank is worked out alone, on its own rows (numbered within the rank,
 //! in the job's order); the job's graph is laid out from these.
 
-use super::by_rank::RankTable;
+use super::by_rank::{RankColumn, RankTable, RankTimes};
 use super::graph::NONE;
-use super::input::{Column, SyncType};
+use super::input::SyncType;
 use super::Options;
 use std::collections::BTreeMap;
 
@@ -29,20 +29,20 @@ pub(crate) const SEGMENT: usize = 6;
 const STEP: usize = 5;
 
 impl RankView<'_> {
-    pub(crate) fn call_start(&self) -> &[i64] {
+    pub(crate) fn call_start(&self) -> RankTimes<'_> {
         self.calls.times(START)
     }
 
-    pub(crate) fn call_end(&self) -> &[i64] {
+    pub(crate) fn call_end(&self) -> RankTimes<'_> {
         self.calls.times(END)
     }
 
     pub(crate) fn op_start(&self) -> &[i64] {
-        self.ops.times(START)
+        self.ops.flat_times(START)
     }
 
     pub(crate) fn op_end(&self) -> &[i64] {
-        self.ops.times(END)
+        self.ops.flat_times(END)
     }
 }
 
@@ -117,7 +117,7 @@ impl RankEdges {
 /// row); returns the rows and each group's range in them. The traces come in time order, so rows
 /// are counted into their groups (a few threads or streams) and only a group not already in order
 /// is sorted: mostly linear.
-fn grouped(n: usize, key: Column, within: impl Fn(usize) -> (i64, i64)) -> (Vec<u32>, Vec<i64>, Vec<u32>) {
+fn grouped(n: usize, key: RankColumn, within: impl Fn(usize) -> (i64, i64)) -> (Vec<u32>, Vec<i64>, Vec<u32>) {
     if n == 0 {
         return (Vec::new(), Vec::new(), vec![0]);
     }
@@ -200,8 +200,8 @@ enum CorrIndex {
 }
 
 impl CorrIndex {
-    fn new(corr: Column) -> CorrIndex {
-        let n = corr.len().unwrap_or(0);
+    /// The index of the first n rows of `corr`.
+    fn new(corr: RankColumn, n: usize) -> CorrIndex {
         let (mut lo, mut hi, mut count) = (i64::MAX, i64::MIN, 0usize);
         for k in (0..n).map(|i| corr.get(i)).filter(|&k| k >= 0) {
             (lo, hi, count) = (lo.min(k), hi.max(k), count + 1);
@@ -315,7 +315,7 @@ impl RankEdges {
         let (c_start, c_end, o_start, o_end) = (v.call_start(), v.call_end(), v.op_start(), v.op_end());
 
         // Host threads: calls in order, each with its predecessor.
-        let (thread, within) = (v.calls.column(THREAD), |i: usize| (c_start[i], c_end[i]));
+        let (thread, within) = (v.calls.column(THREAD), |i: usize| (c_start.at(i), c_end.at(i)));
         let (call_order, _, bounds) = grouped(nc, thread, within);
         let mut call_prev = std::mem::take(&mut out.call_prev);
         call_prev.resize(nc, NONE);
@@ -328,7 +328,7 @@ impl RankEdges {
             }
         }
         drop(call_order);
-        let corr = CorrIndex::new(v.calls.column(CORRELATION));
+        let corr = CorrIndex::new(v.calls.column(CORRELATION), nc);
 
         // Launches.
         let op_corr = v.ops.column(CORRELATION);
@@ -343,7 +343,7 @@ impl RankEdges {
             for s in 0..key.len() {
                 for p in begin[s] as usize..begin[s + 1] as usize {
                     let i = order[p] as usize;
-                    let queued = if op_launch[i] != NONE { c_start[op_launch[i] as usize] } else { o_start[i] };
+                    let queued = if op_launch[i] != NONE { c_start.at(op_launch[i] as usize) } else { o_start[i] };
                     enq.push(if p == begin[s] as usize { queued } else { queued.max(enq[p - 1]) });
                 }
             }
@@ -366,7 +366,7 @@ impl RankEdges {
             if call == NONE {
                 continue;
             }
-            let called = c_start[call as usize];
+            let called = c_start.at(call as usize);
             let idle = op_prev[i] == NONE || o_end[op_prev[i] as usize] <= called;
             if idle && o_start[i] > called {
                 samples.push(o_start[i] - called);
@@ -382,7 +382,7 @@ impl RankEdges {
         for i in 0..e.len() {
             let (event, stream, corr_id) = (e.column(2).get(i), e.column(1).get(i), e.column(3).get(i));
             match corr.find(corr_id) {
-                Some(call) => records.push((event, c_start[call as usize], stream, corr_id)),
+                Some(call) => records.push((event, c_start.at(call as usize), stream, corr_id)),
                 None => out.unresolved_syncs += 1,
             }
         }
@@ -437,7 +437,7 @@ impl RankEdges {
         let mut by_time: Vec<(i64, usize, u32)> = Vec::with_capacity(s.len());
         for i in 0..s.len() {
             match corr.find(s_corr.get(i)) {
-                Some(call) => by_time.push((c_start[call as usize], i, call)),
+                Some(call) => by_time.push((c_start.at(call as usize), i, call)),
                 None => out.unresolved_syncs += 1,
             }
         }
@@ -518,7 +518,7 @@ impl RankEdges {
             let b = own.partition_point(|x| x.0 as usize <= call);
             if a < b {
                 waits.extend(own[a..b].iter().map(|&(_, op)| (call as u32, op, true)));
-            } else if let Some(op) = last_ended(c_end[call], &|_| false).filter(|&op| o_end[op as usize] >= c_start[call]) {
+            } else if let Some(op) = last_ended(c_end.at(call), &|_| false).filter(|&op| o_end[op as usize] >= c_start.at(call)) {
                 waits.push((call as u32, op, false));
             } else {
                 out.unresolved_syncs += 1;
@@ -529,7 +529,7 @@ impl RankEdges {
         waits.sort_unstable();
         waits.dedup_by_key(|w| (w.0, w.1));
         let before = waits.len();
-        waits.retain(|&(call, op, _)| o_end[op as usize] <= c_end[call as usize]);
+        waits.retain(|&(call, op, _)| o_end[op as usize] <= c_end.at(call as usize));
         out.unresolved_syncs += before - waits.len();
         cross.sort_unstable();
         cross.dedup_by_key(|x| (x.0, x.1));
@@ -546,7 +546,7 @@ impl RankEdges {
             }
             if op_launch[i] != NONE {
                 let call = op_launch[i] as usize;
-                let from = if o_start[i] >= c_end[call] { c_end[call] } else { c_start[call] };
+                let from = if o_start[i] >= c_end.at(call) { c_end.at(call) } else { c_start.at(call) };
                 at = at.max((from.saturating_add(out.launch_latency)).min(o_start[i]));
             }
             explained_at[i] = at;
@@ -592,7 +592,7 @@ impl RankEdges {
                 wait_off.push(k as u32);
                 let mut ret = i64::MAX;
                 while k < waits.len() && waits[k].0 == call {
-                    ret = ret.min(c_end[i] - o_end[waits[k].1 as usize]);
+                    ret = ret.min(c_end.at(i) - o_end[waits[k].1 as usize]);
                     k += 1;
                 }
                 ret_samples.push(ret);
@@ -602,7 +602,7 @@ impl RankEdges {
         // A blocking call's own cost is that of any API call: the percentile of all the rank's call
         // durations (blocking calls' own durations are mostly waiting: with few of them, their
         // percentile would hold a call at its measured length whatever the GPU does).
-        let mut dur_samples: Vec<i64> = (0..nc).map(|i| c_end[i] - c_start[i]).collect();
+        let mut dur_samples: Vec<i64> = (0..nc).map(|i| c_end.at(i) - c_start.at(i)).collect();
         let p = options.latency_percentile;
         out.min_duration = percentile(&mut dur_samples, p).unwrap_or(0);
         out.return_latency = percentile(&mut ret_samples, p).unwrap_or(0);
@@ -630,7 +630,7 @@ impl RankEdges {
         }
         for i in 0..nc {
             let next = call_next[i];
-            if next == NONE || c_start[next as usize] < c_end[i] {
+            if next == NONE || c_start.at(next as usize) < c_end.at(i) {
                 out.rank_ends.push(End::Call(i as u32));
             }
         }
@@ -651,6 +651,7 @@ impl RankEdges {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::whatif::input::Column;
 
     #[test]
     fn percentile_is_nearest_rank() {
@@ -684,10 +685,10 @@ mod tests {
         // Keys 5, 3, 5, 3 (groups 3 then 5); within group 5 the rows come out of order.
         let key = [5, 3, 5, 3];
         let within = [(20, 0), (1, 0), (10, 0), (2, 0)];
-        let (rows, keys, bounds) = grouped(4, Column::I64(&key), |i| within[i]);
+        let (rows, keys, bounds) = grouped(4, RankColumn::whole(Column::I64(&key), 4), |i| within[i]);
         assert_eq!((rows, keys, bounds), (vec![1, 3, 2, 0], vec![3, 5], vec![0, 2, 4]));
         // One key: the rows in order of `within`; none: no group.
-        assert_eq!(grouped(4, Column::All(7), |i| within[i]), (vec![1, 3, 2, 0], vec![7], vec![0, 4]));
-        assert_eq!(grouped(0, Column::All(7), |i| within[i]), (vec![], vec![], vec![0]));
+        assert_eq!(grouped(4, RankColumn::whole(Column::All(7), 4), |i| within[i]), (vec![1, 3, 2, 0], vec![7], vec![0, 4]));
+        assert_eq!(grouped(0, RankColumn::whole(Column::All(7), 0), |i| within[i]), (vec![], vec![], vec![0]));
     }
 }

@@ -12,8 +12,9 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 /// The units by time (ties by unit index), and each unit's place in that order. `times` calls its
-/// argument with the units' times in unit order, a run of units at a time; all lie in `span`.
-pub(crate) fn time_order(n: usize, span: (i64, i64), times: impl Fn(&mut dyn FnMut(&[i64]))) -> (Vec<u32>, Vec<u32>) {
+/// argument with the units' times in unit order, a run of units at a time (each value plus the constant
+/// it comes with); all lie in `span`.
+pub(crate) fn time_order(n: usize, span: (i64, i64), times: impl Fn(&mut dyn FnMut(&[i64], i64))) -> (Vec<u32>, Vec<u32>) {
     // The sort merges the long runs the units come in (each rank's calls, its ops, ... in time
     // order). Where the times' span leaves room beside the unit index, the keys are one u64 each
     // (time from the earliest, then the index): half the memory of (time, index) pairs.
@@ -21,17 +22,17 @@ pub(crate) fn time_order(n: usize, span: (i64, i64), times: impl Fn(&mut dyn FnM
     let by_time: Vec<u32> = if n > 0 && fits_packed(hi.abs_diff(lo), n) {
         let bits = usize::BITS - n.leading_zeros();
         let mut keyed: Vec<u64> = Vec::with_capacity(n);
-        times(&mut |run| {
+        times(&mut |run, shift| {
             let u = keyed.len() as u64;
-            keyed.extend(run.iter().enumerate().map(|(k, &t)| (t.abs_diff(lo) << bits) | (u + k as u64)));
+            keyed.extend(run.iter().enumerate().map(|(k, &t)| (t.wrapping_add(shift).abs_diff(lo) << bits) | (u + k as u64)));
         });
         keyed.sort();
         keyed.into_iter().map(|k| (k & ((1 << bits) - 1)) as u32).collect()
     } else {
         let mut keyed: Vec<(i64, u32)> = Vec::with_capacity(n);
-        times(&mut |run| {
+        times(&mut |run, shift| {
             let u = keyed.len() as u32;
-            keyed.extend(run.iter().enumerate().map(|(k, &t)| (t, u + k as u32)));
+            keyed.extend(run.iter().enumerate().map(|(k, &t)| (t.wrapping_add(shift), u + k as u32)));
         });
         keyed.sort(); // stable: ties stay in unit order
         keyed.into_iter().map(|(_, u)| u).collect()
@@ -142,7 +143,7 @@ mod tests {
         let n = key.len();
         let (off, ids) = super::super::rows_by_key(dst, n);
         let span = (*key.iter().min().unwrap(), *key.iter().max().unwrap());
-        let (by_time, rank) = super::time_order(n, span, |f| f(key));
+        let (by_time, rank) = super::time_order(n, span, |f| f(key, 0));
         let edges = |u: usize| off[u] as usize..off[u + 1] as usize;
         let late: Vec<u32> = (0..n as u32).filter(|&u| edges(u as usize).any(|p| rank[src[ids[p] as usize] as usize] > rank[u as usize])).collect();
         let (order, pos, dropped) = super::repair(by_time, rank, &late, |u, out| out.extend(edges(u).map(|p| src[ids[p] as usize])));
@@ -279,7 +280,7 @@ mod tests {
             // The reference, on the same CSR.
             let (off, ids) = super::super::rows_by_key(&dst, n);
             let span = (*key.iter().min().unwrap(), *key.iter().max().unwrap());
-            let (by_time, rank) = super::time_order(n, span, |f| f(&key));
+            let (by_time, rank) = super::time_order(n, span, |f| f(&key, 0));
             let (want, want_pos, want_dropped) = dense_kahn(by_time, rank, &off, |p| src[ids[p] as usize]);
             assert_eq!(positions(&want), want_pos);
             let mut d = vec![false; src.len()];

@@ -59,13 +59,14 @@ def _replay_graph(job: _native.ReplayJob, tolerance_ns: int):
 
 
 def rank_tables(job: Job, rank: int, dense: int, step_index: dict[str, int], call_base: int) -> dict:
-    """One rank's rows of the graph's tables, each one part of rank `dense` (one int): calls (its
-    calls, then the anchors of its threads' first calls), ops, and syncs and events (lists of at most
-    one part); segment ids are job call rows, from `call_base` (its first). The rank's own columns
-    where the graph takes them as they are (the graph borrows them)."""
+    """One rank's rows of the graph's tables, each a list of parts of rank `dense` (one int): calls
+    (its calls, then, a part of their own, the anchors of its threads' first calls), ops, and syncs
+    and events (at most one part); segment ids are job call rows, from `call_base` (its first).
+    The rank's own columns where the graph takes them as they are (the graph borrows them), its
+    call times too where its clock correction is a constant shift (the graph adds it)."""
     trace, work = job.traces[rank], job.timeline[rank]
     c = trace.calls
-    correct = job.alignment.correct_rank
+    correct, shift = job.alignment.correct_rank, job.alignment.rank_shift_ns(rank)
     launch_utc = trace.gpu.launch
     op_step = steps_of(job, rank, np.where(launch_utc >= 0, launch_utc, trace.gpu.start), step_index)
     if not step_index:
@@ -74,19 +75,20 @@ def rank_tables(job: Job, rank: int, dense: int, step_index: dict[str, int], cal
            "correlation": trace.gpu.correlation, "step": op_step}
     # Each gap inside a range is a segment of its own, named by its call's row: a host cause
     # cuts the gaps it chooses (host.HostTime.change).
+    n = len(c.start)
+    rows = np.arange(call_base, call_base + n, dtype=np.int32 if call_base + n < 2**31 else np.int64)
+    calls = [{"rank": dense, "thread": c.tid, "correlation": c.correlation, "blocking": c.blocking,
+              "start": correct(rank, c.start) if shift is None else (c.start, shift),
+              "end": correct(rank, c.end) if shift is None else (c.end, shift),
+              "segment": np.where(c.gap_range >= 0, rows, -1)}]
     # Each thread starts at its first call, or at the host work before it (a data loader, say):
     # a zero-length call there anchors the thread, so that the work before its first call can
     # be shortened too.
     first = np.flatnonzero(_first_of_thread(c.tid))  # threads in the order of thread_origin
     is_early = c.thread_origin < c.start[first]
-    early, origin = first[is_early], c.thread_origin[is_early]
-    n, n_early = len(c.start), len(early)
-    rows = np.arange(call_base, call_base + n, dtype=np.int32 if call_base + n < 2**31 else np.int64)
-    calls = {"rank": dense, "thread": np.concatenate([c.tid, c.tid[early]]),
-             "start": correct(rank, np.concatenate([c.start, origin])), "end": correct(rank, np.concatenate([c.end, origin])),
-             "correlation": np.concatenate([c.correlation, np.full(n_early, -1, c.correlation.dtype)]),
-             "blocking": np.concatenate([c.blocking, np.zeros(n_early, bool)]),
-             "segment": np.concatenate([np.where(c.gap_range >= 0, rows, -1), np.full(n_early, -1, rows.dtype)])}
+    if is_early.any():
+        origin = correct(rank, c.thread_origin[is_early])
+        calls.append({"rank": dense, "thread": c.tid[first[is_early]], "start": origin, "end": origin, "correlation": -1})
     out = {"calls": calls, "ops": ops, "syncs": [], "events": []}
     recorded_syncs, recorded_events = trace.stream_waits
     for table, columns in (("syncs", recorded_syncs), ("events", recorded_events)):
@@ -113,12 +115,12 @@ def build_graph(job: Job, tolerance_ns: int, step_pattern: str | None = None) ->
         mine = op_step[n_ops:n_ops + len(t["ops"]["start"])]
         mine[:] = t["ops"]["step"]
         t["ops"]["step"] = mine  # the job's steps, a rank's part of them each
-        calls.append(t["calls"])
+        calls += t["calls"]
         ops.append(t["ops"])
         syncs += t["syncs"]
         events += t["events"]
         n_ops += len(mine)
-        n_calls += len(t["calls"]["start"])
+        n_calls += sum(len(part["thread"]) for part in t["calls"])
     col = job.collectives
     member_rows = np.full(len(col.obs_rank), -1, dtype=np.int64)
     for rank in ranks:
