@@ -318,8 +318,9 @@ fn node_kind(name: &str) -> PyResult<NodeKind> {
 /// Each table is a dict of 1-D integer (or bool) numpy arrays of equal length, rows in any order, or
 /// a list of such dicts (parts, e.g. one per rank; see ReplayJob, which builds later):
 /// - calls (CUDA API calls): rank, thread, start, end, correlation; optional blocking (1: waits
-///   for the GPU: synchronize calls, synchronous memcpy; default 0) and segment (the host-work
-///   segment of the gap before the call on its thread, e.g. an NVTX range id; default -1).
+///   for the GPU: synchronize calls, synchronous memcpy; default 0), segment (the host-work
+///   segment of the gap before the call on its thread, e.g. an NVTX range id; default -1) and
+///   own_segment (where >= 0 the gap is a segment of its own, named by the call's row; default -1).
 /// - ops (kernels, memcpys, memsets): rank, stream, start, end, correlation (the launching call's;
 ///   many ops may share one: a CUDA graph); optional step (dense 0..n_steps, default -1).
 /// - members (collective instances): instance (dense 0..n_instances, each with a member), op (the
@@ -1235,8 +1236,8 @@ impl ReplayJob {
         let calls = kept.parts(
             "calls",
             &table_parts("calls", Some(calls))?,
-            ["rank", "thread", "start", "end", "correlation", "blocking", "segment"],
-            &[("blocking", 0), ("segment", -1)],
+            ["rank", "thread", "start", "end", "correlation", "blocking", "segment", "own_segment"],
+            &[("blocking", 0), ("segment", -1), ("own_segment", -1)],
         )?;
         let ops = kept.parts("ops", &table_parts("ops", Some(ops))?, ["rank", "stream", "start", "end", "correlation", "step"], &[("step", -1)])?;
         let members = kept.parts("members", &table_parts("members", Some(members))?, ["instance", "op"], &[])?;
@@ -1250,7 +1251,16 @@ impl ReplayJob {
         let job = whatif::Job {
             calls: calls
                 .into_iter()
-                .map(|[rank, thread, start, end, correlation, blocking, segment]| whatif::Calls { rank, thread, start, end, correlation, blocking, segment })
+                .map(|[rank, thread, start, end, correlation, blocking, segment, own_segment]| whatif::Calls {
+                    rank,
+                    thread,
+                    start,
+                    end,
+                    correlation,
+                    blocking,
+                    segment,
+                    own_segment,
+                })
                 .collect(),
             ops: ops.into_iter().map(|[rank, stream, start, end, correlation, step]| whatif::Ops { rank, stream, start, end, correlation, step }).collect(),
             syncs: syncs

@@ -8,7 +8,7 @@ use super::by_rank::{RankTimes, Rows, Split};
 use super::fidelity::Fidelity;
 use super::graph::{narrow, Edge, EdgeKind, Graph, Segments, Unit, NONE, WIDE};
 use super::input::Job;
-use super::rank::{percentiles, End, RankEdges, RankView, END, SEGMENT, START};
+use super::rank::{percentiles, End, RankEdges, RankView, END, OWN_SEGMENT, SEGMENT, START};
 use super::topo;
 use super::{input_error, Options, WhatIfError};
 use rayon::prelude::*;
@@ -46,7 +46,7 @@ struct Units<'v> {
     u_t: usize,
     u_mend: usize,
     n_units: usize,
-    calls: &'v Split<7>,
+    calls: &'v Split<8>,
     ops: &'v Split<6>,
     ranks: Vec<RankUnits<'v>>,
     /// Per blocking call end unit: (rank, index among the rank's blocking calls), by call row.
@@ -554,17 +554,24 @@ impl Graph {
 
         // The calls whose gap has a segment: a bit per call where each names its own row, else a
         // table by segment (a segment's calls in their order).
+        let segment_of = |r: usize, k: usize| {
+            let calls = &views[r].calls;
+            if calls.column(OWN_SEGMENT).get(k) >= 0 {
+                calls.rows.global(k) as i64
+            } else {
+                calls.column(SEGMENT).get(k)
+            }
+        };
         let mut own_rows = true;
         calls.each_run(|r, ks| {
-            let (segment, rows) = (views[r].calls.column(SEGMENT), &views[r].calls.rows);
-            own_rows &= ks.into_iter().all(|k| matches!(segment.get(k), id if id < 0 || id == rows.global(k) as i64));
+            let rows = &views[r].calls.rows;
+            own_rows &= ks.into_iter().all(|k| matches!(segment_of(r, k), id if id < 0 || id == rows.global(k) as i64));
         });
         g.segments = if own_rows {
             let mut bits = vec![0u64; nc.div_ceil(64)];
             calls.each_run(|r, ks| {
-                let (segment, rows) = (views[r].calls.column(SEGMENT), &views[r].calls.rows);
-                for k in ks.filter(|&k| segment.get(k) >= 0) {
-                    let row = rows.global(k);
+                for k in ks.filter(|&k| segment_of(r, k) >= 0) {
+                    let row = views[r].calls.rows.global(k);
                     bits[row / 64] |= 1 << (row % 64);
                 }
             });
@@ -572,10 +579,12 @@ impl Graph {
         } else {
             let (mut id, mut call) = (Vec::new(), Vec::new());
             calls.each_run(|r, ks| {
-                let (segment, rows) = (views[r].calls.column(SEGMENT), &views[r].calls.rows);
-                for k in ks.filter(|&k| segment.get(k) >= 0) {
-                    id.push(segment.get(k));
-                    call.push(rows.global(k) as u32);
+                for k in ks {
+                    let segment = segment_of(r, k);
+                    if segment >= 0 {
+                        id.push(segment);
+                        call.push(views[r].calls.rows.global(k) as u32);
+                    }
                 }
             });
             let mut by: Vec<u32> = (0..id.len() as u32).collect();
@@ -928,6 +937,7 @@ mod tests {
                     correlation: Column::I32(&x.correlation),
                     blocking: Column::Bool(&x.blocking),
                     segment: Column::I32(&x.segment),
+                    own_segment: Column::All(-1),
                 });
                 parts.ops.push(Ops {
                     rank: Column::All(r),
@@ -968,7 +978,8 @@ mod tests {
                     end: c.end.slice(rows.clone()),
                     correlation: c.correlation.slice(rows.clone()),
                     blocking: c.blocking.slice(rows.clone()),
-                    segment: c.segment.slice(rows),
+                    segment: c.segment.slice(rows.clone()),
+                    own_segment: c.own_segment.slice(rows),
                 }
             }
             split.calls = parts.calls.iter().flat_map(|c| {
@@ -1018,6 +1029,36 @@ mod tests {
             shifted.ops[3].start = Column::Shifted(&local[3].op_start, shift(3));
             shifted.ops[3].end = Column::Shifted(&local[3].op_end, shift(3));
             assert_eq!(held(&Graph::build(&shifted, &opts).unwrap()), one_part, "record {record}: times shifted, anchors a part of their own");
+        }
+    }
+
+    /// Segments named by their calls' own rows given as `own_segment` (no column of rows) make the
+    /// graph that the rows in `segment` make: alone (a bit per call), and beside other segments.
+    #[test]
+    fn own_segments_are_segments_named_by_their_rows() {
+        let spec = Spec { ranks: 3, steps: 2, threads: 2, jitter: true, record: true, ..Spec::default() };
+        let mut j = rank_major(&synth::generate(&spec).job, spec.ranks as i64);
+        let opts = Options::default();
+        for mixed in [false, true] {
+            // Every third call's gap has no segment; with `mixed`, every third another one's.
+            let (mut own, mut other) = (Vec::new(), Vec::new());
+            for i in 0..j.call_rank.len() {
+                let (is_own, id) = match i % 3 {
+                    0 => (false, -1),
+                    1 => (true, i as i64),
+                    _ if mixed => (false, 1_000_000 + (i % 5) as i64),
+                    _ => (true, i as i64),
+                };
+                j.call_segment[i] = id;
+                own.push(if is_own { 7 } else { -1i32 });
+                other.push(if is_own { -1 } else { id });
+            }
+            let rows = held(&Graph::build(&j.view(), &opts).unwrap());
+            assert!(rows.contains("CallRows") != mixed, "mixed {mixed}: the segments as the build holds them");
+            let mut v = j.view();
+            v.calls[0].segment = Column::I64(&other);
+            v.calls[0].own_segment = Column::I32(&own);
+            assert_eq!(held(&Graph::build(&v, &opts).unwrap()), rows, "mixed {mixed}");
         }
     }
 }

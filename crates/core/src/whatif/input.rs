@@ -128,6 +128,10 @@ pub struct Calls<'a> {
     /// previous call's end on the same thread to this call's start), e.g. an id of the innermost
     /// NVTX range or CPU operator covering it. [`super::Change::gaps`] shortens a segment.
     pub segment: Column<'a>,
+    /// Optional (default -1). Where >= 0 (the gap lies in some range of the caller's), the gap is
+    /// a segment of its own, named by the call's row (`segment` there is ignored): what a caller
+    /// that cuts gaps one by one gives without a column of rows.
+    pub own_segment: Column<'a>,
 }
 
 /// GPU ops: kernels, memcpys, memsets (nsys `CUPTI_ACTIVITY_KIND_{KERNEL,MEMCPY,MEMSET}`).
@@ -211,12 +215,12 @@ pub(crate) trait Part<'a, const K: usize>: Copy + Sync {
     fn columns(&self) -> [Column<'a>; K];
 }
 
-impl<'a> Part<'a, 7> for Calls<'a> {
+impl<'a> Part<'a, 8> for Calls<'a> {
     const TABLE: &'static str = "calls";
-    const NAMES: [&'static str; 7] = ["rank", "thread", "start", "end", "correlation", "blocking", "segment"];
+    const NAMES: [&'static str; 8] = ["rank", "thread", "start", "end", "correlation", "blocking", "segment", "own_segment"];
     const REQUIRED: usize = 5;
-    fn columns(&self) -> [Column<'a>; 7] {
-        [self.rank, self.thread, self.start, self.end, self.correlation, self.blocking, self.segment]
+    fn columns(&self) -> [Column<'a>; 8] {
+        [self.rank, self.thread, self.start, self.end, self.correlation, self.blocking, self.segment, self.own_segment]
     }
 }
 
@@ -499,6 +503,7 @@ impl JobData {
                 correlation: c(&self.call_correlation),
                 blocking: or(&self.call_blocking, 0),
                 segment: or(&self.call_segment, -1),
+                own_segment: Column::All(-1),
             }],
             ops: vec![Ops {
                 rank: c(&self.op_rank),

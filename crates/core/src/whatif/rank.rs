@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 /// One rank's rows of every table.
 pub(crate) struct RankView<'v> {
-    pub(crate) calls: RankTable<'v, 7>,
+    pub(crate) calls: RankTable<'v, 8>,
     pub(crate) ops: RankTable<'v, 6>,
     pub(crate) syncs: RankTable<'v, 7>,
     pub(crate) events: RankTable<'v, 4>,
@@ -26,6 +26,7 @@ const STREAM: usize = 1;
 const CORRELATION: usize = 4;
 const BLOCKING: usize = 5;
 pub(crate) const SEGMENT: usize = 6;
+pub(crate) const OWN_SEGMENT: usize = 7;
 const STEP: usize = 5;
 
 impl RankView<'_> {

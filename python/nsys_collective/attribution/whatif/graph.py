@@ -58,11 +58,10 @@ def _replay_graph(job: _native.ReplayJob, tolerance_ns: int):
     return graph
 
 
-def rank_tables(job: Job, rank: int, dense: int, step_index: dict[str, int], call_base: int) -> dict:
+def rank_tables(job: Job, rank: int, dense: int, step_index: dict[str, int]) -> dict:
     """One rank's rows of the graph's tables, each a list of parts of rank `dense` (one int): calls
     (its calls, then, a part of their own, the anchors of its threads' first calls), ops, and syncs
-    and events (at most one part); segment ids are job call rows, from `call_base` (its first).
-    The rank's own columns where the graph takes them as they are (the graph borrows them), its
+    and events (at most one part). The rank's own columns where the graph takes them as they are (the graph borrows them), its
     call times too where its clock correction is a constant shift (the graph adds it)."""
     trace, work = job.traces[rank], job.timeline[rank]
     c = trace.calls
@@ -73,14 +72,12 @@ def rank_tables(job: Job, rank: int, dense: int, step_index: dict[str, int], cal
         op_step[:] = 0  # no steps marked: the capture is one step
     ops = {"rank": dense, "stream": work.stream, "start": work.start, "end": work.end,
            "correlation": trace.gpu.correlation, "step": op_step}
-    # Each gap inside a range is a segment of its own, named by its call's row: a host cause
-    # cuts the gaps it chooses (host.HostTime.change).
-    n = len(c.start)
-    rows = np.arange(call_base, call_base + n, dtype=np.int32 if call_base + n < 2**31 else np.int64)
+    # Each gap inside a range is a segment of its own, named by its call's row (own_segment): a
+    # host cause cuts the gaps it chooses (host.HostTime.change).
     calls = [{"rank": dense, "thread": c.tid, "correlation": c.correlation, "blocking": c.blocking,
               "start": correct(rank, c.start) if shift is None else (c.start, shift),
               "end": correct(rank, c.end) if shift is None else (c.end, shift),
-              "segment": np.where(c.gap_range >= 0, rows, -1)}]
+              "own_segment": c.gap_range}]
     # Each thread starts at its first call, or at the host work before it (a data loader, say):
     # a zero-length call there anchors the thread, so that the work before its first call can
     # be shortened too.
@@ -111,7 +108,7 @@ def build_graph(job: Job, tolerance_ns: int, step_pattern: str | None = None) ->
     n_ops = n_calls = 0
     for dense, rank in enumerate(ranks):
         op_offset[rank], call_offset[rank] = n_ops, n_calls
-        t = rank_tables(job, rank, dense, step_index, n_calls)
+        t = rank_tables(job, rank, dense, step_index)
         mine = op_step[n_ops:n_ops + len(t["ops"]["start"])]
         mine[:] = t["ops"]["step"]
         t["ops"]["step"] = mine  # the job's steps, a rank's part of them each

@@ -42,12 +42,13 @@ def _local_instances(instances: np.ndarray) -> np.ndarray:
     return local[inverse.reshape(-1)]
 
 
-def own_graph(job, rank: int, step_index: dict[str, int], call_base: int, member_op: np.ndarray,
-              member_instance: np.ndarray, tolerance_ns: int):
+def own_graph(job, rank: int, step_index: dict[str, int], member_op: np.ndarray, member_instance: np.ndarray,
+              tolerance_ns: int):
     """The ReplayGraph of one rank alone: its rows of the job's tables as rank 0 (graph.rank_tables;
-    segment ids from `call_base`), its members' op rows in its GPU work and their instances.
+    its call rows, and so its segment ids, from 0), its members' op rows in its GPU work and their
+    instances.
     `job` needs only traces, timeline, alignment and steps for this rank."""
-    t = rank_tables(job, rank, 0, step_index, call_base)
+    t = rank_tables(job, rank, 0, step_index)
     members = {"instance": _local_instances(np.asarray(member_instance, np.int64)), "op": np.asarray(member_op, np.int64)}
     return _native.ReplayJob(t["calls"], [t["ops"]], members, syncs=t["syncs"], events=t["events"]).build(
         tolerance_ns=int(tolerance_ns))
@@ -58,8 +59,8 @@ def rank_graph(job: Job, g: JobGraph, rank: int, tolerance_ns: int) -> tuple[obj
     member rows."""
     step_index = {n: i for i, n in enumerate(g.step_names)} if g.has_steps else {}
     rows = np.flatnonzero(job.collectives.obs_rank == rank)
-    graph = own_graph(job, rank, step_index, g.call_offset[rank], g.member_rows[rows] - g.op_offset[rank],
-                      job.collectives.obs_instance[rows], tolerance_ns)
+    graph = own_graph(job, rank, step_index, g.member_rows[rows] - g.op_offset[rank], job.collectives.obs_instance[rows],
+                      tolerance_ns)
     return graph, rows
 
 
@@ -113,7 +114,7 @@ def summarize(trace, s: RankSlice) -> dict:
     found = view.timeline[s.rank].index_of(s.aligned_start, s.aligned_end)
     if (found < 0).any():
         raise RuntimeError(f"rank {s.rank}: {int((found < 0).sum())} collective members not found in its GPU work")
-    graph = own_graph(view, s.rank, s.step_index, 0, found, s.member_instance, s.tolerance_ns)
+    graph = own_graph(view, s.rank, s.step_index, found, s.member_instance, s.tolerance_ns)
     [summary] = _native.rank_summaries(graph)
     return summary
 
@@ -149,7 +150,7 @@ class RankSummaries:
         return sum(v.nbytes for p in self.parts for v in p.base.values() if isinstance(v, np.ndarray))
 
     def _by_rank(self, change: dict) -> dict[int, dict]:
-        """The change as each touched rank's own (its rows; segments and transfers as they are)."""
+        """The change as each touched rank's own (its rows, segments too; transfers as they are)."""
         out: dict[int, dict] = {}
         if change.get("zero_all_slack"):
             out = {r: {"zero_all_slack": True} for r in range(len(self.parts))}
@@ -161,7 +162,7 @@ class RankSummaries:
             rank = np.searchsorted(bounds[key], rows, side="right") - 1
             for r in np.unique(rank).tolist():
                 mine = rank == r
-                local = rows[mine] - (self.parts[r].op_offset if key == "op" else self.parts[r].call_offset if key == "call" else 0)
+                local = rows[mine] - (self.parts[r].op_offset if key == "op" else self.parts[r].call_offset)
                 out.setdefault(r, {}).update({key: local, value: values[mine]})
         if "zero_slack" in change and len(change["zero_slack"]):
             kinds, rows = self.full.describe(np.asarray(change["zero_slack"], np.int64))
