@@ -157,6 +157,60 @@ def test_replaying_the_unchanged_trace_gives_every_measured_time_back():
     assert np.array_equal(replayed["wait"], job.timing.wait_cost)
 
 
+@pytest.mark.parametrize("drift", [False, True])
+def test_the_graph_borrowing_the_ranks_call_columns_is_the_graph_of_their_aligned_copies(drift):
+    """build_graph gives each rank's call columns as its trace holds them (times with the rank's
+    clock shift, the threads' anchors a part of their own, own_segment): the graph is the one the
+    joined, aligned copies made (the demo: ranks 2 and 3, the second host, off the reference clock;
+    with `drift`, that clock drifting, their call times copied and aligned)."""
+    import dataclasses
+
+    from conftest import FIXTURES
+    from conftest import analyzed as model_of
+    from nsys_collective import _native
+    from nsys_collective.attribution.whatif.graph import _first_of_thread, build_graph, rank_tables
+    from tests.unit.test_whatif_replay_job import fingerprint, plain
+
+    job, _ = model_of(sorted((FIXTURES / "demo-4rank-2host").glob("*.sqlite")))
+    if drift:
+        a = job.alignment
+        drift_ppm = a.drift_ppm.copy()
+        drift_ppm[a.clock_of_rank[3]] = 3.7
+        job = dataclasses.replace(job, alignment=dataclasses.replace(a, drift_ppm=drift_ppm))
+    shifts = [job.alignment.rank_shift_ns(r) for r in range(4)]
+    assert shifts == [0, 0, None, None] if drift else shifts[:2] == [0, 0] and shifts[2] == shifts[3] != 0
+    g = build_graph(job, 10_000)
+    step_index = {n: i for i, n in enumerate(g.step_names)} if g.has_steps else {}
+    # The old input (rank_tables before): per rank its calls then its threads' anchors, joined and
+    # aligned copies, segments as job call rows.
+    joined, ops, syncs, events = [], [], [], []
+    for dense, rank in enumerate(g.ranks):
+        c, correct = job.traces[rank].calls, job.alignment.correct_rank
+        first = np.flatnonzero(_first_of_thread(c.tid))
+        is_early = c.thread_origin < c.start[first]
+        early, origin = first[is_early], c.thread_origin[is_early]
+        n, n_early = len(c.start), len(early)
+        assert n_early == 1
+        rows = np.arange(g.call_offset[rank], g.call_offset[rank] + n)
+        joined.append({"rank": dense, "thread": np.concatenate([c.tid, c.tid[early]]),
+                       "start": correct(rank, np.concatenate([c.start, origin])),
+                       "end": correct(rank, np.concatenate([c.end, origin])),
+                       "correlation": np.concatenate([c.correlation, np.full(n_early, -1, c.correlation.dtype)]),
+                       "blocking": np.concatenate([c.blocking, np.zeros(n_early, bool)]),
+                       "segment": np.concatenate([np.where(c.gap_range >= 0, rows, -1), np.full(n_early, -1)])})
+        t = rank_tables(job, rank, dense, step_index)
+        ops.append(t["ops"])
+        syncs += t["syncs"]
+        events += t["events"]
+    members = {"instance": job.collectives.obs_instance, "op": g.member_rows}
+    old = _native.ReplayJob(joined, ops, members, syncs=syncs, events=events).build(tolerance_ns=10_000)
+    assert g.graph.n_calls == old.n_calls
+    assert fingerprint(g.graph) == fingerprint(old)
+    gaps = np.flatnonzero(np.concatenate([p["segment"] for p in joined]) >= 0)[::7]
+    cut = {"segment": gaps, "segment_ns": np.zeros(len(gaps), np.int64)}
+    assert plain(g.graph.replay(cut, times=True)) == plain(old.replay(cut, times=True))
+
+
 def test_the_findings_say_what_fixing_the_cause_saves(tmp_path_factory):
     doc, truth = analyzed(tmp_path_factory, "ddp", "slow_kernel")
     (planted,) = truth["causes"]

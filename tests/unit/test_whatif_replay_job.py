@@ -60,6 +60,33 @@ def test_strided_columns_and_narrow_times_make_the_same_graph():
     assert fingerprint(g) == fingerprint(joined)
 
 
+def test_shifted_times_a_part_running_on_and_own_segments_make_the_joined_tables_graph():
+    # The what-if's own form (attribution/whatif/graph.py): each rank's calls on its own clock with
+    # the shift onto the job's, its gaps named by their own rows as own_segment; ranks 1 and 2 with
+    # their last call in a part of its own (as a rank's threads' anchors are).
+    calls, ops, members = late_kernel_job()
+    rows = np.arange(len(calls["start"]))
+    calls["segment"] = np.where(rows % 2 == 1, rows, -1)  # each rank's second call's gap
+    joined = _native.ReplayGraph(calls, ops, members, launch_latency_ns=10, tolerance_ns=5)
+    parts = []
+    for r in range(3):
+        mine = np.flatnonzero(calls["rank"] == r)
+        head, tail = (mine, mine[:0]) if r == 0 else (mine[:-1], mine[-1:])
+        shift = 1000 * r - 700
+        parts.append({"rank": r, "thread": calls["thread"][head].astype(np.int32),
+                      "start": (calls["start"][head] - shift, shift), "end": (calls["end"][head] - shift, shift),
+                      "correlation": calls["correlation"][head].astype(np.int32),
+                      "own_segment": np.where(calls["segment"][head] >= 0, 3, -1).astype(np.int32)})
+        if len(tail):
+            parts.append({"rank": r, **{k: calls[k][tail] for k in ("thread", "start", "end", "correlation", "segment")}})
+    g = _native.ReplayJob(parts, ops, members).build(launch_latency_ns=10, tolerance_ns=5)
+    assert fingerprint(g) == fingerprint(joined)
+    cut = {"segment": [1, 3, 5], "segment_ns": [0, 0, 0], "call": [0], "call_ns": [1]}
+    assert plain(g.replay(cut, times=True)) == plain(joined.replay(cut, times=True))
+    with pytest.raises(InputError, match=r'calls\[0\]\["start"\]: \(values, shift\) needs int64 values'):
+        _native.ReplayJob({**calls, "start": (calls["start"].astype(np.int32), 5)}, ops, members)
+
+
 def test_an_optional_column_some_parts_lack_takes_its_default():
     calls, ops, members = late_kernel_job()
     parts = per_rank(ops, {})
