@@ -28,6 +28,7 @@ from nsys_collective.ingest.identity import Candidate, rank_from_environment, ra
 from nsys_collective.model import cuda_api
 from nsys_collective.model.grouping import ids
 from nsys_collective.model.nccl import NcclOps, nccl_kernel_mask, nccl_ops
+from nsys_collective.model.per_name import PerName
 from nsys_collective.model.stream_waits import stream_waits_from_calls
 
 GPU_ACTIVITY_TABLES = ("kernels", "memcpy", "memset")
@@ -55,25 +56,63 @@ class InputFacts:
     warnings: tuple[str, ...]
 
 
+class GpuNames:
+    """The columns of GPU items (GpuItems, timeline.GpuWork) that follow from their names, read
+    off their per-name tables (model/per_name.py): one `take` of the name column a read."""
+
+    name: np.ndarray
+    short_name_by_name: PerName
+    kind_by_name: PerName  # uint8: KERNEL (a kernel, not a copy or memset), NCCL (an NCCL kernel)
+
+    KERNEL, NCCL = 1, 2
+
+    @classmethod
+    def of_columns(cls, short_name: np.ndarray, is_nccl: np.ndarray, is_kernel: np.ndarray, **columns):
+        """The items of `columns`, with these three columns held per name."""
+        kind = is_kernel.astype(np.uint8) * cls.KERNEL | is_nccl.astype(np.uint8) * cls.NCCL
+        return cls(**columns, short_name_by_name=PerName.of(columns["name"], short_name),
+                   kind_by_name=PerName.of(columns["name"], kind))
+
+    @property
+    def short_name(self) -> np.ndarray:
+        """int32 id of each item's short name, for people."""
+        return self.short_name_by_name.at(self.name)
+
+    @property
+    def is_nccl(self) -> np.ndarray:
+        """bool: an NCCL kernel."""
+        return (self.kind_by_name.at(self.name) & self.NCCL) != 0
+
+    @property
+    def is_kernel(self) -> np.ndarray:
+        """bool: a kernel, not a copy or a memset."""
+        return (self.kind_by_name.at(self.name) & self.KERNEL) != 0
+
+    @property
+    def is_compute(self) -> np.ndarray:
+        """bool: a compute kernel (a kernel, not NCCL's): is_kernel & ~is_nccl in one read."""
+        return self.kind_by_name.at(self.name) == self.KERNEL
+
+
 @dataclass(frozen=True)
-class GpuItems:
+class GpuItems(GpuNames):
     """A rank's GPU work (kernels, copies, memsets) sorted by start, on its own clock (UTC)."""
 
     start: np.ndarray
     end: np.ndarray
     name: np.ndarray  # int32 id of the full (demangled) name: what pairs kernels across ranks
-    short_name: np.ndarray  # id of the short name, for people
     launch: np.ndarray  # start of the launching runtime call, -1 when unknown
     # The launching call's thread: read only in the map stage (nccl_ops, the stream-wait inference),
     # then dropped from the trace kept (trace_export), None: 4 bytes an op for every rank otherwise.
     launch_tid: np.ndarray | None
-    is_nccl: np.ndarray
-    is_kernel: np.ndarray
     ctas: np.ndarray  # thread blocks (grid x*y*z) of kernels, 0 for copies
     stream: np.ndarray
     correlation: np.ndarray  # of the launching call (several ops share one under a CUDA graph)
     # launch_tid, ctas, stream and correlation are int32 where their values fit: held for every
     # rank until the analysis ends, they are only compared, searched, indexed or divided.
+    # short_name, is_nccl, is_kernel and is_compute, held per name (GpuNames).
+    short_name_by_name: PerName
+    kind_by_name: PerName
 
 
 @dataclass(frozen=True)
@@ -318,7 +357,7 @@ def trace_ranks(export: Export, keys: list[tuple[int, int]], is_nccl: np.ndarray
             "last_ns": last,
         }
         calls["kind"] = cuda_api.kinds(calls["name"], strings)
-        out.append((GpuItems(**gpu), counts, dataclasses.replace(r, name=range_name), HostCalls(**calls)))
+        out.append((GpuItems.of_columns(**gpu), counts, dataclasses.replace(r, name=range_name), HostCalls(**calls)))
     return out, strings
 
 
