@@ -27,7 +27,7 @@ def trace(rng, strings, key) -> RankTrace:
     is_kernel = rng.random(n) < 0.8
     gpu = GpuItems.of_columns(start=start, end=start + rng.integers(0, 9_000, n), name=rng.integers(-1, len(strings), n).astype(np.int32),
                               short_name=rng.integers(-1, len(strings), n).astype(np.int32),
-                              launch=np.where(rng.random(n) < 0.2, -1, start - 700), launch_tid=np.full(n, 3, np.int32),
+                              launch_call=np.full(n, -1, np.int32), calls=None,
                               is_nccl=is_kernel & (rng.random(n) < 0.3), is_kernel=is_kernel, ctas=np.ones(n, np.int32),
                               stream=np.full(n, 7, np.int32), correlation=np.arange(n, dtype=np.int32))
     return RankTrace(index=0, report="r", host="h", pid=1, device=0, env_rank=None, file_rank=None, counts={},

@@ -101,18 +101,35 @@ class GpuItems(GpuNames):
     start: np.ndarray
     end: np.ndarray
     name: np.ndarray  # int32 id of the full (demangled) name: what pairs kernels across ranks
-    launch: np.ndarray  # start of the launching runtime call, -1 when unknown
-    # The launching call's thread: read only in the map stage (nccl_ops, the stream-wait inference),
-    # then dropped from the trace kept (trace_export), None: 4 bytes an op for every rank otherwise.
-    launch_tid: np.ndarray | None
+    # The launching runtime call: its row in `calls`, -1 when unknown. Its start and thread are read
+    # off the calls (launch, launch_tid), not held again for every op (12 bytes an op).
+    launch_call: np.ndarray
     ctas: np.ndarray  # thread blocks (grid x*y*z) of kernels, 0 for copies
     stream: np.ndarray
     correlation: np.ndarray  # of the launching call (several ops share one under a CUDA graph)
-    # launch_tid, ctas, stream and correlation are int32 where their values fit: held for every
+    # launch_call, ctas, stream and correlation are int32 where their values fit: held for every
     # rank until the analysis ends, they are only compared, searched, indexed or divided.
     # short_name, is_nccl, is_kernel and is_compute, held per name (GpuNames).
     short_name_by_name: PerName
     kind_by_name: PerName
+    calls: HostCalls | None  # the rank's calls (RankTrace.calls, the same object)
+
+    @property
+    def launch(self) -> np.ndarray:
+        """int64: the start of each op's launching runtime call, -1 when unknown."""
+        return self._of_launching_call(self.calls.start)
+
+    @property
+    def launch_tid(self) -> np.ndarray:
+        """The thread of each op's launching runtime call, -1 when unknown."""
+        return self._of_launching_call(self.calls.tid)
+
+    def _of_launching_call(self, column: np.ndarray) -> np.ndarray:
+        if not len(column):
+            return np.full(len(self.launch_call), -1, column.dtype)
+        out = column.take(self.launch_call)  # -1 takes the last call: set apart below
+        out[self.launch_call < 0] = -1
+        return out
 
 
 @dataclass(frozen=True)
@@ -363,8 +380,8 @@ def trace_ranks(export: Export, keys: list[tuple[int, int]], is_nccl: np.ndarray
             "first_ns": first,
             "last_ns": last,
         }
-        calls["kind_by_name"] = PerName(cuda_api.kinds(calls["name"], strings))
-        out.append((GpuItems.of_columns(**gpu), counts, dataclasses.replace(r, name=range_name), HostCalls(**calls)))
+        calls = HostCalls(**calls, kind_by_name=PerName(cuda_api.kinds(calls["name"], strings)))
+        out.append((GpuItems.of_columns(**gpu, calls=calls), counts, dataclasses.replace(r, name=range_name), calls))
     return out, strings
 
 
@@ -393,7 +410,6 @@ def trace_export(export: Export, index: int, report: str, key: int | None = None
             waits = _sync_records(export, pid, device, own_process=sum(p == pid for p, _ in keys) == 1)
             if waits[0] is None:
                 waits = stream_waits_from_calls(calls, gpu)
-            gpu = dataclasses.replace(gpu, launch_tid=None)  # its last readers are done
         traces.append(RankTrace(
             index=index, report=report, host=export.session.hostname, pid=pid, device=device, env_rank=env, file_rank=file,
             counts=counts, strings=strings, ops=ops, gpu=gpu, ranges=ranges, calls=calls,
