@@ -50,11 +50,11 @@ class GpuWork(GpuNames):
     name: np.ndarray  # global id (int32) of the full (demangled) name: what pairs kernels across ranks
     ctas: np.ndarray  # thread blocks (grid x*y*z) of kernels, 0 for copies
     stream: np.ndarray
-    # short_name (the global id of the short name, for people), is_nccl, is_kernel and
-    # is_compute, held per name (GpuNames): the trace's own tables where its names' ids are the
-    # global ones.
+    # short_name (the global id of the short name, for people) held per name, the trace's own
+    # table where its names' ids are the global ones; is_nccl, is_kernel and is_compute read off
+    # kind, the trace's own (GpuNames).
     short_name_by_name: PerName
-    kind_by_name: PerName
+    kind: np.ndarray
 
     def __len__(self) -> int:
         return len(self.start)
@@ -106,11 +106,11 @@ class Timeline:
             return GpuWork.of_columns(start=_EMPTY, end=_EMPTY, name=_EMPTY, short_name=_EMPTY, is_nccl=_EMPTY.astype(bool),
                                       is_kernel=_EMPTY.astype(bool), ctas=_EMPTY, stream=_EMPTY)
         correct = self.alignment.correct_rank  # the trace's own column where the rank's clock is the reference's
-        columns = {"start": correct(rank, g.start), "end": correct(rank, g.end), "name": self.names.of(trace, g.name),
-                   "ctas": g.ctas, "stream": g.stream}
-        if columns["name"] is g.name:  # the same ids: the trace's own tables
-            return GpuWork(**columns, short_name_by_name=g.short_name_by_name, kind_by_name=g.kind_by_name)
-        return GpuWork.of_columns(**columns, short_name=self.names.of(trace, g.short_name), is_nccl=g.is_nccl, is_kernel=g.is_kernel)
+        name = self.names.of(trace, g.name)
+        # The same ids: the trace's own table of short names.
+        short = g.short_name_by_name if name is g.name else PerName.of(name, self.names.of(trace, g.short_name))
+        return GpuWork(start=correct(rank, g.start), end=correct(rank, g.end), name=name, ctas=g.ctas, stream=g.stream,
+                       short_name_by_name=short, kind=g.kind)
 
     def name_stats(self, rank: int) -> dict[int, tuple[int, int]]:
         """Per name id: (total duration ns, runs) on the rank."""

@@ -57,21 +57,21 @@ class InputFacts:
 
 
 class GpuNames:
-    """The columns of GPU items (GpuItems, timeline.GpuWork) that follow from their names, read
-    off their per-name tables (model/per_name.py): one `take` of the name column a read."""
+    """The short names and kinds of GPU items (GpuItems, timeline.GpuWork): the short names held
+    per name (model/per_name.py; read a few times per rank), the kinds as one byte an item (read
+    some 25 times per rank: a `take` of the name column each time would cost more than the byte)."""
 
     name: np.ndarray
     short_name_by_name: PerName
-    kind_by_name: PerName  # uint8: KERNEL (a kernel, not a copy or memset), NCCL (an NCCL kernel)
+    kind: np.ndarray  # uint8 per item: KERNEL (a kernel, not a copy or memset) | NCCL (an NCCL kernel)
 
     KERNEL, NCCL = 1, 2
 
     @classmethod
     def of_columns(cls, short_name: np.ndarray, is_nccl: np.ndarray, is_kernel: np.ndarray, **columns):
-        """The items of `columns`, with these three columns held per name."""
+        """The items of `columns`, the short names held per name and the kinds as bits."""
         kind = is_kernel.astype(np.uint8) * cls.KERNEL | is_nccl.astype(np.uint8) * cls.NCCL
-        return cls(**columns, short_name_by_name=PerName.of(columns["name"], short_name),
-                   kind_by_name=PerName.of(columns["name"], kind))
+        return cls(**columns, short_name_by_name=PerName.of(columns["name"], short_name), kind=kind)
 
     @property
     def short_name(self) -> np.ndarray:
@@ -81,17 +81,17 @@ class GpuNames:
     @property
     def is_nccl(self) -> np.ndarray:
         """bool: an NCCL kernel."""
-        return (self.kind_by_name.at(self.name) & self.NCCL) != 0
+        return (self.kind & self.NCCL) != 0
 
     @property
     def is_kernel(self) -> np.ndarray:
         """bool: a kernel, not a copy or a memset."""
-        return (self.kind_by_name.at(self.name) & self.KERNEL) != 0
+        return (self.kind & self.KERNEL) != 0
 
     @property
     def is_compute(self) -> np.ndarray:
-        """bool: a compute kernel (a kernel, not NCCL's): is_kernel & ~is_nccl in one read."""
-        return self.kind_by_name.at(self.name) == self.KERNEL
+        """bool: a compute kernel (a kernel, not NCCL's): is_kernel & ~is_nccl in one pass."""
+        return self.kind == self.KERNEL
 
 
 @dataclass(frozen=True)
@@ -109,9 +109,9 @@ class GpuItems(GpuNames):
     correlation: np.ndarray  # of the launching call (several ops share one under a CUDA graph)
     # launch_call, ctas, stream and correlation are int32 where their values fit: held for every
     # rank until the analysis ends, they are only compared, searched, indexed or divided.
-    # short_name, is_nccl, is_kernel and is_compute, held per name (GpuNames).
+    # short_name held per name; is_nccl, is_kernel and is_compute read off kind (GpuNames).
     short_name_by_name: PerName
-    kind_by_name: PerName
+    kind: np.ndarray
     calls: HostCalls | None  # the rank's calls (RankTrace.calls, the same object)
 
     @property
