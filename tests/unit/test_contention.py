@@ -92,11 +92,13 @@ def _drawn_job(seed: int):
         for s, e in zip(start[is_nccl], end[is_nccl]):
             busy |= (start < e) & (end > s)
         end = np.where(busy & ~is_nccl & (name % 2 == 0), end + duration // 3, end)  # NCCL slows the even names
-        works[r] = GpuWork(start=start, end=end, name=name, short_name=np.where(name >= 0, name + 100, -1),
-                           is_nccl=is_nccl, is_kernel=is_kernel, ctas=np.ones(n, np.int64), stream=is_nccl.astype(np.int64))
+        works[r] = GpuWork.of_columns(start=start, end=end, name=name, short_name=np.where(name >= 0, name + 100, -1),
+                                      is_nccl=is_nccl, is_kernel=is_kernel, ctas=np.ones(n, np.int64),
+                                      stream=is_nccl.astype(np.int64))
     if seed % 4 == 3:
-        works[len(works)] = GpuWork(*([np.zeros(0, np.int64)] * 4), is_nccl=np.zeros(0, bool),
-                                    is_kernel=np.zeros(0, bool), ctas=np.zeros(0, np.int64), stream=np.zeros(0, np.int64))
+        none = np.zeros(0, np.int64)
+        works[len(works)] = GpuWork.of_columns(start=none, end=none, name=none, short_name=none, is_nccl=np.zeros(0, bool),
+                                               is_kernel=np.zeros(0, bool), ctas=none, stream=none)
     return SimpleNamespace(timeline=_Timeline(works), ops={r: None for r in works})
 
 

@@ -55,14 +55,17 @@ def test_copy_engine_collective_is_one_operation():
     assert OPS[after.op[0]] == "AllReduce"
 
 
-def test_the_trace_kept_drops_the_launch_threads_once_the_ops_are_found():
-    # Only the map stage reads them (the ops' NVTX ranges, the stream-wait inference): the trace the
-    # reduce holds for every rank keeps the launch times, not the threads.
+def test_the_trace_kept_holds_each_ops_launching_call_not_its_time_and_thread():
+    # The launch times and threads are the calls' own: the trace the reduce holds for every rank
+    # names each op's launching call (int32), and reads them off the calls.
+    import dataclasses
+
     from nsys_collective.pipeline import map_input
 
     path = sorted((FIXTURES / "demo-4rank-2host").glob("*.sqlite"))[0]
     _, [trace] = map_input(path, 0, path)
-    [export] = read_exports([path])
-    [(gpu, *_)], _ = trace_ranks(export, [(trace.pid, trace.device)], nccl_kernel_mask(export))
-    assert trace.gpu.launch_tid is None and len(gpu.launch_tid) == len(gpu.launch)
-    assert np.array_equal(trace.gpu.launch, gpu.launch) and len(trace.ops.start) > 0
+    g = trace.gpu
+    assert {"launch", "launch_tid"}.isdisjoint(f.name for f in dataclasses.fields(g)) and g.launch_call.dtype == np.int32
+    assert g.calls is trace.calls and len(trace.ops.start) > 0
+    assert np.array_equal(g.launch, trace.calls.start[g.launch_call]) and (g.launch_call >= 0).all()
+    assert np.array_equal(g.launch_tid, trace.calls.tid[g.launch_call])  # unknown ones: tests/unit/test_rank_trace.py

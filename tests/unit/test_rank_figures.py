@@ -99,7 +99,7 @@ def random_rank(rng):
 def test_the_idle_split_and_host_sync_are_those_of_before(seed):
     rng = np.random.default_rng(seed)
     trace, selection = random_rank(rng)
-    assert _gated(trace).tolist() == gated_before(trace).tolist()
+    assert _gated(trace, trace.gpu.launch).tolist() == gated_before(trace).tolist()
     for sel in (selection, None):
         assert idle_split(trace, analyzed_ops(trace, sel, 0)) == idle_before(trace, sel, 0)
         assert host_sync(trace, sel, 0) == host_sync_before(trace, sel, 0)
@@ -113,6 +113,6 @@ def test_gated_ops_with_calls_sharing_correlations_are_those_of_before(seed):
     trace, _ = random_rank(rng)
     m = len(trace.calls.start)
     trace.calls.correlation = rng.integers(0, max(1, m // 3), m).astype(np.int64)
-    assert _gated(trace).tolist() == gated_before(trace).tolist()
+    assert _gated(trace, trace.gpu.launch).tolist() == gated_before(trace).tolist()
     trace.calls.correlation = trace.calls.correlation + 10 * m  # no wait names a call
-    assert _gated(trace).tolist() == gated_before(trace).tolist() == [False] * len(trace.gpu.start)
+    assert _gated(trace, trace.gpu.launch).tolist() == gated_before(trace).tolist() == [False] * len(trace.gpu.start)

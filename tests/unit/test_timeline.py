@@ -25,11 +25,11 @@ def trace(rng, strings, key) -> RankTrace:
     n = 50
     start = np.sort(T0 + rng.integers(0, 10_000_000, n))
     is_kernel = rng.random(n) < 0.8
-    gpu = GpuItems(start=start, end=start + rng.integers(0, 9_000, n), name=rng.integers(-1, len(strings), n).astype(np.int32),
-                   short_name=rng.integers(-1, len(strings), n).astype(np.int32),
-                   launch=np.where(rng.random(n) < 0.2, -1, start - 700), launch_tid=np.full(n, 3, np.int32),
-                   is_nccl=is_kernel & (rng.random(n) < 0.3), is_kernel=is_kernel, ctas=np.ones(n, np.int32),
-                   stream=np.full(n, 7, np.int32), correlation=np.arange(n, dtype=np.int32))
+    gpu = GpuItems.of_columns(start=start, end=start + rng.integers(0, 9_000, n), name=rng.integers(-1, len(strings), n).astype(np.int32),
+                              short_name=rng.integers(-1, len(strings), n).astype(np.int32),
+                              launch_call=np.full(n, -1, np.int32), calls=None,
+                              is_nccl=is_kernel & (rng.random(n) < 0.3), is_kernel=is_kernel, ctas=np.ones(n, np.int32),
+                              stream=np.full(n, 7, np.int32), correlation=np.arange(n, dtype=np.int32))
     return RankTrace(index=0, report="r", host="h", pid=1, device=0, env_rank=None, file_rank=None, counts={},
                      strings=tuple(strings), ops=None, gpu=gpu, ranges=None, calls=None, sm_count=None, key=key)
 
@@ -52,12 +52,15 @@ def test_ranks_on_the_reference_clock_and_shared_string_tables_hold_nothing_twic
     w0, w1, w2 = timeline[0], timeline[1], timeline[2]
     g0, g1, g2 = traces[0].gpu, traces[1].gpu, traces[2].gpu
     assert w0.start is g0.start and w0.end is g0.end
-    assert w0.name is g0.name and w1.short_name is g1.short_name  # the shared table begins with theirs
+    assert w0.name is g0.name and w1.short_name_by_name is g1.short_name_by_name  # the shared table begins with theirs
     assert np.array_equal(w1.start, g1.start + 1235) and np.array_equal(w1.end, g1.end + 1235)
     # Another table: its ids looked up (-1 stays -1), as int32.
     assert w2.name.dtype == np.int32 and w2.start is g2.start
     want = np.array([timeline.names.values.index(traces[2].strings[i]) if i >= 0 else -1 for i in g2.name.tolist()])
     assert np.array_equal(w2.name, want)
+    want_short = [timeline.names.values.index(traces[2].strings[i]) if i >= 0 else -1 for i in g2.short_name.tolist()]
+    assert w2.short_name.tolist() == want_short
+    assert np.array_equal(w2.is_nccl, g2.is_nccl) and np.array_equal(w2.is_kernel, g2.is_kernel)
 
 
 
@@ -98,8 +101,8 @@ def test_short_of_is_the_short_name_of_each_full_names_first_item(seed):
     name = rng.integers(-1, int(rng.integers(1, 50)), n).astype(np.int32)
     short = rng.integers(0, 1000, n).astype(np.int32)
     none = np.zeros(n, bool)
-    w = GpuWork(start=np.arange(n), end=np.arange(n), name=name, short_name=short, is_nccl=none, is_kernel=none,
-                ctas=np.zeros(n, np.int32), stream=np.zeros(n, np.int32))
+    w = GpuWork.of_columns(start=np.arange(n), end=np.arange(n), name=name, short_name=short, is_nccl=none, is_kernel=none,
+                           ctas=np.zeros(n, np.int32), stream=np.zeros(n, np.int32))
     full, first = np.unique(name, return_index=True)
     want = dict(zip(full.tolist(), short[first].tolist()))
     assert w.short_of == want and list(w.short_of) == list(want)

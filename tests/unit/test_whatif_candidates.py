@@ -37,6 +37,10 @@ class Work(SimpleNamespace):
     def __len__(self):
         return len(self.start)
 
+    @property
+    def is_compute(self):
+        return self.is_kernel & ~self.is_nccl
+
 
 def job(ranks: dict[int, str]) -> SimpleNamespace:
     """The parts of a job the pickers read: ranks with hosts, kernel names, GPU work per rank."""
@@ -562,8 +566,8 @@ def test_programs_are_those_of_the_hashed_names(seed):
     for r in range(int(rng.integers(1, 7))):
         n = int(rng.integers(0, 200))
         lo = int(rng.integers(-1, len(names)))
-        per_rank[r] = SimpleNamespace(name=rng.integers(lo, len(names), n).astype(np.int32),
-                                      is_kernel=rng.random(n) < 0.8, is_nccl=rng.random(n) < 0.2)
+        per_rank[r] = Work(name=rng.integers(lo, len(names), n).astype(np.int32),
+                          is_kernel=rng.random(n) < 0.8, is_nccl=rng.random(n) < 0.2)
     job = SimpleNamespace(timeline=Timeline(per_rank=per_rank, names=SimpleNamespace(values=names)))
     want, representatives = {}, []
     sets = {r: set(grouping.unique(w.name[w.is_kernel & ~w.is_nccl])[0].tolist()) for r, w in per_rank.items()}

@@ -1,7 +1,7 @@
 //! The ranks' traces from their export's columns (python/nsys_collective/model/trace.py): which
 //! GPU work can be right and which ranks it belongs to (`screen`); per rank its GPU work in start
-//! order with the runtime call that launched each item and the figures counted over it, and its
-//! host calls in start order with where the host work before each began; their names as ids
+//! order with the call that launched each item (a row of its calls) and the figures counted over
+//! it, and its host calls in start order with where the host work before each began; their names as ids
 //! into a string table of only the names the export's ranks use (`trace_ranks`). Each column is
 //! made once in the type it is held in (ids as int32 where they fit), where the numpy version
 //! masked, sorted, searched, narrowed and remapped whole columns several times per rank
@@ -174,8 +174,9 @@ pub struct GpuItems {
     pub end: Vec<i64>,
     pub name: Vec<i32>,
     pub short_name: Vec<i32>,
-    pub launch: Vec<i64>,
-    pub launch_tid: Ints,
+    /// The launching runtime call: its row in the rank's calls (`calls_by_start`), -1 when unknown.
+    /// Its start and thread are the calls' own: not held twice (12 bytes an item).
+    pub launch_call: Ints,
     pub is_nccl: Vec<bool>,
     pub is_kernel: Vec<bool>,
     pub ctas: Ints,
@@ -251,12 +252,14 @@ impl Launches {
     }
 }
 
-/// The GPU work of rank (pid, device) and its counts.
+/// The GPU work of rank (pid, device) and its counts. `calls`: its process's calls (runtime rows,
+/// `calls_by_start`), which the launching calls are named by.
 fn gpu_items(
     kernels: &Activity,
     names: &KernelColumns,
     copies: &[Copies],
     runtime: &Runtime,
+    calls: &[u32],
     pid: i64,
     device: i64,
 ) -> Result<(GpuItems, GpuCounts), TraceError> {
@@ -292,14 +295,21 @@ fn gpu_items(
         items.iter().map(|&(t, r)| string_id(if t == 0 { of[r as usize] } else { copies[t as usize - 1].label })).collect()
     };
     let launched = Launches::new(runtime, pid);
-    let rows_launched: Vec<u32> = (0..n).map(|k| launched.row(value(&correlations, k)).map_or(NONE, |i| i as u32)).collect();
+    let mut call_of_row = vec![NONE; runtime.start.len()];
+    for (k, &row) in calls.iter().enumerate() {
+        call_of_row[row as usize] = k as u32;
+    }
+    let launch_call = |k: usize| launched.row(value(&correlations, k)).map_or(-1, |row| call_of_row[row] as i64);
     let out = GpuItems {
         start: (0..n).map(|k| value(&starts, k)).collect(),
         end: (0..n).map(|k| value(&ends, k)).collect(),
         name: kernel_or_label(names.name),
         short_name: kernel_or_label(names.short_name),
-        launch: rows_launched.iter().map(|&i| if i == NONE { -1 } else { runtime.start[i as usize] }).collect(),
-        launch_tid: Ints::of(n, |k| if rows_launched[k] == NONE { -1 } else { runtime.tid[rows_launched[k] as usize] }),
+        launch_call: if i32::try_from(calls.len()).is_ok() {
+            Ints::I32((0..n).map(|k| launch_call(k) as i32).collect())
+        } else {
+            Ints::I64((0..n).map(launch_call).collect())
+        },
         is_nccl: items.iter().map(|&(t, r)| t == 0 && names.is_nccl[r as usize]).collect(),
         is_kernel: items.iter().map(|&(t, _)| t == 0).collect(),
         // Thread blocks: x * max(y, 1) * max(z, 1), wrapping as numpy's int64 does; 0 for copies.
@@ -412,13 +422,18 @@ pub fn gap_starts(tid: Ids, end: &[i64], thread_origin: &[i64]) -> Result<Vec<i6
     Ok(gap)
 }
 
-/// The calls of process `pid` by start: each thread's origin (`thread_origin`) and the range
-/// each gap before a call fell in (`gap_range`).
-fn host_calls(runtime: &Runtime, pid: i64, ranges: &Ranges) -> Result<HostCalls, TraceError> {
-    runtime.check()?;
-    same_length(&[ranges.start.len(), ranges.end.len(), ranges.tid.len(), ranges.name.len()])?;
+/// The runtime rows of process `pid`'s calls by start (stable: table order on a tie).
+fn calls_by_start(runtime: &Runtime, pid: i64) -> Vec<u32> {
     let mut rows: Vec<u32> = (0..runtime.pid.len()).filter(|&i| runtime.pid[i] == pid).map(|i| i as u32).collect();
     rows.sort_by_key(|&i| runtime.start[i as usize]); // stable; one pass when sorted
+    rows
+}
+
+/// The calls `rows` of process (`calls_by_start`): each thread's origin (`thread_origin`) and the
+/// range each gap before a call fell in (`gap_range`).
+fn host_calls(runtime: &Runtime, rows: &[u32], ranges: &Ranges) -> Result<HostCalls, TraceError> {
+    runtime.check()?;
+    same_length(&[ranges.start.len(), ranges.end.len(), ranges.tid.len(), ranges.name.len()])?;
     let n = rows.len();
     let row = |k: usize| rows[k] as usize;
     let whole_table = n == runtime.start.len() && rows.iter().enumerate().all(|(k, &r)| k == r as usize);
@@ -527,8 +542,10 @@ pub fn trace_ranks(
 ) -> Result<ExportTrace, TraceError> {
     let mut traced = Vec::with_capacity(ranks.len());
     for rank in ranks {
-        let (gpu, counts) = gpu_items(kernels, names, copies, runtime, rank.pid, rank.device)?;
-        let calls = host_calls(runtime, rank.pid, &rank.ranges)?;
+        runtime.check()?;
+        let rows = calls_by_start(runtime, rank.pid);
+        let (gpu, counts) = gpu_items(kernels, names, copies, runtime, &rows, rank.pid, rank.device)?;
+        let calls = host_calls(runtime, &rows, &rank.ranges)?;
         let range_name = rank.ranges.name.iter().map(|&id| string_id(id)).collect();
         traced.push(RankTrace { gpu, counts, calls, range_name });
     }
@@ -659,19 +676,22 @@ mod tests {
         let runtime = Runtime {
             pid: &[1, 1, 1, 2],
             tid: &[100, 100, 101, 100],
-            start: &[-5, -3, -2, -4],
-            end: &[-4, -2, -1, -3],
+            start: &[-5, -2, -3, -4],
+            end: &[-4, -1, -2, -3],
             correlation: &[10, 11, 11, 12],
             name: &[0; 4],
         };
-        let (items, counts) = gpu_items(&kernels, &names, &[Copies { table: memcpy, label: 99 }], &runtime, 1, 0).unwrap();
+        let calls = calls_by_start(&runtime, 1);
+        assert_eq!(calls, [0, 2, 1]);
+        let (items, counts) = gpu_items(&kernels, &names, &[Copies { table: memcpy, label: 99 }], &runtime, &calls, 1, 0).unwrap();
         assert_eq!(items.start, [0, 5, 5]);
         assert_eq!(items.name, [4, 3, 99]);
         assert_eq!(items.is_kernel, [true, true, false]);
         assert_eq!(items.is_nccl, [true, false, false]);
         assert_eq!(items.ctas, Ints::I32(vec![8, 6, 0]));
-        assert_eq!(items.launch, [-5, -3, -1]); // the first call of correlation 11 wins; 13 has none
-        assert_eq!(items.launch_tid, Ints::I32(vec![100, 100, -1]));
+        // The first call of correlation 11 in table order wins (row 1, the calls' third by start);
+        // 13 has none.
+        assert_eq!(items.launch_call, Ints::I32(vec![0, 2, -1]));
         assert_eq!(
             counts,
             GpuCounts { kernels: 2, nccl_kernels: 1, nccl_time_ns: 10, compute_overlap_ns: 5, first_ns: Some(0), last_ns: Some(20) }
@@ -690,18 +710,18 @@ mod tests {
         };
         // Thread 7: step [10, 100] around loader [26, 48]; thread 8 has no range.
         let ranges = Ranges { start: &[10, 26], end: &[100, 48], tid: &[7, 7], name: &[0, 1] };
-        let got = host_calls(&runtime, 1, &ranges).unwrap();
+        let got = host_calls(&runtime, &calls_by_start(&runtime, 1), &ranges).unwrap();
         assert_eq!((got.start, got.correlation, got.name), (Some(vec![20, 30, 50]), Ints::I32(vec![1, 2, 0]), vec![5, -1, 4]));
         // One process, the table in start order: the table's own times.
         let one = Runtime { pid: &[1; 4], start: &[0, 20, 30, 50], ..runtime };
-        assert_eq!(host_calls(&one, 1, &ranges).map(|c| (c.start, c.end)), Ok((None, None)));
+        assert_eq!(host_calls(&one, &calls_by_start(&one, 1), &ranges).map(|c| (c.start, c.end)), Ok((None, None)));
         // Calls by start: 20 (thread 7, first: the step's start 10), 30 (thread 8, first: none
         // around it, its own start), 50 (thread 7: the end of its call at 20).
         assert_eq!(got.thread_origin, [10, 30]);
         assert_eq!(gap_starts(got.tid.ids(), &[25, 40, 60], &got.thread_origin), Ok(vec![10, 30, 25]));
         assert_eq!(got.gap_range, Ints::I32(vec![0, -1, 1]));
         let short = Ranges { tid: &[7], ..ranges };
-        assert_eq!(host_calls(&runtime, 1, &short), Err(TraceError::LengthMismatch(2, 1)));
+        assert_eq!(host_calls(&runtime, &calls_by_start(&runtime, 1), &short), Err(TraceError::LengthMismatch(2, 1)));
     }
 
     #[test]

@@ -1005,7 +1005,7 @@ type RankArgs<'py> = (i64, i64, PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py
 /// `copies`: [(memcpy table, its label's string id), ...]; `ranks`: [(pid, device, range_start,
 /// range_end, range_tid, range_name), ...]; `n_strings`: the export's string count. Per rank:
 /// (GpuItems' columns, (kernels, nccl_kernels, nccl_time_ns, compute_overlap_ns, first_ns,
-/// last_ns), HostCalls' columns but `blocking`, the ranges' names); names are ids into the table
+/// last_ns), HostCalls' columns but `kind`, the ranges' names); names are ids into the table
 /// whose entries are the export's string ids `strings`.
 #[pyfunction]
 fn trace_ranks<'py>(
@@ -1044,8 +1044,7 @@ fn trace_ranks<'py>(
         g.set_item("end", gpu.end.into_pyarray(py))?;
         g.set_item("name", gpu.name.into_pyarray(py))?;
         g.set_item("short_name", gpu.short_name.into_pyarray(py))?;
-        g.set_item("launch", gpu.launch.into_pyarray(py))?;
-        g.set_item("launch_tid", ints_array(py, gpu.launch_tid))?;
+        g.set_item("launch_call", ints_array(py, gpu.launch_call))?;
         g.set_item("is_nccl", gpu.is_nccl.into_pyarray(py))?;
         g.set_item("is_kernel", gpu.is_kernel.into_pyarray(py))?;
         g.set_item("ctas", ints_array(py, gpu.ctas))?;

@@ -120,9 +120,9 @@ def _window(job: Job, result: Blocking, tolerance_ns: int) -> None:
         _, items, ns = _native.overlaps(np.array([lo]), np.array([hi]), w.start, w.end)
         scale = min(1.0, (hi - lo) / ns.sum()) if ns.sum() else 0.0
         per_name = defaultdict(int)
-        for item, overlap in zip(items.tolist(), ns.tolist()):
-            if not w.is_nccl[item]:  # a collective's own kernel is never a cause
-                per_name[int(w.name[item])] += round(overlap * scale)
+        for name, nccl, overlap in zip(w.name[items].tolist(), w.is_nccl[items].tolist(), ns.tolist()):
+            if not nccl:  # a collective's own kernel is never a cause
+                per_name[name] += round(overlap * scale)
         result.method[i] = "window"
         result.blame[i] = [{"cause": "window", "kernel": work.names.values[w.short_of[key]],
                             "kernel_full": work.names.values[key], "rank": s, "host": job.by_number[s].host, "ns": part,

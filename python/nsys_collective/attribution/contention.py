@@ -215,7 +215,7 @@ def _compute_overlaps(w, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray
     is searched and the rest dropped from the (few) overlaps found, rather than a copy of the
     compute kernels' times made per rank."""
     q, row, ns = _native.overlaps(start, end, w.start, w.end)
-    compute = w.is_kernel[row] & ~w.is_nccl[row]
+    compute = w.is_compute[row]
     return q[compute], row[compute], ns[compute]
 
 
@@ -334,7 +334,7 @@ def _compute_slowdown(job: Job, min_runs: int = 3) -> tuple[list[dict], list[dic
         beside.append((rows, name, overlap))
         overlapped += np.bincount(name, minlength=bins)
         total_overlap += np.bincount(name, weights=overlap, minlength=bins)
-        compute.append(w.is_kernel & ~w.is_nccl)
+        compute.append(w.is_compute)
         name = w.name[compute[j]] + 1
         runs_of[j] = np.bincount(name, minlength=bins)
         time_of += np.bincount(name, weights=(w.end - w.start)[compute[j]], minlength=bins)

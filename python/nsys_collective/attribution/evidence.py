@@ -76,11 +76,12 @@ def _panel(job: Job, blocking, i: int) -> dict:
         w = job.timeline[rank]
         inside = np.flatnonzero((w.start < hi) & (w.end > lo))
         a, e = int(job.aligned_start[obs]), int(job.aligned_end[obs])
-        this = (w.start[inside] == a) & (w.end[inside] == e) & w.is_nccl[inside]
+        nccl, kernel = w.is_nccl[inside], w.is_kernel[inside]
+        this = (w.start[inside] == a) & (w.end[inside] == e) & nccl
         row = {"rank": rank, "a": a, "e": e,
-               "compute": _intervals(w, inside[w.is_kernel[inside] & ~w.is_nccl[inside]]),
-               "copy": _intervals(w, inside[~w.is_kernel[inside] & ~w.is_nccl[inside]]),
-               "other_nccl": _intervals(w, inside[w.is_nccl[inside] & ~this]),
+               "compute": _intervals(w, inside[kernel & ~nccl]),
+               "copy": _intervals(w, inside[~kernel & ~nccl]),
+               "other_nccl": _intervals(w, inside[nccl & ~this]),
                "blamed": [[], []]}
         if rank == s and blame and of(blame["cause"]).family.draws_runs:
             row["blamed"] = _intervals(w, _named_runs(job, w, blame, (w.start < hi) & (w.end > lo)))

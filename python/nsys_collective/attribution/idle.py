@@ -23,9 +23,9 @@ import numpy as np
 from nsys_collective.model.cuda_api import SyncType
 from nsys_collective.model.trace import RankTrace
 
-def _gated(trace: RankTrace) -> np.ndarray:
+def _gated(trace: RankTrace, launch: np.ndarray) -> np.ndarray:
     """Which GPU ops (trace.gpu rows) a stream wait was issued for: the first op launched on the
-    waiting stream at or after the wait call."""
+    waiting stream at or after the wait call. `launch`: the ops' launch times (GpuItems.launch)."""
     g, calls = trace.gpu, trace.calls
     out = np.zeros(len(g.start), dtype=bool)
     syncs, _ = trace.stream_waits
@@ -43,14 +43,14 @@ def _gated(trace: RankTrace) -> np.ndarray:
     at = np.minimum(np.searchsorted(calls.correlation[order], wanted), len(order) - 1)
     found = calls.correlation[order[at]] == wanted
     when, stream = calls.start[order[at[found]]], syncs["stream"][waits[found]]
-    launched = g.launch >= 0
+    launched = launch >= 0
     for s in np.unique(stream).tolist():  # a handful of streams
         ops = np.flatnonzero((g.stream == s) & launched)
-        launch = g.launch[ops]
-        if (launch[1:] < launch[:-1]).any():  # a stream's ops mostly run in launch order already
-            by_launch = np.argsort(launch, kind="stable")
-            ops, launch = ops[by_launch], launch[by_launch]
-        k = np.searchsorted(launch, when[stream == s], side="left")
+        on_stream = launch[ops]
+        if (on_stream[1:] < on_stream[:-1]).any():  # a stream's ops mostly run in launch order already
+            by_launch = np.argsort(on_stream, kind="stable")
+            ops, on_stream = ops[by_launch], on_stream[by_launch]
+        k = np.searchsorted(on_stream, when[stream == s], side="left")
         out[ops[k[k < len(ops)]]] = True
     return out
 
@@ -72,9 +72,10 @@ def idle_split(trace: RankTrace, analyzed: np.ndarray) -> dict:
     begins = begins[block_analyzed[1:] & block_analyzed[:-1]]
     g0, g1 = reach[begins - 1], g.start[begins]
     gap = g1 - g0
-    launch = g.launch[begins]
+    launch_all = g.launch  # read off the calls once (GpuItems.launch)
+    launch = launch_all[begins]
     host = np.where(launch >= 0, np.clip(launch - g0, 0, gap), 0)
     rest = gap - host
-    sync = np.where(_gated(trace)[begins], rest, 0)
+    sync = np.where(_gated(trace, launch_all)[begins], rest, 0)
     return {"idle_ns": int(gap.sum()), "idle_host_wait_ns": int(host.sum()), "idle_sync_wait_ns": int(sync.sum()),
             "idle_other_ns": int((rest - sync).sum())}

@@ -254,7 +254,8 @@ def nccl_ops(export: Export, pid: int, gpu, strings: tuple[str, ...]) -> NcclOps
     model.trace's GpuItems, in start order with each item's launch; names ids into `strings`)."""
     rows = np.flatnonzero(gpu.is_nccl)
     ranges = _ranges(export, pid, _is_api, "NCCL")
-    tid, when = gpu.launch_tid[rows], gpu.launch[rows]
+    item_tid, item_launch = gpu.launch_tid, gpu.launch  # read off the calls once
+    tid, when = item_tid[rows], item_launch[rows]
     api = _covering_range(ranges, tid, when)
     pytorch = _covering_range(_ranges(export, pid, _is_pytorch, None), tid, when)
     names, at = np.unique(gpu.short_name[rows], return_inverse=True)  # parse each distinct name once
@@ -275,7 +276,7 @@ def nccl_ops(export: Export, pid: int, gpu, strings: tuple[str, ...]) -> NcclOps
     others = np.flatnonzero(~gpu.is_kernel)
     copies = others[cuda_api.by_name(lambda n: n == MEMCPY_NAME, gpu.name[others], strings)]
     if len(copies) and ranges:
-        ctid, cwhen = gpu.launch_tid[copies], gpu.launch[copies]
+        ctid, cwhen = item_tid[copies], item_launch[copies]
         capi = _covering_range(ranges, ctid, cwhen)
         kernel_launch_times = set(when.tolist())
         ce = [i for i, a in enumerate(capi) if a in _API_OP]

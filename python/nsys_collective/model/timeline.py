@@ -12,7 +12,8 @@ from functools import cached_property
 import numpy as np
 
 from nsys_collective.model.alignment import Alignment
-from nsys_collective.model.trace import RankTrace
+from nsys_collective.model.per_name import PerName
+from nsys_collective.model.trace import GpuNames, RankTrace
 
 
 class Names:
@@ -43,15 +44,17 @@ class Names:
 
 
 @dataclass(frozen=True)
-class GpuWork:
+class GpuWork(GpuNames):
     start: np.ndarray
     end: np.ndarray
     name: np.ndarray  # global id (int32) of the full (demangled) name: what pairs kernels across ranks
-    short_name: np.ndarray  # global id (int32) of the short name, for people
-    is_nccl: np.ndarray
-    is_kernel: np.ndarray
     ctas: np.ndarray  # thread blocks (grid x*y*z) of kernels, 0 for copies
     stream: np.ndarray
+    # short_name (the global id of the short name, for people) held per name, the trace's own
+    # table where its names' ids are the global ones; is_nccl, is_kernel and is_compute read off
+    # kind, the trace's own (GpuNames).
+    short_name_by_name: PerName
+    kind: np.ndarray
 
     def __len__(self) -> int:
         return len(self.start)
@@ -100,12 +103,14 @@ class Timeline:
         trace = self.traces[rank]
         g = trace.gpu
         if g is None:
-            return GpuWork(*([_EMPTY] * 4), is_nccl=_EMPTY.astype(bool), is_kernel=_EMPTY.astype(bool), ctas=_EMPTY, stream=_EMPTY)
+            return GpuWork.of_columns(start=_EMPTY, end=_EMPTY, name=_EMPTY, short_name=_EMPTY, is_nccl=_EMPTY.astype(bool),
+                                      is_kernel=_EMPTY.astype(bool), ctas=_EMPTY, stream=_EMPTY)
         correct = self.alignment.correct_rank  # the trace's own column where the rank's clock is the reference's
-        return GpuWork(
-            start=correct(rank, g.start), end=correct(rank, g.end),
-            name=self.names.of(trace, g.name), short_name=self.names.of(trace, g.short_name),
-            is_nccl=g.is_nccl, is_kernel=g.is_kernel, ctas=g.ctas, stream=g.stream)
+        name = self.names.of(trace, g.name)
+        # The same ids: the trace's own table of short names.
+        short = g.short_name_by_name if name is g.name else PerName.of(name, self.names.of(trace, g.short_name))
+        return GpuWork(start=correct(rank, g.start), end=correct(rank, g.end), name=name, ctas=g.ctas, stream=g.stream,
+                       short_name_by_name=short, kind=g.kind)
 
     def release(self) -> None:
         """Let go of the ranks' GPU work built so far (each is built again on its next use): their

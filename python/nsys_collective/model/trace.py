@@ -28,6 +28,7 @@ from nsys_collective.ingest.identity import Candidate, rank_from_environment, ra
 from nsys_collective.model import cuda_api
 from nsys_collective.model.grouping import ids
 from nsys_collective.model.nccl import NcclOps, nccl_kernel_mask, nccl_ops
+from nsys_collective.model.per_name import PerName
 from nsys_collective.model.stream_waits import stream_waits_from_calls
 
 GPU_ACTIVITY_TABLES = ("kernels", "memcpy", "memset")
@@ -55,25 +56,80 @@ class InputFacts:
     warnings: tuple[str, ...]
 
 
+class GpuNames:
+    """The short names and kinds of GPU items (GpuItems, timeline.GpuWork): the short names held
+    per name (model/per_name.py; read a few times per rank), the kinds as one byte an item (read
+    some 25 times per rank: a `take` of the name column each time would cost more than the byte)."""
+
+    name: np.ndarray
+    short_name_by_name: PerName
+    kind: np.ndarray  # uint8 per item: KERNEL (a kernel, not a copy or memset) | NCCL (an NCCL kernel)
+
+    KERNEL, NCCL = 1, 2
+
+    @classmethod
+    def of_columns(cls, short_name: np.ndarray, is_nccl: np.ndarray, is_kernel: np.ndarray, **columns):
+        """The items of `columns`, the short names held per name and the kinds as bits."""
+        kind = is_kernel.astype(np.uint8) * cls.KERNEL | is_nccl.astype(np.uint8) * cls.NCCL
+        return cls(**columns, short_name_by_name=PerName.of(columns["name"], short_name), kind=kind)
+
+    @property
+    def short_name(self) -> np.ndarray:
+        """int32 id of each item's short name, for people."""
+        return self.short_name_by_name.at(self.name)
+
+    @property
+    def is_nccl(self) -> np.ndarray:
+        """bool: an NCCL kernel."""
+        return (self.kind & self.NCCL) != 0
+
+    @property
+    def is_kernel(self) -> np.ndarray:
+        """bool: a kernel, not a copy or a memset."""
+        return (self.kind & self.KERNEL) != 0
+
+    @property
+    def is_compute(self) -> np.ndarray:
+        """bool: a compute kernel (a kernel, not NCCL's): is_kernel & ~is_nccl in one pass."""
+        return self.kind == self.KERNEL
+
+
 @dataclass(frozen=True)
-class GpuItems:
+class GpuItems(GpuNames):
     """A rank's GPU work (kernels, copies, memsets) sorted by start, on its own clock (UTC)."""
 
     start: np.ndarray
     end: np.ndarray
     name: np.ndarray  # int32 id of the full (demangled) name: what pairs kernels across ranks
-    short_name: np.ndarray  # id of the short name, for people
-    launch: np.ndarray  # start of the launching runtime call, -1 when unknown
-    # The launching call's thread: read only in the map stage (nccl_ops, the stream-wait inference),
-    # then dropped from the trace kept (trace_export), None: 4 bytes an op for every rank otherwise.
-    launch_tid: np.ndarray | None
-    is_nccl: np.ndarray
-    is_kernel: np.ndarray
+    # The launching runtime call: its row in `calls`, -1 when unknown. Its start and thread are read
+    # off the calls (launch, launch_tid), not held again for every op (12 bytes an op).
+    launch_call: np.ndarray
     ctas: np.ndarray  # thread blocks (grid x*y*z) of kernels, 0 for copies
     stream: np.ndarray
     correlation: np.ndarray  # of the launching call (several ops share one under a CUDA graph)
-    # launch_tid, ctas, stream and correlation are int32 where their values fit: held for every
+    # launch_call, ctas, stream and correlation are int32 where their values fit: held for every
     # rank until the analysis ends, they are only compared, searched, indexed or divided.
+    # short_name held per name; is_nccl, is_kernel and is_compute read off kind (GpuNames).
+    short_name_by_name: PerName
+    kind: np.ndarray
+    calls: HostCalls | None  # the rank's calls (RankTrace.calls, the same object)
+
+    @property
+    def launch(self) -> np.ndarray:
+        """int64: the start of each op's launching runtime call, -1 when unknown."""
+        return self._of_launching_call(self.calls.start)
+
+    @property
+    def launch_tid(self) -> np.ndarray:
+        """The thread of each op's launching runtime call, -1 when unknown."""
+        return self._of_launching_call(self.calls.tid)
+
+    def _of_launching_call(self, column: np.ndarray) -> np.ndarray:
+        if not len(column):
+            return np.full(len(self.launch_call), -1, column.dtype)
+        out = column.take(self.launch_call)  # -1 takes the last call: set apart below
+        out[self.launch_call < 0] = -1
+        return out
 
 
 @dataclass(frozen=True)
@@ -85,7 +141,6 @@ class HostCalls:
     tid: np.ndarray
     correlation: np.ndarray
     name: np.ndarray  # string id (int32)
-    kind: np.ndarray  # uint8: which of cuda_api.KINDS its name matches (cuda_api.kinds), asked once per call
     # tid, correlation and gap_range are int32 where their values fit (as GpuItems' ids).
     # Where the host work before each thread's first call began (threads in the order their first
     # calls come): the start of the outermost host range around the call, else its own start.
@@ -93,6 +148,14 @@ class HostCalls:
     # The innermost host range (index into the rank's HostRanges) on the call's thread that covers
     # the middle of the gap before the call: what the host was doing meanwhile; -1 where none.
     gap_range: np.ndarray
+    # Which of cuda_api.KINDS each name matches (cuda_api.kinds), asked once per name and held per
+    # name (model/per_name.py): read as `kind`.
+    kind_by_name: PerName
+
+    @property
+    def kind(self) -> np.ndarray:
+        """uint8: which of cuda_api.KINDS each call's name matches (bits, cuda_api.of_kind)."""
+        return self.kind_by_name.at(self.name)
 
     @property
     def blocking(self) -> np.ndarray:
@@ -317,8 +380,8 @@ def trace_ranks(export: Export, keys: list[tuple[int, int]], is_nccl: np.ndarray
             "first_ns": first,
             "last_ns": last,
         }
-        calls["kind"] = cuda_api.kinds(calls["name"], strings)
-        out.append((GpuItems(**gpu), counts, dataclasses.replace(r, name=range_name), HostCalls(**calls)))
+        calls = HostCalls(**calls, kind_by_name=PerName(cuda_api.kinds(calls["name"], strings)))
+        out.append((GpuItems.of_columns(**gpu, calls=calls), counts, dataclasses.replace(r, name=range_name), calls))
     return out, strings
 
 
@@ -347,7 +410,6 @@ def trace_export(export: Export, index: int, report: str, key: int | None = None
             waits = _sync_records(export, pid, device, own_process=sum(p == pid for p, _ in keys) == 1)
             if waits[0] is None:
                 waits = stream_waits_from_calls(calls, gpu)
-            gpu = dataclasses.replace(gpu, launch_tid=None)  # its last readers are done
         traces.append(RankTrace(
             index=index, report=report, host=export.session.hostname, pid=pid, device=device, env_rank=env, file_rank=file,
             counts=counts, strings=strings, ops=ops, gpu=gpu, ranges=ranges, calls=calls,

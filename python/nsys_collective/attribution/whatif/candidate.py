@@ -76,7 +76,7 @@ def programs(job: Job, ranks: list[int]) -> dict[int, int]:
         # The names its compute kernels use, marked in a table of the job's name ids (from -1):
         # one pass over a quarter million runs, no hashing of them.
         used = np.zeros(len(job.timeline.names.values) + 1, bool)
-        used[w.name[w.is_kernel & ~w.is_nccl] + 1] = True
+        used[w.name[w.is_compute] + 1] = True
         names[rank] = set((np.flatnonzero(used) - 1).tolist())
     program, representatives = {}, []
     for rank in ranks:

@@ -64,7 +64,7 @@ def kernel_runs(ctx: Context) -> dict[int, RunReferences]:
         other[w.name[~w.is_kernel & ~w.is_nccl]] = True
     if not (other & (ctx.shared(kernel_names) >= 0)).any():
         return ctx.shared(op_runs)
-    return _runs(ctx, lambda w: w.is_kernel & ~w.is_nccl)
+    return _runs(ctx, lambda w: w.is_compute)
 
 
 def kernel_names(ctx: Context) -> np.ndarray:
@@ -73,13 +73,13 @@ def kernel_names(ctx: Context) -> np.ndarray:
     kernel = np.zeros(len(ctx.job.timeline.names.values), bool)
     for rank in ctx.graph.ranks:
         w = ctx.job.timeline[rank]
-        kernel[w.name[w.is_kernel & ~w.is_nccl]] = True
+        kernel[w.name[w.is_compute]] = True
     return np.where(kernel, np.cumsum(kernel) - 1, -1)
 
 
 def _kernel_rows(w: GpuWork) -> np.ndarray:
     """A rank's compute kernels (kernels not NCCL's): their timeline rows."""
-    return np.flatnonzero(w.is_kernel & ~w.is_nccl)
+    return np.flatnonzero(w.is_compute)
 
 
 def kernel_candidates(ctx: Context) -> list[Candidate]:
