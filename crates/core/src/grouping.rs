@@ -282,7 +282,7 @@ pub struct RankRuns<'a> {
 /// and the median of the durations of the other ranks' runs alone.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunReferences {
-    pub occurrence: Vec<i64>,
+    pub occurrence: Vec<i32>,
     pub of_others: Vec<f64>,
     pub of_other_ranks: Vec<f64>,
 }
@@ -425,7 +425,7 @@ pub fn run_references(ranks: &[RankRuns]) -> Result<Vec<RunReferences>, Grouping
         for (&g, row) in groups.iter().zip(runs) {
             let sorted = &values[start[g as usize]..start[g as usize + 1]];
             let (n, own) = (sorted.len(), r.end[row] - r.start[row]);
-            o.occurrence[row] = occurrence_of[g as usize] as i64;
+            o.occurrence[row] = occurrence_of[g as usize] as i32;
             if n < 2 {
                 continue;
             }
@@ -564,7 +564,7 @@ mod tests {
             }
             for &(k, row, key, _) in &runs {
                 let group: Vec<&(usize, usize, [i64; 4], i64)> = runs.iter().filter(|o| o.2 == key).collect();
-                assert_eq!(got[k].occurrence[row], key[3], "case {case}");
+                assert_eq!(got[k].occurrence[row] as i64, key[3], "case {case}");
                 let others: Vec<i64> = group.iter().filter(|o| (o.0, o.1) != (k, row)).map(|o| o.3).collect();
                 let expect = match group.len() {
                     1 => f64::NAN,
@@ -612,7 +612,7 @@ mod tests {
             keep: &keep[..rows.len()],
         };
         let got = run_references(&[runs(0..3), runs(3..6), runs(6..7)]).unwrap();
-        assert_eq!(got.iter().flat_map(|r| r.occurrence.clone()).collect::<Vec<_>>(), occ);
+        assert_eq!(got.iter().flat_map(|r| r.occurrence.iter().map(|&o| o as i64)).collect::<Vec<_>>(), occ);
         let refs: Vec<f64> = got.iter().flat_map(|r| r.of_other_ranks.clone()).collect();
         // Kernel 5's first run: 10, 14, 11 on ranks 0, 1, 2.
         assert_eq!(refs[0], 12.5);

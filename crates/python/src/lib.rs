@@ -1085,7 +1085,7 @@ type RankRuns<'py> = (
 fn run_references<'py>(
     py: Python<'py>,
     ranks: Vec<RankRuns<'py>>,
-) -> PyResult<Vec<(Column<'py>, Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>)>> {
+) -> PyResult<Vec<(Bound<'py, PyArray1<i32>>, Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>)>> {
     let runs = ranks
         .iter()
         .map(|(program, step, name, start, end, keep)| {

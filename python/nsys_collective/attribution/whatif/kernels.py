@@ -17,6 +17,7 @@ from typing import Callable
 
 import numpy as np
 
+from nsys_collective import memory
 from nsys_collective.attribution.whatif.candidate import MIN_SLOWDOWN, Candidate, Context
 from nsys_collective.model import grouping
 from nsys_collective.model.job import Job
@@ -47,7 +48,11 @@ def _runs(ctx: Context, runs: Callable[[GpuWork], np.ndarray]) -> dict[int, RunR
         w = job.timeline[rank]
         at = g.op_offset[rank]
         parts.append((ctx.program[rank], g.op_step[at:at + len(w)], w.name, w.start, w.end, runs(w)))
-    return {rank: RunReferences(*refs) for rank, refs in zip(g.ranks, grouping.run_references(parts))}
+    references = grouping.run_references(parts)
+    # Its transients, freed in the core's worker threads, stay in their heaps otherwise (~30 MB
+    # at 1.9M kernels, under the pickers that read these references).
+    memory.release()
+    return {rank: RunReferences(*refs) for rank, refs in zip(g.ranks, references)}
 
 
 def op_runs(ctx: Context) -> dict[int, RunReferences]:
@@ -162,11 +167,14 @@ def extra_candidates(ctx: Context) -> list[Candidate]:
             continue
         # Each member's kernel runs by (step, name), its keys counted; then the runs per (step,
         # name, member), zeros included, as a dense table of the members' keys.
+        # Held for every member until the second pass: rows and key indices as int32 (16 bytes a
+        # kernel run otherwise, 30 MB at 1.9M kernels, the pickers' largest transient).
         keyed = []
         for rank in members:
             rows = _kernel_rows(job.timeline[rank])
             step = g.op_step[g.op_offset[rank] + rows]  # -1: outside the steps
-            keyed.append((rows, *grouping.unique((step + 1) * names + kernel[job.timeline[rank].name[rows]])))
+            key, key_of = grouping.unique((step + 1) * names + kernel[job.timeline[rank].name[rows]])
+            keyed.append((rows.astype(np.int32), key, key_of.astype(np.int32)))
         keys, _ = grouping.unique(np.concatenate([key for _, key, _ in keyed] + [np.zeros(0, np.int64)]))
         counts = np.zeros((len(keys), len(members)), np.int64)
         for j, (_, key, key_of) in enumerate(keyed):
@@ -179,7 +187,7 @@ def extra_candidates(ctx: Context) -> list[Candidate]:
             w = job.timeline[rank]
             # The runs beyond the peers' count in each step are the extra ones.
             allowed = np.floor(peer[np.searchsorted(keys, key)]).astype(np.int64)
-            extra = rows[runs[rank].occurrence[rows] >= allowed[key_of]]
+            extra = rows[runs[rank].occurrence[rows] >= allowed[key_of]].astype(np.int64)
             extra_name = w.name[extra]
             for name in np.unique(extra_name).tolist():
                 removed = extra[extra_name == name]
