@@ -112,7 +112,7 @@ class GpuItems(GpuNames):
     # short_name held per name; is_nccl, is_kernel and is_compute read off kind (GpuNames).
     short_name_by_name: PerName
     kind: np.ndarray
-    calls: HostCalls | None  # the rank's calls (RankTrace.calls, the same object)
+    calls: HostCalls  # the rank's calls (RankTrace.calls, the same object): launch and launch_tid read them
 
     @property
     def launch(self) -> np.ndarray:

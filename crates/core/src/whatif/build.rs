@@ -1032,6 +1032,23 @@ mod tests {
         }
     }
 
+    /// Times out of range are refused, shifted ones whose sum overflows too (not wrapped into range).
+    #[test]
+    fn times_out_of_range_are_refused_shifted_or_not() {
+        let s = synth::generate(&Spec { ranks: 2, steps: 2, ..Spec::default() });
+        let (v, opts) = (s.job.view(), Options::default());
+        let error = |job: &Job| Graph::build(job, &opts).err().map(|e| e.to_string()).unwrap_or_default();
+        let mut overflowing = v.clone();
+        overflowing.calls[0].start = Column::Shifted(&s.job.call_start, i64::MAX - 10);
+        overflowing.calls[0].end = Column::Shifted(&s.job.call_end, i64::MAX - 10);
+        assert!(error(&overflowing).contains("its clock shift overflows"), "{}", error(&overflowing));
+        let mut start = s.job.call_start.clone();
+        start[0] = i64::MIN;
+        let mut lowest = v.clone();
+        lowest.calls[0].start = Column::I64(&start);
+        assert!(error(&lowest).contains("time out of range"), "{}", error(&lowest));
+    }
+
     /// Segments named by their calls' own rows given as `own_segment` (no column of rows) make the
     /// graph that the rows in `segment` make: alone (a bit per call), and beside other segments.
     #[test]

@@ -67,6 +67,12 @@ impl<'a> Column<'a> {
         each_width!(*self, s => s[row] as i64, v => v, (s, d) => s[row].wrapping_add(d))
     }
 
+    /// Its value at `row`, None where a shifted value overflows (the checks' reading of `get`).
+    #[allow(clippy::unnecessary_cast)]
+    fn checked_get(&self, row: usize) -> Option<i64> {
+        each_width!(*self, s => Some(s[row] as i64), v => Some(v), (s, d) => s[row].checked_add(d))
+    }
+
     /// The rows `range` of it.
     pub fn slice(&self, range: std::ops::Range<usize>) -> Column<'a> {
         match *self {
@@ -312,12 +318,15 @@ fn find_bad<'a, const K: usize, P: Part<'a, K>>(parts: &[P], rows: &[usize], j: 
 
 /// The first of n rows whose end is before its start or whose time is out of range (beyond
 /// 2^62: keeps every sum of a time and a lag far from overflow).
+/// A shifted time whose sum overflows is out of range too (so a rank's largest shifted time is its
+/// largest time, shifted).
 fn find_bad_time(start: Column, end: Column, n: usize) -> Option<usize> {
-    let bad = |s: i64, e: i64| e < s || s.abs() > 1 << 62 || e.abs() > 1 << 62;
+    let in_range = |t: i64| t.unsigned_abs() <= 1 << 62;
+    let bad = |s: Option<i64>, e: Option<i64>| !matches!((s, e), (Some(s), Some(e)) if s <= e && in_range(s) && in_range(e));
     match (start, end) {
-        (Column::I64(s), Column::I64(e)) => s.iter().zip(e).position(|(&s, &e)| bad(s, e)),
-        (Column::Shifted(s, a), Column::Shifted(e, b)) => s.iter().zip(e).position(|(&s, &e)| bad(s.wrapping_add(a), e.wrapping_add(b))),
-        _ => (0..n).find(|&i| bad(start.get(i), end.get(i))),
+        (Column::I64(s), Column::I64(e)) => s.iter().zip(e).position(|(&s, &e)| bad(Some(s), Some(e))),
+        (Column::Shifted(s, a), Column::Shifted(e, b)) => s.iter().zip(e).position(|(&s, &e)| bad(s.checked_add(a), e.checked_add(b))),
+        _ => (0..n).find(|&i| bad(start.checked_get(i), end.checked_get(i))),
     }
 }
 
@@ -395,11 +404,10 @@ impl<'a> Job<'a> {
             let mut base = 0;
             for (&(start, end), &n) in parts.iter().zip(rows.iter()) {
                 if let Some(i) = find_bad_time(start, end, n) {
-                    let (s, e) = (start.get(i), end.get(i));
-                    return Err(input_error(if e < s {
-                        format!("{table} row {}: end {e} before start {s}", base + i)
-                    } else {
-                        format!("{table} row {}: time out of range ({s}, {e})", base + i)
+                    return Err(input_error(match (start.checked_get(i), end.checked_get(i)) {
+                        (Some(s), Some(e)) if e < s => format!("{table} row {}: end {e} before start {s}", base + i),
+                        (Some(s), Some(e)) => format!("{table} row {}: time out of range ({s}, {e})", base + i),
+                        _ => format!("{table} row {}: time out of range (its clock shift overflows)", base + i),
                     }));
                 }
                 base += n;

@@ -59,10 +59,11 @@ def _replay_graph(job: _native.ReplayJob, tolerance_ns: int):
 
 
 def rank_tables(job: Job, rank: int, dense: int, step_index: dict[str, int]) -> dict:
-    """One rank's rows of the graph's tables, each a list of parts of rank `dense` (one int): calls
-    (its calls, then, a part of their own, the anchors of its threads' first calls), ops, and syncs
-    and events (at most one part). The rank's own columns where the graph takes them as they are (the graph borrows them), its
-    call times too where its clock correction is a constant shift (the graph adds it)."""
+    """One rank's rows of the graph's tables, of rank `dense` (one int): calls (a list of parts: its
+    calls, then, a part of their own, the anchors of its threads' first calls), ops (one part), and
+    syncs and events (lists of at most one part). The graph borrows the rank's own columns where it
+    takes them as they are, its call times too where its clock correction is a constant shift (the
+    graph adds it)."""
     trace, work = job.traces[rank], job.timeline[rank]
     c = trace.calls
     correct, shift = job.alignment.correct_rank, job.alignment.rank_shift_ns(rank)
