@@ -98,8 +98,7 @@ def _trace(steps, lost_at=()):
     ranges = SimpleNamespace(start=np.array([s for _, s, _ in steps]), end=np.array([e for _, _, e in steps]),
                              name=np.arange(len(steps)))
     launches = [5] + list(lost_at)
-    launched = np.full(len(launches), len(steps))
-    calls = SimpleNamespace(start=np.array(launches), kind=cuda_api.kinds(launched, names).take(launched),
+    calls = SimpleNamespace(start=np.array(launches), kind=cuda_api.kinds(np.full(len(launches), len(steps)), names),
                             correlation=np.arange(len(launches)))
     gpu = SimpleNamespace(correlation=np.array([0]))
     return SimpleNamespace(ranges=ranges, lost_launches=lost_launches(calls, gpu), strings=tuple(names),

@@ -51,7 +51,7 @@ def test_each_wait_gets_the_latest_record_of_another_stream(seed):
     start = np.sort(rng.integers(0, 2000, n))  # ties on purpose
     name = rng.integers(-1, 4, n)
     calls = SimpleNamespace(start=start, end=start + 1, tid=rng.integers(1, 4, n), name=name,
-                            kind=cuda_api.kinds(name, NAMES).take(name), correlation=np.arange(n) + 1000)
+                            kind=cuda_api.kinds(name, NAMES), correlation=np.arange(n) + 1000)
     gpu = SimpleNamespace(launch=np.where(rng.random(m) < 0.1, -1, rng.integers(0, 2000, m)),
                           launch_tid=rng.integers(1, 4, m), stream=rng.integers(7, 10, m))
     syncs, events = stream_waits_from_calls(calls, gpu)

@@ -39,20 +39,15 @@ EVENT_RECORD = re.compile(r"^(cudaEventRecord(WithFlags)?|cuEventRecord(WithFlag
 STREAM_WAIT = re.compile(r"^(cudaStreamWaitEvent|cuStreamWaitEvent)(_v\d+|_ptsz)?$")
 
 
-def name_table(test, ids: np.ndarray, strings: Sequence[str | None], dtype=bool) -> np.ndarray:
-    """test(name) per string id (-1, unnamed, is None, in the last slot) as `dtype`, asked once per
-    id used among `ids` (0 for the others), found by marking a table as long as `strings` (a rank's
-    holds only the names its ranks use): millions of calls or ranges, a few hundred names."""
+def by_name(test, ids: np.ndarray, strings: Sequence[str | None], dtype=bool) -> np.ndarray:
+    """test(name) of each of `ids` (ids into `strings`; -1, unnamed, is None) as `dtype`, asked once
+    per id used, found by marking a table as long as `strings` (a rank's holds only the names its
+    ranks use): millions of calls or ranges, a few hundred names."""
     used = np.bincount(ids + 1, minlength=len(strings) + 1)  # -1 counted first
     answer = np.zeros(len(strings) + 1, dtype)  # -1 takes the last slot
     for i in (np.flatnonzero(used) - 1).tolist():
         answer[i] = test(strings[i] if i >= 0 else None)
-    return answer
-
-
-def by_name(test, ids: np.ndarray, strings: Sequence[str | None], dtype=bool) -> np.ndarray:
-    """test(name) of each of `ids` (ids into `strings`; -1, unnamed, is None) as `dtype` (name_table)."""
-    return name_table(test, ids, strings, dtype).take(ids)
+    return answer.take(ids)
 
 
 def matches(pattern: re.Pattern, ids: np.ndarray, strings: Sequence[str | None]) -> np.ndarray:
@@ -60,16 +55,16 @@ def matches(pattern: re.Pattern, ids: np.ndarray, strings: Sequence[str | None])
     return by_name(lambda name: bool(name and pattern.match(name)), ids, strings)
 
 
-# What a rank's trace asks of every call's name (model/trace.py's HostCalls.kind): bit k for KINDS[k].
+# What a rank's trace asks of every call (model/trace.py's HostCalls.kind): bit k for KINDS[k].
 KINDS = (BLOCKING, SYNCHRONIZE, LAUNCH, EVENT_RECORD, STREAM_WAIT)
 
 
 def kinds(ids: np.ndarray, strings: Sequence[str | None]) -> np.ndarray:
-    """Per name of the calls `ids` (ids into `strings`, -1 unnamed in the last slot), which of KINDS
-    it matches, as bits (uint8; name_table): every kind asked of each name at once, where `matches`
-    per kind marked and looked up every call again."""
-    return name_table(lambda name: sum(1 << k for k, pattern in enumerate(KINDS) if name and pattern.match(name)),
-                      ids, strings, np.uint8)
+    """Per call (ids into `strings`, -1 unnamed), which of KINDS its name matches, as bits (uint8):
+    every kind asked of each name at once, where `matches` per kind marked and looked up every
+    call again."""
+    return by_name(lambda name: sum(1 << k for k, pattern in enumerate(KINDS) if name and pattern.match(name)),
+                   ids, strings, np.uint8)
 
 
 def of_kind(kinds: np.ndarray, pattern: re.Pattern) -> np.ndarray:

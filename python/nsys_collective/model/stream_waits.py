@@ -24,8 +24,8 @@ def stream_waits_from_calls(calls, gpu) -> tuple[dict | None, dict | None]:
     `calls`, `gpu`: the rank's HostCalls (in start order, each call's kind by name) and GpuItems."""
     if calls is None or gpu is None or not len(calls.start):
         return None, None
-    kind = calls.kind
-    is_record, is_wait = cuda_api.of_kind(kind, cuda_api.EVENT_RECORD), cuda_api.of_kind(kind, cuda_api.STREAM_WAIT)
+    is_record = cuda_api.of_kind(calls.kind, cuda_api.EVENT_RECORD)
+    is_wait = cuda_api.of_kind(calls.kind, cuda_api.STREAM_WAIT)
     if not is_record.any() or not is_wait.any():
         return None, None
     rec_call, rec_stream, wait_call, wait_stream = _native.infer_stream_waits(

@@ -141,6 +141,7 @@ class HostCalls:
     tid: np.ndarray
     correlation: np.ndarray
     name: np.ndarray  # string id (int32)
+    kind: np.ndarray  # uint8: which of cuda_api.KINDS its name matches (cuda_api.kinds), asked once per call
     # tid, correlation and gap_range are int32 where their values fit (as GpuItems' ids).
     # Where the host work before each thread's first call began (threads in the order their first
     # calls come): the start of the outermost host range around the call, else its own start.
@@ -148,14 +149,6 @@ class HostCalls:
     # The innermost host range (index into the rank's HostRanges) on the call's thread that covers
     # the middle of the gap before the call: what the host was doing meanwhile; -1 where none.
     gap_range: np.ndarray
-    # Which of cuda_api.KINDS each name matches (cuda_api.kinds), asked once per name and held per
-    # name (model/per_name.py): read as `kind`.
-    kind_by_name: PerName
-
-    @property
-    def kind(self) -> np.ndarray:
-        """uint8: which of cuda_api.KINDS each call's name matches (bits, cuda_api.of_kind)."""
-        return self.kind_by_name.at(self.name)
 
     @property
     def blocking(self) -> np.ndarray:
@@ -380,7 +373,7 @@ def trace_ranks(export: Export, keys: list[tuple[int, int]], is_nccl: np.ndarray
             "first_ns": first,
             "last_ns": last,
         }
-        calls = HostCalls(**calls, kind_by_name=PerName(cuda_api.kinds(calls["name"], strings)))
+        calls = HostCalls(**calls, kind=cuda_api.kinds(calls["name"], strings))
         out.append((GpuItems.of_columns(**gpu, calls=calls), counts, dataclasses.replace(r, name=range_name), calls))
     return out, strings
 
