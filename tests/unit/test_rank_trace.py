@@ -271,3 +271,14 @@ def test_call_kinds_are_the_calls_each_pattern_matches():
         assert got.dtype == np.uint8 and len(got) == len(ids)
         for pattern in cuda_api.KINDS:
             assert np.array_equal(cuda_api.of_kind(got, pattern), cuda_api.matches(pattern, ids, names)), pattern.pattern
+
+
+def test_host_range_threads_are_held_as_int32_where_they_fit():
+    """A rank's host ranges keep their thread ids as int32 where every one fits (a profiler
+    trace's CPU operators are millions of ranges), exactly; else as they came."""
+    fits = np.array([0, 7, 2**31 - 1, -2**31], np.int64)
+    assert trace._int32_where_it_fits(fits).dtype == np.int32
+    assert trace._int32_where_it_fits(fits).tolist() == fits.tolist()
+    wide = np.array([1, 2**31], np.int64)
+    assert trace._int32_where_it_fits(wide) is wide
+    assert trace._int32_where_it_fits(np.zeros(0, np.int64)).dtype == np.int32
