@@ -191,9 +191,8 @@ def analyze(job: Job, g: JobGraph | None, kind: np.ndarray, tolerance_ns: int, s
     for group in (*SHARING, *((k,) for k in replayed if not any(k in shared for shared in SHARING))):
         for kind in group:
             found[kind] = candidate_function(CAUSES[kind])(ctx)
-            memory.release()  # a picker's temporaries, given back, not kept under the next one's
         ctx.forget()
-        memory.release()  # the group's shared data, likewise
+        memory.release()  # ... given back, not kept under the next group's
     candidates = [c for kind in replayed for c in found[kind]]
     candidates.sort(key=lambda c: -c.excess_ns)
     warnings = []
