@@ -604,3 +604,28 @@ def test_the_pickers_that_share_data_run_together_and_build_it_once(monkeypatch)
     monkeypatch.setattr(Context, "shared", counted)
     analyzed(sorted((FIXTURES / "demo-4rank-2host").glob("*.sqlite")))  # the pipeline, what-if included
     assert {kernels.op_runs, host._host_times} <= set(built) and len(built) == len(set(built))
+
+
+def test_the_light_pickers_run_before_the_graph_is_awaited_and_never_read_it(monkeypatch):
+    """replay.BESIDE_BUILD's pickers run while the graph is still being built: before anything
+    waits for it, and without reading it themselves; every other picker runs after."""
+    from conftest import FIXTURES, analyzed
+
+    from nsys_collective.attribution.whatif import replay
+    from nsys_collective.causes import CAUSES
+
+    assert set(replay.BESIDE_BUILD) <= {k.kind for k in CAUSES.values() if k.replayed}
+    events = []
+    graph = JobGraph.graph
+    monkeypatch.setattr(JobGraph, "graph", property(lambda self: events.append("graph") or graph.fget(self)))
+    picker = replay.candidate_function
+
+    def logged(kind):
+        pick = picker(kind)
+        return lambda ctx: events.append(kind.kind) or pick(ctx)
+
+    monkeypatch.setattr(replay, "candidate_function", logged)
+    analyzed(sorted((FIXTURES / "demo-4rank-2host").glob("*.sqlite")))  # the pipeline, what-if included
+    first_wait = events.index("graph")
+    assert events[:first_wait] == list(replay.BESIDE_BUILD)
+    assert set(events[first_wait:]) - {"graph"} == {k.kind for k in CAUSES.values() if k.replayed} - set(replay.BESIDE_BUILD)

@@ -44,13 +44,11 @@ def attribute(job: Job, step_pattern: str | None = None) -> Attribution:
     tolerance = blocking.tolerance(job)
     # The what-if's graph is built natively in a thread, without the GIL: started first, it is
     # built while the contention fit and the per-rank explanations (Python) run on the other core.
-    # The pickers wait for it: its last transient and theirs are never held together (the peak).
+    # Most pickers wait for it: its last transient and theirs are never held together (the peak).
     graph = whatif.graph.build_graph(job, tolerance, step_pattern)
     ct = contention.attribute(job)
     ranks, same_stream = explain_ranks(job)
-    if graph is not None:
-        graph.graph  # built
-    memory.release()  # the fit's temporaries, before the candidates
+    memory.release()  # the fit's temporaries, before the candidates (the what-if waits for its graph)
     w = whatif.analyze(job, graph, ct.kind, tolerance, step_pattern, ct)
     del graph  # the replays are done: the graph and its replays' buffers (260 MB at 1.9M) go before the rest
     for j, (wait_saved, step_saved) in (w.compute.items() if w else ()):

@@ -41,6 +41,9 @@ REPLAY_THREADS = 1
 # data goes before the next group: the op runs (kernels.op_runs, 44 MB at 1.9M kernels) and the host
 # time (host._host_times) are never held together.
 SHARING = (("kernel", "extra_kernel", "slow_device"), ("host", "host_group", "host_bound"))
+# Light pickers that need no replay graph: picked while the graph is still being built, on the core
+# its build leaves idle (their few MB given back before the build's last step, the peak).
+BESIDE_BUILD = ("transfer", "api_stall")
 _I64_MIN = np.iinfo(np.int64).min
 
 
@@ -185,14 +188,21 @@ def analyze(job: Job, g: JobGraph | None, kind: np.ndarray, tolerance_ns: int, s
     ctx = Context(job=job, graph=g, program=programs(job, g.ranks), kind=kind, tolerance_ns=tolerance_ns,
                   min_excess=min_excess, step_pattern=pattern, contention=contention)
     # Every replayed kind's candidates, in registry order (ties in excess keep it), picked a group
-    # of pickers that share data at a time (SHARING).
+    # of pickers that share data at a time (SHARING), the light ones while the graph is built.
     replayed = [k.kind for k in CAUSES.values() if k.replayed]
     found: dict[str, list[Candidate]] = {}
-    for group in (*SHARING, *((k,) for k in replayed if not any(k in shared for shared in SHARING))):
+
+    def pick(group: tuple[str, ...]) -> None:
         for kind in group:
             found[kind] = candidate_function(CAUSES[kind])(ctx)
         ctx.forget()
-        memory.release()  # ... given back, not kept under the next group's
+        memory.release()  # the group's data given back, not kept under the next group's
+
+    pick(BESIDE_BUILD)
+    g.graph  # built: the other pickers' data is never held beside the build's last step (the peak)
+    grouped = (*SHARING, BESIDE_BUILD)
+    for group in (*SHARING, *((k,) for k in replayed if not any(k in shared for shared in grouped))):
+        pick(group)
     candidates = [c for kind in replayed for c in found[kind]]
     candidates.sort(key=lambda c: -c.excess_ns)
     warnings = []
