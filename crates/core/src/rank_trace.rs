@@ -269,7 +269,6 @@ fn gpu_items(
     for c in copies {
         c.table.check()?;
     }
-    runtime.check()?;
 
     // Each table's rows of the rank by start (stable: table order on a tie).
     let tables: Vec<&Activity> = std::iter::once(kernels).chain(copies.iter().map(|c| &c.table)).collect();
@@ -422,17 +421,18 @@ pub fn gap_starts(tid: Ids, end: &[i64], thread_origin: &[i64]) -> Result<Vec<i6
     Ok(gap)
 }
 
-/// The runtime rows of process `pid`'s calls by start (stable: table order on a tie).
-fn calls_by_start(runtime: &Runtime, pid: i64) -> Vec<u32> {
+/// The runtime rows of process `pid`'s calls by start (stable: table order on a tie); the runtime
+/// table checked here, for its readers that take these rows (`gpu_items`, `host_calls`).
+fn calls_by_start(runtime: &Runtime, pid: i64) -> Result<Vec<u32>, TraceError> {
+    runtime.check()?;
     let mut rows: Vec<u32> = (0..runtime.pid.len()).filter(|&i| runtime.pid[i] == pid).map(|i| i as u32).collect();
     rows.sort_by_key(|&i| runtime.start[i as usize]); // stable; one pass when sorted
-    rows
+    Ok(rows)
 }
 
 /// The calls `rows` of process (`calls_by_start`): each thread's origin (`thread_origin`) and the
 /// range each gap before a call fell in (`gap_range`).
 fn host_calls(runtime: &Runtime, rows: &[u32], ranges: &Ranges) -> Result<HostCalls, TraceError> {
-    runtime.check()?;
     same_length(&[ranges.start.len(), ranges.end.len(), ranges.tid.len(), ranges.name.len()])?;
     let n = rows.len();
     let row = |k: usize| rows[k] as usize;
@@ -542,8 +542,7 @@ pub fn trace_ranks(
 ) -> Result<ExportTrace, TraceError> {
     let mut traced = Vec::with_capacity(ranks.len());
     for rank in ranks {
-        runtime.check()?;
-        let rows = calls_by_start(runtime, rank.pid);
+        let rows = calls_by_start(runtime, rank.pid)?;
         let (gpu, counts) = gpu_items(kernels, names, copies, runtime, &rows, rank.pid, rank.device)?;
         let calls = host_calls(runtime, &rows, &rank.ranges)?;
         let range_name = rank.ranges.name.iter().map(|&id| string_id(id)).collect();
@@ -681,7 +680,7 @@ mod tests {
             correlation: &[10, 11, 11, 12],
             name: &[0; 4],
         };
-        let calls = calls_by_start(&runtime, 1);
+        let calls = calls_by_start(&runtime, 1).unwrap();
         assert_eq!(calls, [0, 2, 1]);
         let (items, counts) = gpu_items(&kernels, &names, &[Copies { table: memcpy, label: 99 }], &runtime, &calls, 1, 0).unwrap();
         assert_eq!(items.start, [0, 5, 5]);
@@ -710,18 +709,18 @@ mod tests {
         };
         // Thread 7: step [10, 100] around loader [26, 48]; thread 8 has no range.
         let ranges = Ranges { start: &[10, 26], end: &[100, 48], tid: &[7, 7], name: &[0, 1] };
-        let got = host_calls(&runtime, &calls_by_start(&runtime, 1), &ranges).unwrap();
+        let got = host_calls(&runtime, &calls_by_start(&runtime, 1).unwrap(), &ranges).unwrap();
         assert_eq!((got.start, got.correlation, got.name), (Some(vec![20, 30, 50]), Ints::I32(vec![1, 2, 0]), vec![5, -1, 4]));
         // One process, the table in start order: the table's own times.
         let one = Runtime { pid: &[1; 4], start: &[0, 20, 30, 50], ..runtime };
-        assert_eq!(host_calls(&one, &calls_by_start(&one, 1), &ranges).map(|c| (c.start, c.end)), Ok((None, None)));
+        assert_eq!(host_calls(&one, &calls_by_start(&one, 1).unwrap(), &ranges).map(|c| (c.start, c.end)), Ok((None, None)));
         // Calls by start: 20 (thread 7, first: the step's start 10), 30 (thread 8, first: none
         // around it, its own start), 50 (thread 7: the end of its call at 20).
         assert_eq!(got.thread_origin, [10, 30]);
         assert_eq!(gap_starts(got.tid.ids(), &[25, 40, 60], &got.thread_origin), Ok(vec![10, 30, 25]));
         assert_eq!(got.gap_range, Ints::I32(vec![0, -1, 1]));
         let short = Ranges { tid: &[7], ..ranges };
-        assert_eq!(host_calls(&runtime, &calls_by_start(&runtime, 1), &short), Err(TraceError::LengthMismatch(2, 1)));
+        assert_eq!(host_calls(&runtime, &calls_by_start(&runtime, 1).unwrap(), &short), Err(TraceError::LengthMismatch(2, 1)));
     }
 
     #[test]
