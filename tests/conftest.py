@@ -48,6 +48,14 @@ if str(ROOT) not in sys.path:
 import fixturegen as gen  # noqa: E402
 
 
+def name_matches(pattern, ids, strings):
+    """Which of `ids` (ids into `strings`, -1 unnamed) name a CUDA call `pattern` matches, asked of
+    each name on its own: the reference the traces' call kinds (cuda_api.kinds, of_kind) are held to."""
+    from nsys_collective.model import cuda_api
+
+    return cuda_api.by_name(lambda name: bool(name and pattern.match(name)), ids, strings)
+
+
 def numbered_ranks(paths):
     """(ranks, warnings): every rank the inputs hold, numbered (model.ranks), and the inputs' and
     the numbering's warnings."""

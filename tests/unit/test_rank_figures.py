@@ -10,6 +10,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from conftest import name_matches
+
 from nsys_collective.attribution.host_sync import host_sync
 from nsys_collective.attribution.idle import _gated, idle_split
 from nsys_collective.model import cuda_api
@@ -62,7 +64,7 @@ def idle_before(trace, selection, rank) -> dict:
 
 def host_sync_before(trace, selection, rank) -> dict:
     calls = trace.calls
-    mine = cuda_api.matches(cuda_api.SYNCHRONIZE, calls.name, trace.strings)
+    mine = name_matches(cuda_api.SYNCHRONIZE, calls.name, trace.strings)
     if selection is not None:
         mine &= selection.analyzed(rank, calls.start)
     return {"host_sync_ns": int((calls.end[mine] - calls.start[mine]).sum()), "host_sync_calls": int(mine.sum())}
@@ -85,7 +87,7 @@ def random_rank(rng):
     syncs = {"kind": rng.choice([SyncType.STREAM_WAIT_EVENT, SyncType.STREAM_SYNCHRONIZE], k).astype(np.int64),
              "correlation": rng.integers(0, m * 2, k).astype(np.int64), "stream": rng.integers(0, 3, k).astype(np.int64)}
     trace = SimpleNamespace(gpu=gpu, calls=calls, stream_waits=(syncs, None), strings=NAMES,
-                            synchronize_calls=np.flatnonzero(cuda_api.matches(cuda_api.SYNCHRONIZE, calls.name, NAMES)))
+                            synchronize_calls=np.flatnonzero(name_matches(cuda_api.SYNCHRONIZE, calls.name, NAMES)))
     s = int(rng.integers(1, 6))
     step_start = np.sort(rng.integers(0, 2_000, s)).astype(np.int64)
     steps = RankSteps(start=step_start, end=step_start + rng.integers(0, 600, s), label=[f"step {i}" for i in range(s)])

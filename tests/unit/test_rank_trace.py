@@ -12,6 +12,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from conftest import name_matches
+
 from nsys_collective import _native
 from nsys_collective.model import cuda_api
 from nsys_collective.model.intervals import covered_ns, overlap_ns
@@ -71,7 +73,7 @@ def reference_host_calls(export, pid, ranges):
     rows = np.flatnonzero(rt["pid"] == pid)
     rows = rows[np.argsort(rt["start"][rows], kind="stable")]
     start, end, tid = rt["start"][rows], rt["end"][rows], rt["tid"][rows]
-    blocking = cuda_api.matches(cuda_api.BLOCKING, rt["name"][rows], export.strings)
+    blocking = name_matches(cuda_api.BLOCKING, rt["name"][rows], export.strings)
     gap_range = np.full(len(rows), -1, dtype=np.int64)
     gap_start = start.copy()
     origin = {}  # by the thread's first call
@@ -270,7 +272,7 @@ def test_call_kinds_are_the_calls_each_pattern_matches():
         got = cuda_api.kinds(ids, names)
         assert got.dtype == np.uint8 and len(got) == len(ids)
         for pattern in cuda_api.KINDS:
-            assert np.array_equal(cuda_api.of_kind(got, pattern), cuda_api.matches(pattern, ids, names)), pattern.pattern
+            assert np.array_equal(cuda_api.of_kind(got, pattern), name_matches(pattern, ids, names)), pattern.pattern
 
 
 def test_host_range_threads_are_held_as_int32_where_they_fit():

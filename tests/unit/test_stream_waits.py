@@ -7,6 +7,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from conftest import name_matches
+
 from nsys_collective.model import cuda_api
 from nsys_collective.model.cuda_api import SyncType
 from nsys_collective.model.stream_waits import stream_waits_from_calls
@@ -87,17 +89,18 @@ def test_names_are_matched_once_per_string_id():
             return super().__getitem__(i)
 
     ids = np.array([0, 1, 1, 2, 0, -1, 3, 3] * 1000)
-    got = cuda_api.matches(cuda_api.EVENT_RECORD, ids, Counting(NAMES))
+    got = name_matches(cuda_api.EVENT_RECORD, ids, Counting(NAMES))
     assert sorted(seen) == [0, 1, 2, 3]  # the distinct ids named, not the 8,000 calls
     assert got.tolist() == [n is not None and n in ("cudaEventRecord", "cuEventRecord_v2") for n in names_of(ids)]
 
 
 def numpy_version(calls, gpu, strings) -> tuple[dict | None, dict | None]:
-    """model/stream_waits.py before the core paired the calls, verbatim but for its name."""
+    """model/stream_waits.py before the core paired the calls, verbatim but for its names
+    (name_matches: what cuda_api.matches was)."""
     if calls is None or gpu is None or not len(calls.start):
         return None, None
-    is_record = cuda_api.matches(cuda_api.EVENT_RECORD, calls.name, strings)
-    is_wait = cuda_api.matches(cuda_api.STREAM_WAIT, calls.name, strings)
+    is_record = name_matches(cuda_api.EVENT_RECORD, calls.name, strings)
+    is_wait = name_matches(cuda_api.STREAM_WAIT, calls.name, strings)
     if not is_record.any() or not is_wait.any():
         return None, None
     rec_call, rec_stream, wait_call, wait_stream = [], [], [], []

@@ -50,19 +50,14 @@ def by_name(test, ids: np.ndarray, strings: Sequence[str | None], dtype=bool) ->
     return answer.take(ids)
 
 
-def matches(pattern: re.Pattern, ids: np.ndarray, strings: Sequence[str | None]) -> np.ndarray:
-    """Which of `ids` (ids into `strings`, -1 unnamed) name a call `pattern` matches."""
-    return by_name(lambda name: bool(name and pattern.match(name)), ids, strings)
-
-
 # What a rank's trace asks of every call (model/trace.py's HostCalls.kind): bit k for KINDS[k].
 KINDS = (BLOCKING, SYNCHRONIZE, LAUNCH, EVENT_RECORD, STREAM_WAIT)
 
 
 def kinds(ids: np.ndarray, strings: Sequence[str | None]) -> np.ndarray:
     """Per call (ids into `strings`, -1 unnamed), which of KINDS its name matches, as bits (uint8):
-    every kind asked of each name at once, where `matches` per kind marked and looked up every
-    call again."""
+    every kind asked of each name at once (of_kind reads one), not each kind's names looked up
+    over every call again."""
     return by_name(lambda name: sum(1 << k for k, pattern in enumerate(KINDS) if name and pattern.match(name)),
                    ids, strings, np.uint8)
 
