@@ -1,10 +1,11 @@
 """A per-item column that is a function of the item's name, held per name instead of per item.
 
-A rank's trace holds its millions of GPU items and calls until the analysis ends; the items'
-short names and which kinds of CUDA API call each call is follow from their names: a few hundred
-names, so a table per name id and one `take` of the name column whenever the column is read
-(a fraction of a millisecond per rank at 1.9M kernels), where a column held per item took 1 or 4
-bytes an item for every rank (10 MB at 1.9M kernels). The items whose value is not their name's
+A rank's trace holds its millions of GPU items until the analysis ends; their short names follow
+from their full names: a few hundred names, so a table per name id and one `take` of the name
+column whenever the column is read (a fraction of a millisecond per rank at 1.9M kernels, read a
+few times per rank), where a column held per item took 4 bytes an item for every rank (7.7 MB at
+1.9M kernels). What is read many times per rank stays a column (model/trace.py's GpuNames.kind,
+HostCalls.kind). The items whose value is not their name's
 (a name with several short names: none in the captures seen) are kept apart, so that any column
 comes back exactly as it was made.
 """

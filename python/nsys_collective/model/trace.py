@@ -141,7 +141,7 @@ class HostCalls:
     tid: np.ndarray
     correlation: np.ndarray
     name: np.ndarray  # string id (int32)
-    kind: np.ndarray  # uint8: which of cuda_api.KINDS its name matches (cuda_api.kinds), asked once per call
+    kind: np.ndarray  # uint8: which of cuda_api.KINDS its name matches (cuda_api.kinds: asked once per name)
     # tid, correlation and gap_range are int32 where their values fit (as GpuItems' ids).
     # Where the host work before each thread's first call began (threads in the order their first
     # calls come): the start of the outermost host range around the call, else its own start.
