@@ -28,8 +28,8 @@ struct InEdge {
 struct RankUnits<'v> {
     c_start: RankTimes<'v>,
     c_end: RankTimes<'v>,
-    o_start: &'v [i64],
-    o_end: &'v [i64],
+    o_start: RankTimes<'v>,
+    o_end: RankTimes<'v>,
     call_rows: &'v Rows<'v>,
     op_rows: &'v Rows<'v>,
     edges: &'v RankEdges,
@@ -123,7 +123,7 @@ impl Units<'_> {
     fn each_time(&self, f: &mut dyn FnMut(&[i64], i64)) {
         f(&[self.origin_time], 0);
         self.calls.each_run(|r, ks| self.ranks[r].c_start.runs(ks, f));
-        self.ops.each_run(|r, ks| f(&self.ranks[r].o_start[ks], 0));
+        self.ops.each_run(|r, ks| self.ranks[r].o_start.runs(ks, f));
         for &(r, b) in &self.blocking {
             let r = &self.ranks[r as usize];
             f(&[r.c_end.at(r.edges.blocking[b as usize] as usize)], 0);
@@ -131,13 +131,13 @@ impl Units<'_> {
         f(&self.t_meas, 0);
         for &op in &self.member_op {
             let (r, k) = self.ops.locate(op as usize);
-            f(&[self.ranks[r].o_end[k]], 0);
+            f(&[self.ranks[r].o_end.at(k)], 0);
         }
     }
 
     /// The span of the units' times: the origin's (the earliest) to the latest end.
     fn span(&self) -> (i64, i64) {
-        let latest = self.ranks.iter().flat_map(|r| r.c_end.max().into_iter().chain(r.o_end.iter().max().copied())).max();
+        let latest = self.ranks.iter().flat_map(|r| r.c_end.max().into_iter().chain(r.o_end.max())).max();
         (self.origin_time, latest.unwrap_or(self.origin_time))
     }
 
@@ -167,9 +167,9 @@ impl Units<'_> {
                 let e = r.edges;
                 let prev = e.op_prev[k];
                 if prev != NONE {
-                    put(self.op_end_ref(r.op_rows.global(prev as usize)), r.o_end[prev as usize], 0, EdgeKind::Stream);
+                    put(self.op_end_ref(r.op_rows.global(prev as usize)), r.o_end.at(prev as usize), 0, EdgeKind::Stream);
                 }
-                let start = r.o_start[k];
+                let start = r.o_start.at(k);
                 let call = e.op_launch[k];
                 if call != NONE {
                     let call = call as usize;
@@ -182,10 +182,10 @@ impl Units<'_> {
                 }
                 for &(_, a, recorded) in e.cross_into(k) {
                     let kind = if recorded { EdgeKind::CrossStream } else { EdgeKind::CrossStreamInferred };
-                    put(self.op_end_ref(r.op_rows.global(a as usize)), r.o_end[a as usize], 0, kind);
+                    put(self.op_end_ref(r.op_rows.global(a as usize)), r.o_end.at(a as usize), 0, kind);
                 }
                 let inline = self.op_member[u - self.u_op] == NONE;
-                (start, if inline { r.o_end[k] - start } else { 0 })
+                (start, if inline { r.o_end.at(k) - start } else { 0 })
             }
             Place::Other if u == 0 => (self.origin_time, 0),
             Place::Other if u < self.u_t => {
@@ -196,7 +196,7 @@ impl Units<'_> {
                 put(self.call_start_ref(r, k), r.c_start.at(k), e.min_duration, EdgeKind::Duration);
                 for &(op, recorded) in e.waits_of(b) {
                     let kind = if recorded { EdgeKind::Wait } else { EdgeKind::WaitInferred };
-                    put(self.op_end_ref(r.op_rows.global(op as usize)), r.o_end[op as usize], e.return_latency, kind);
+                    put(self.op_end_ref(r.op_rows.global(op as usize)), r.o_end.at(op as usize), e.return_latency, kind);
                 }
                 (r.c_end.at(k), 0)
             }
@@ -205,7 +205,7 @@ impl Units<'_> {
                 for &m in &self.inst_member[self.inst_off[inst] as usize..self.inst_off[inst + 1] as usize] {
                     let g = self.member_op[m as usize] as usize;
                     let (r, k) = self.ops.locate(g);
-                    put(self.op_start_ref(g), self.ranks[r].o_start[k], 0, EdgeKind::Arrival);
+                    put(self.op_start_ref(g), self.ranks[r].o_start.at(k), 0, EdgeKind::Arrival);
                 }
                 (self.t_meas[inst], 0)
             }
@@ -214,9 +214,9 @@ impl Units<'_> {
                 let (g, inst) = (self.member_op[m] as usize, self.member_inst[m] as usize);
                 let (r, k) = self.ops.locate(g);
                 let (t, r) = (self.t_meas[inst], &self.ranks[r]);
-                put(2 * (self.u_t + inst) as u32, t, r.o_end[k] - t, EdgeKind::Transfer);
-                put(self.op_start_ref(g), r.o_start[k], 0, EdgeKind::MemberStart);
-                (r.o_end[k], 0)
+                put(2 * (self.u_t + inst) as u32, t, r.o_end.at(k) - t, EdgeKind::Transfer);
+                put(self.op_start_ref(g), r.o_start.at(k), 0, EdgeKind::MemberStart);
+                (r.o_end.at(k), 0)
             }
         };
         if !self.dropped.is_empty() {
@@ -369,10 +369,10 @@ impl Graph {
         }
         let (n_ranks, n_inst, n_steps) = (sizes.n_ranks, sizes.n_instances, sizes.n_steps);
         let (nc, no, nm) = (sizes.n_calls(), sizes.n_ops(), sizes.n_members());
-        let calls = Split::new(&job.calls, &sizes.calls, n_ranks, &[START, END], false);
-        let ops = Split::new(&job.ops, &sizes.ops, n_ranks, &[START, END], true);
-        let syncs = Split::new(&job.syncs, &sizes.syncs, n_ranks, &[], true);
-        let events = Split::new(&job.events, &sizes.events, n_ranks, &[], true);
+        let calls = Split::new(&job.calls, &sizes.calls, n_ranks, &[START, END]);
+        let ops = Split::new(&job.ops, &sizes.ops, n_ranks, &[START, END]);
+        let syncs = Split::new(&job.syncs, &sizes.syncs, n_ranks, &[]);
+        let events = Split::new(&job.events, &sizes.events, n_ranks, &[]);
         let views: Vec<RankView> = (0..n_ranks)
             .map(|r| RankView { calls: calls.view(&job.calls, r), ops: ops.view(&job.ops, r), syncs: syncs.view(&job.syncs, r), events: events.view(&job.events, r) })
             .collect();
@@ -409,14 +409,14 @@ impl Graph {
         let (inst_off, inst_member) = super::rows_by_key(&member_inst, n_inst);
         let op_time = |g: usize| {
             let (r, k) = ops.locate(g);
-            (views[r].op_start()[k], views[r].op_end()[k])
+            (views[r].op_start().at(k), views[r].op_end().at(k))
         };
         let mut t_meas = vec![i64::MIN; n_inst];
         for (&op, &inst) in member_op.iter().zip(&member_inst) {
             t_meas[inst as usize] = t_meas[inst as usize].max(op_time(op as usize).0);
         }
         let transfer_violations = member_op.iter().zip(&member_inst).filter(|&(&op, &inst)| op_time(op as usize).1 < t_meas[inst as usize]).count();
-        let earliest = views.iter().flat_map(|v| v.call_start().min().into_iter().chain(v.op_start().iter().min().copied())).min();
+        let earliest = views.iter().flat_map(|v| v.call_start().min().into_iter().chain(v.op_start().min())).min();
         let rank_units = views
             .iter()
             .zip(&ranks)
@@ -997,7 +997,7 @@ mod tests {
 
             // The what-if's own form: a rank's calls on its own clock, shifted onto the job's, then
             // its last calls (its anchors) in a part of their own, rows running on; rank 2's tail
-            // times unsigned (gathered), rank 3's op times shifted (gathered: op times are read flat).
+            // times unsigned (gathered), rank 3's op times shifted.
             let shift = |r: i64| 1000 * r - 1500;
             struct Local {
                 start: Vec<i64>,

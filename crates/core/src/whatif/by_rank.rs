@@ -138,13 +138,6 @@ impl<'v, const K: usize> RankTable<'v, K> {
         }
     }
 
-    /// A time column of a table split with `flat` times: one slice.
-    pub(crate) fn flat_times(&self, j: usize) -> &'v [i64] {
-        match self.times(j) {
-            RankTimes { head, shift: 0, tail: [] } => head,
-            _ => unreachable!("flat time columns are one i64 slice in a rank's view"),
-        }
-    }
 }
 
 /// A table split by rank: where each rank's rows are, what had to be gathered, and how to find a
@@ -209,21 +202,15 @@ fn one_run_each<'a, const K: usize, P: Part<'a, K>>(parts: &[P], rows: &[usize],
 }
 
 impl<const K: usize> Split<K> {
-    /// `rows`: each part's number of rows; `times`: the time columns ([`RankTable::times`]), read
-    /// as one i64 slice each where `flat` ([`RankTable::flat_times`]).
-    pub(crate) fn new<'a, P: Part<'a, K>>(parts: &[P], rows: &[usize], n_ranks: usize, times: &[usize], flat: bool) -> Split<K> {
+    /// `rows`: each part's number of rows; `times`: the time columns ([`RankTable::times`]).
+    pub(crate) fn new<'a, P: Part<'a, K>>(parts: &[P], rows: &[usize], n_ranks: usize, times: &[usize]) -> Split<K> {
         let part_first: Vec<usize> = rows.iter().scan(0, |first, &n| Some(std::mem::replace(first, *first + n))).collect();
         let n_rows: usize = rows.iter().sum();
         if let Some(run) = one_run_each(parts, rows, n_ranks) {
             // Borrowed, but a time column not in a form the views read.
             let readable = |x: &Run, j: usize| {
                 let (head, tail) = (parts[x.part].columns()[j], (x.tail > 0).then(|| parts[x.part + 1].columns()[j]));
-                let head_readable = match head {
-                    Column::I64(_) => !flat || tail.is_none(),
-                    Column::Shifted(..) => !flat,
-                    _ => false,
-                };
-                head_readable && tail.is_none_or(|t| matches!(t, Column::I64(_)))
+                matches!(head, Column::I64(_) | Column::Shifted(..)) && tail.is_none_or(|t| matches!(t, Column::I64(_)))
             };
             let gathered: Vec<Vec<Vec<i64>>> = run
                 .iter()

@@ -38,12 +38,12 @@ impl RankView<'_> {
         self.calls.times(END)
     }
 
-    pub(crate) fn op_start(&self) -> &[i64] {
-        self.ops.flat_times(START)
+    pub(crate) fn op_start(&self) -> RankTimes<'_> {
+        self.ops.times(START)
     }
 
-    pub(crate) fn op_end(&self) -> &[i64] {
-        self.ops.flat_times(END)
+    pub(crate) fn op_end(&self) -> RankTimes<'_> {
+        self.ops.times(END)
     }
 }
 
@@ -339,12 +339,12 @@ impl RankEdges {
         // GPU streams.
         let stream = v.ops.column(STREAM);
         let streams = {
-            let (order, key, begin) = grouped(no, stream, |i| (o_start[i], o_end[i]));
+            let (order, key, begin) = grouped(no, stream, |i| (o_start.at(i), o_end.at(i)));
             let mut enq = Vec::with_capacity(no);
             for s in 0..key.len() {
                 for p in begin[s] as usize..begin[s + 1] as usize {
                     let i = order[p] as usize;
-                    let queued = if op_launch[i] != NONE { c_start.at(op_launch[i] as usize) } else { o_start[i] };
+                    let queued = if op_launch[i] != NONE { c_start.at(op_launch[i] as usize) } else { o_start.at(i) };
                     enq.push(if p == begin[s] as usize { queued } else { queued.max(enq[p - 1]) });
                 }
             }
@@ -368,9 +368,9 @@ impl RankEdges {
                 continue;
             }
             let called = c_start.at(call as usize);
-            let idle = op_prev[i] == NONE || o_end[op_prev[i] as usize] <= called;
-            if idle && o_start[i] > called {
-                samples.push(o_start[i] - called);
+            let idle = op_prev[i] == NONE || o_end.at(op_prev[i] as usize) <= called;
+            if idle && o_start.at(i) > called {
+                samples.push(o_start.at(i) - called);
             }
         }
         out.launch_latency =
@@ -487,7 +487,7 @@ impl RankEdges {
         let by_end = std::cell::OnceCell::new();
         let by_end = || {
             by_end.get_or_init(|| {
-                let mut keyed: Vec<(i64, u32)> = stream_order.iter().map(|&i| (o_end[i as usize], i)).collect();
+                let mut keyed: Vec<(i64, u32)> = stream_order.iter().map(|&i| (o_end.at(i as usize), i)).collect();
                 keyed.sort();
                 keyed
             })
@@ -519,7 +519,7 @@ impl RankEdges {
             let b = own.partition_point(|x| x.0 as usize <= call);
             if a < b {
                 waits.extend(own[a..b].iter().map(|&(_, op)| (call as u32, op, true)));
-            } else if let Some(op) = last_ended(c_end.at(call), &|_| false).filter(|&op| o_end[op as usize] >= c_start.at(call)) {
+            } else if let Some(op) = last_ended(c_end.at(call), &|_| false).filter(|&op| o_end.at(op as usize) >= c_start.at(call)) {
                 waits.push((call as u32, op, false));
             } else {
                 out.unresolved_syncs += 1;
@@ -530,12 +530,12 @@ impl RankEdges {
         waits.sort_unstable();
         waits.dedup_by_key(|w| (w.0, w.1));
         let before = waits.len();
-        waits.retain(|&(call, op, _)| o_end[op as usize] <= c_end.at(call as usize));
+        waits.retain(|&(call, op, _)| o_end.at(op as usize) <= c_end.at(call as usize));
         out.unresolved_syncs += before - waits.len();
         cross.sort_unstable();
         cross.dedup_by_key(|x| (x.0, x.1));
         let before = cross.len();
-        cross.retain(|&(a, b, _)| a != b && o_end[a as usize] <= o_start[b as usize]);
+        cross.retain(|&(a, b, _)| a != b && o_end.at(a as usize) <= o_start.at(b as usize));
         out.unresolved_syncs += before - cross.len();
 
         // Inferred cross-stream edges, for op starts the edges so far leave unexplained.
@@ -543,24 +543,24 @@ impl RankEdges {
         for i in 0..no {
             let mut at = i64::MIN;
             if op_prev[i] != NONE {
-                at = o_end[op_prev[i] as usize];
+                at = o_end.at(op_prev[i] as usize);
             }
             if op_launch[i] != NONE {
                 let call = op_launch[i] as usize;
-                let from = if o_start[i] >= c_end.at(call) { c_end.at(call) } else { c_start.at(call) };
-                at = at.max((from.saturating_add(out.launch_latency)).min(o_start[i]));
+                let from = if o_start.at(i) >= c_end.at(call) { c_end.at(call) } else { c_start.at(call) };
+                at = at.max((from.saturating_add(out.launch_latency)).min(o_start.at(i)));
             }
             explained_at[i] = at;
         }
         for &(a, b, _) in &cross {
-            explained_at[b as usize] = explained_at[b as usize].max(o_end[a as usize]);
+            explained_at[b as usize] = explained_at[b as usize].max(o_end.at(a as usize));
         }
         for i in 0..no {
-            if explained_at[i] != i64::MIN && o_start[i] - explained_at[i] <= tol {
+            if explained_at[i] != i64::MIN && o_start.at(i) - explained_at[i] <= tol {
                 continue;
             }
             let skip = |j: u32| stream.get(j as usize) == stream.get(i) || j as usize == i;
-            if let Some(j) = last_ended(o_start[i], &skip) {
+            if let Some(j) = last_ended(o_start.at(i), &skip) {
                 cross.push((j, i as u32, false));
             }
         }
@@ -593,7 +593,7 @@ impl RankEdges {
                 wait_off.push(k as u32);
                 let mut ret = i64::MAX;
                 while k < waits.len() && waits[k].0 == call {
-                    ret = ret.min(c_end.at(i) - o_end[waits[k].1 as usize]);
+                    ret = ret.min(c_end.at(i) - o_end.at(waits[k].1 as usize));
                     k += 1;
                 }
                 ret_samples.push(ret);
@@ -619,7 +619,7 @@ impl RankEdges {
             for p in range.clone() {
                 let i = stream_order[p] as usize;
                 let next = (p + 1 < range.end).then(|| stream_order[p + 1] as usize);
-                let overlapped = next.is_some_and(|j| o_start[j] < o_end[i]);
+                let overlapped = next.is_some_and(|j| o_start.at(j) < o_end.at(i));
                 let st = step.get(i);
                 if st >= 0 && (overlapped || next.is_none_or(|j| step.get(j) != st)) {
                     out.step_ends.push((st as u32, End::Op(i as u32)));

@@ -62,8 +62,8 @@ def rank_tables(job: Job, rank: int, dense: int, step_index: dict[str, int]) -> 
     """One rank's rows of the graph's tables, of rank `dense` (one int): calls (a list of parts: its
     calls, then, a part of their own, the anchors of its threads' first calls), ops (one part), and
     syncs and events (lists of at most one part). The graph borrows the rank's own columns where it
-    takes them as they are, its call times too where its clock correction is a constant shift (the
-    graph adds it)."""
+    takes them as they are, its call and op times too where its clock correction is a constant
+    shift (the graph adds it)."""
     trace, work = job.traces[rank], job.timeline[rank]
     c = trace.calls
     correct, shift = job.alignment.correct_rank, job.alignment.rank_shift_ns(rank)
@@ -71,8 +71,11 @@ def rank_tables(job: Job, rank: int, dense: int, step_index: dict[str, int]) -> 
     op_step = steps_of(job, rank, np.where(launch_utc >= 0, launch_utc, trace.gpu.start), step_index)
     if not step_index:
         op_step[:] = 0  # no steps marked: the capture is one step
-    ops = {"rank": dense, "stream": work.stream, "start": work.start, "end": work.end,
-           "correlation": trace.gpu.correlation, "step": op_step}
+    ops = {"rank": dense, "stream": work.stream, "correlation": trace.gpu.correlation, "step": op_step,
+           # The trace's own times with the shift, not the timeline's aligned copies: those are let
+           # go while the graph is built (whatif.replay.analyze).
+           "start": work.start if shift is None else (trace.gpu.start, shift),
+           "end": work.end if shift is None else (trace.gpu.end, shift)}
     # Each gap inside a range is a segment of its own, named by its call's row (own_segment): a
     # host cause cuts the gaps it chooses (host.HostTime.change).
     calls = [{"rank": dense, "thread": c.tid, "correlation": c.correlation, "blocking": c.blocking,
@@ -110,7 +113,7 @@ def build_graph(job: Job, tolerance_ns: int, step_pattern: str | None = None) ->
     for dense, rank in enumerate(ranks):
         op_offset[rank], call_offset[rank] = n_ops, n_calls
         t = rank_tables(job, rank, dense, step_index)
-        mine = op_step[n_ops:n_ops + len(t["ops"]["start"])]
+        mine = op_step[n_ops:n_ops + len(t["ops"]["step"])]
         mine[:] = t["ops"]["step"]
         t["ops"]["step"] = mine  # the job's steps, a rank's part of them each
         calls += t["calls"]
