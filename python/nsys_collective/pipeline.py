@@ -121,22 +121,25 @@ def model(traced: Sequence[Traced], filters: Filters | None = None, warnings: Se
 
 
 def finish(job: Job, traced: Sequence[Traced], source: str = "", filters: Filters | None = None,
-           nic_gbps: float | None = None) -> Result:
+           nic_gbps: float | None = None, consume: bool = False) -> Result:
     """The result of a modelled job: attributed and assembled. `nic_gbps`: the speed of the NIC
-    each GPU uses (Gb/s), the network's capacity, which no capture records (--nic-gbps)."""
+    each GPU uses (Gb/s), the network's capacity, which no capture records (--nic-gbps);
+    `consume`: nothing reads the job and its traces after this, so what they hold goes once its
+    last reader is done (attribution.attribute)."""
     _wait_for_prefetch()
     from nsys_collective.attribution import attribute
     from nsys_collective.attribution.build import build_result
     from nsys_collective.version import __version__
 
-    attribution = attribute(job, filters.steps if filters else None)
+    attribution = attribute(job, filters.steps if filters else None, consume=consume)
     return build_result(job, attribution, [facts for facts, _ in traced], __version__, source, nic_gbps=nic_gbps)
 
 
 def reduce(traced: Sequence[Traced], filters: Filters | None = None, source: str = "",
            warnings: Sequence[str] = (), nic_gbps: float | None = None) -> Result:
-    """The result of one job from its inputs' traces (in input order)."""
-    return finish(model(traced, filters, warnings), traced, source, filters, nic_gbps)
+    """The result of one job from its inputs' traces (in input order), which it consumes: what
+    they hold goes once its last reader is done (finish)."""
+    return finish(model(traced, filters, warnings), traced, source, filters, nic_gbps, consume=True)
 
 
 # What the reduce imports that the map does not: scipy.optimize above all (0.8 s, the contention

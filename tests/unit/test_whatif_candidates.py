@@ -629,3 +629,35 @@ def test_the_light_pickers_run_before_the_graph_is_awaited_and_never_read_it(mon
     first_wait = events.index("graph")
     assert events[:first_wait] == list(replay.BESIDE_BUILD)
     assert set(events[first_wait:]) - {"graph"} == {k.kind for k in CAUSES.values() if k.replayed} - set(replay.BESIDE_BUILD)
+
+
+def test_a_consumed_job_lets_its_host_calls_go_after_the_host_pickers_and_says_the_same(monkeypatch):
+    """pipeline.reduce consumes its job: the ranks' host calls go once the host pickers (their
+    last readers, after the light pickers and the graph's build) are done, keeping where they
+    begin; every picker after them runs without them, and the document is the one of a job kept
+    whole (the demo)."""
+    from conftest import FIXTURES
+
+    from nsys_collective import pipeline
+    from nsys_collective.attribution.whatif import replay
+
+    paths = [str(p) for p in sorted((FIXTURES / "demo-4rank-2host").glob("*.sqlite"))]
+    kept = pipeline.finish(pipeline.model(traced := pipeline.map_inputs(pipeline.prepare(paths))), traced)
+    assert all(t.calls.start is not None for _, ts in traced for t in ts)  # not consumed: all there
+
+    seen = []
+    picker = replay.candidate_function
+
+    def logged(kind):
+        pick = picker(kind)
+        return lambda ctx: seen.append((kind.kind, all(t.calls.start is None for t in ctx.job.traces.values()))) or pick(ctx)
+
+    monkeypatch.setattr(replay, "candidate_function", logged)
+    traced = pipeline.map_inputs(pipeline.prepare(paths))
+    firsts = {id(t): int(t.calls.start[0]) for _, ts in traced for t in ts}
+    consumed = pipeline.reduce(traced)
+    host_done = max(i for i, (kind, _) in enumerate(seen) if kind in replay.HOST_PICKERS)
+    assert [gone for _, gone in seen] == [False] * (host_done + 1) + [True] * (len(seen) - host_done - 1)
+    assert len(seen) > host_done + 1  # some pickers ran without the calls
+    assert {id(t): t.calls.first_start for _, ts in traced for t in ts} == firsts
+    assert consumed.to_json() == kept.to_json()

@@ -40,7 +40,9 @@ def explain_ranks(job: Job) -> tuple[dict[int, dict], str | None]:
     return out, same_stream_finding(notes)
 
 
-def attribute(job: Job, step_pattern: str | None = None) -> Attribution:
+def attribute(job: Job, step_pattern: str | None = None, consume: bool = False) -> Attribution:
+    """The attribution of a job; `consume`: nothing reads the job after this, so the ranks' host
+    calls go once their last reader is done (whatif.analyze)."""
     tolerance = blocking.tolerance(job)
     # The what-if's graph is built natively in a thread, without the GIL: started first, it is
     # built while the contention fit and the per-rank explanations (Python) run on the other core.
@@ -49,7 +51,7 @@ def attribute(job: Job, step_pattern: str | None = None) -> Attribution:
     ct = contention.attribute(job)
     ranks, same_stream = explain_ranks(job)
     memory.release()  # the fit's temporaries, before the candidates (the what-if waits for its graph)
-    w = whatif.analyze(job, graph, ct.kind, tolerance, step_pattern, ct)
+    w = whatif.analyze(job, graph, ct.kind, tolerance, step_pattern, ct, consume=consume)
     del graph  # the replays are done: the graph and its replays' buffers (260 MB at 1.9M) go before the rest
     for j, (wait_saved, step_saved) in (w.compute.items() if w else ()):
         ct.compute_slowdown[j].update(wait_saved_ns=wait_saved, step_time_saved_ns=step_saved)

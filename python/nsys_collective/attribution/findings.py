@@ -168,7 +168,8 @@ def _late_start(job, rank: int) -> int:
     def start(r):
         steps = job.steps.ranks.get(r) if job.steps is not None else None
         calls = job.traces[r].calls
-        own = steps.start[:1] if steps is not None and len(steps.start) else (calls.start[:1] if calls is not None else [])
+        first_call = [calls.first_start] if calls is not None and calls.first_start is not None else []
+        own = steps.start[:1] if steps is not None and len(steps.start) else first_call
         return int(job.alignment.correct_rank(r, np.asarray(own, np.int64))[0]) if len(own) else None
     mine = start(rank)
     others = [v for v in (start(r.rank) for r in job.ranks if r.rank != rank) if v is not None]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import secrets
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import re
 
@@ -132,9 +133,10 @@ class GpuItems(GpuNames):
         return out
 
 
-@dataclass(frozen=True)
+@dataclass
 class HostCalls:
-    """The process's CUDA API calls (runtime and driver), sorted by start, on its own clock."""
+    """The process's CUDA API calls (runtime and driver), sorted by start, on its own clock. Not
+    frozen: `release` lets the columns go in place."""
 
     start: np.ndarray
     end: np.ndarray
@@ -154,6 +156,20 @@ class HostCalls:
     def blocking(self) -> np.ndarray:
         """bool: the call returns only once GPU work it waits for has ended."""
         return cuda_api.of_kind(self.kind, cuda_api.BLOCKING)
+
+    @cached_property
+    def first_start(self) -> int | None:
+        """Where the calls begin (the first call's start), None where there are none."""
+        return int(self.start[0]) if len(self.start) else None
+
+    def release(self) -> None:
+        """Let go of the calls, keeping where they begin (`first_start`): after the what-if's host
+        pickers nothing reads more of them (65 MB at 1.9M kernels, held under the kernel pickers
+        and the replays otherwise). In place, since the rank's trace and its GPU items share this
+        object; a column read later is None, so that a late reader fails instead of reading none."""
+        self.first_start  # kept: found before the columns go
+        for column in dataclasses.fields(self):
+            setattr(self, column.name, None)
 
     def gap_start(self) -> np.ndarray:
         """Where the host work before each call began: the previous call's end on its thread, for

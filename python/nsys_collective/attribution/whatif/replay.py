@@ -39,8 +39,11 @@ ON_PATH_SHARE = 0.25
 REPLAY_THREADS = 1
 # The pickers that read the same shared data (Context.shared) run one after the other, and that
 # data goes before the next group: the op runs (kernels.op_runs, 44 MB at 1.9M kernels) and the host
-# time (host._host_times) are never held together.
-SHARING = (("kernel", "extra_kernel", "slow_device"), ("host", "host_group", "host_bound"))
+# time (host._host_times) are never held together. The host pickers come first: the last readers of
+# the ranks' host calls (with BESIDE_BUILD's and the graph's build), which go after them, before
+# the kernel pickers and the replays (HostCalls.release).
+HOST_PICKERS = ("host", "host_group", "host_bound")
+SHARING = (HOST_PICKERS, ("kernel", "extra_kernel", "slow_device"))
 # Light pickers that need no replay graph: picked while the graph is still being built, on the core
 # its build leaves idle (their few MB given back before the build's last step, the peak).
 BESIDE_BUILD = ("transfer", "api_stall")
@@ -170,12 +173,13 @@ def _ideal(g, base: dict, fixed: list[Candidate], rows: list, replayed: dict[int
 
 
 def analyze(job: Job, g: JobGraph | None, kind: np.ndarray, tolerance_ns: int, step_pattern: str | None = None,
-            contention=None) -> WhatIf | None:
+            contention=None, consume: bool = False) -> WhatIf | None:
     """The what-if of every candidate cause of the job (None when there is nothing to replay).
     `g`: the job's graph (build_graph(job, tolerance_ns, step_pattern), started by the caller so
     that it is built while other work runs); `kind`: each collective's kind
     (contention.Contention.kind): transfers compare within it; `contention`
-    (contention.Contention): the fitted baselines and what each kernel added."""
+    (contention.Contention): the fitted baselines and what each kernel added; `consume`: nothing
+    reads the job's host calls after it, so they go after the host pickers (HostCalls.release)."""
     if g is None:
         return None
     pattern = step_pattern or STEP_PATTERN
@@ -201,6 +205,10 @@ def analyze(job: Job, g: JobGraph | None, kind: np.ndarray, tolerance_ns: int, s
         for kind in group:
             found[kind] = candidate_function(CAUSES[kind])(ctx)
         ctx.forget()
+        if consume and group is HOST_PICKERS:  # the host calls' last readers
+            for trace in job.traces.values():
+                if trace.calls is not None:
+                    trace.calls.release()
         memory.release()  # the group's data given back, not kept under the next group's
 
     pick(BESIDE_BUILD)
@@ -224,8 +232,8 @@ def analyze(job: Job, g: JobGraph | None, kind: np.ndarray, tolerance_ns: int, s
     outcomes = g.graph.replay_many(changes, threads=REPLAY_THREADS)
     compute_out = outcomes[len(candidates):]
     outcomes = outcomes[:len(candidates)]
-    job_start = int(min(job.alignment.correct_rank(r, job.traces[r].calls.start[:1]).min()
-                        for r in g.ranks if len(job.traces[r].calls.start)))
+    job_start = int(min(job.alignment.correct_rank(r, np.array([job.traces[r].calls.first_start]))[0]
+                        for r in g.ranks if job.traces[r].calls.first_start is not None))
     rows = []
     have = base["step_end"] != _I64_MIN
     mean_step = float(np.diff(np.r_[job_start, base["step_end"][have]]).mean()) if have.any() else 0.0
