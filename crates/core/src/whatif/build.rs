@@ -475,14 +475,48 @@ impl Graph {
         }
         drop(late);
         counts.by_position(&pos);
-        // The graph's tables come next, the build's largest allocation: first the memory the ranks'
-        // edges and the time order freed goes back (50-60 MB at 1.9M kernels, else held under them).
+        // The layout reads each position's unit and writes the edges' sources as unit slots:
+        // `pos` (16 MB at 1.9M kernels) is made again after it, once the ranks' tables have gone,
+        // not held beside `order` under the graph's tables, the build's largest allocation. First
+        // the memory the ranks' edges and the time order freed goes back (else held under them).
+        drop(pos);
         crate::memory::release();
-        let laid = Graph::lay_out(&units, &order, &pos, &counts);
-        drop((counts, order)); // before the tables made next: each unit's kind is also in the slot tables
+        let mut laid = Graph::lay_out(&units, &order, &counts);
+        drop(counts);
+
+        // What is kept of the units and the ranks' edges (the end candidates as unit slots, the
+        // members, what the fidelity takes); then they go, before `pos` is made again.
+        let mut step_cand: Vec<(u32, u32, u32)> = Vec::new(); // (step, rank, end slot)
+        let mut rank_cand: Vec<(u32, u32)> = Vec::new();
+        for (r, rank) in ranks.iter().enumerate() {
+            step_cand.extend(rank.step_ends.iter().map(|&(step, end)| (step, r as u32, units.end_ref(r, end))));
+            rank_cand.extend(rank.rank_ends.iter().map(|&end| (r as u32, units.end_ref(r, end))));
+        }
+        let tol = options.tolerance_ns;
+        let mut fid = Fidelity { ops: no, calls: nc, tolerance_ns: tol, ..Fidelity::default() };
+        for rank in &ranks {
+            fid.unresolved_syncs += rank.unresolved_syncs;
+            fid.recorded_stream_waits += rank.recorded_stream_waits;
+            fid.inferred_stream_waits += rank.inferred_stream_waits;
+            fid.recorded_syncs += rank.recorded_syncs;
+            fid.inferred_syncs += rank.inferred_syncs;
+        }
+        fid.launch_latency_ns = ranks.iter().map(|r| r.launch_latency).collect();
+        fid.return_latency_ns = ranks.iter().map(|r| r.return_latency).collect();
+        fid.blocking_min_duration_ns = ranks.iter().map(|r| r.min_duration).collect();
+        fid.dropped_dependencies = units.dropped.len();
+        let member_op = std::mem::take(&mut units.member_op);
+        let inst_off = std::mem::take(&mut units.inst_off);
+        let inst_member = std::mem::take(&mut units.inst_member);
+        drop(units);
+        drop(ranks);
+
+        let pos = topo::positions(&order);
+        drop(order);
+        // What makes the replay loop's unchecked reads sound: every edge reads an earlier slot.
+        assert!(place_sources(&laid.units, &mut laid.edges, &pos), "graph not in topological order");
         let to_slot = |r: u32| 2 * pos[(r / 2) as usize] + (r & 1);
         let slot = |u: usize| 2 * pos[u];
-
         let mut g = Graph {
             units: laid.units,
             edges: laid.edges,
@@ -500,8 +534,8 @@ impl Graph {
             member_op: Vec::new(),
             member_end: (0..nm).map(|m| slot(u_mend + m)).collect(),
             member_x_edge: Vec::new(),
-            inst_off: Vec::new(),
-            inst_member: Vec::new(),
+            inst_off,
+            inst_member,
             op_members: Vec::new(),
             segments: Segments::CallRows(Vec::new()),
             step_off: Vec::new(),
@@ -515,11 +549,11 @@ impl Graph {
         };
         // Each member's transfer edge; step and rank end candidates.
         g.member_x_edge = g.member_end.iter().map(|&s| g.in_edge((s / 2) as usize, EdgeKind::Transfer).unwrap_or(NONE)).collect();
-        let mut step_cand: Vec<(u32, u32, u32)> = Vec::new(); // (step, rank, end slot)
-        let mut rank_cand: Vec<(u32, u32)> = Vec::new();
-        for (r, rank) in ranks.iter().enumerate() {
-            step_cand.extend(rank.step_ends.iter().map(|&(step, end)| (step, r as u32, to_slot(units.end_ref(r, end)))));
-            rank_cand.extend(rank.rank_ends.iter().map(|&end| (r as u32, to_slot(units.end_ref(r, end)))));
+        for x in step_cand.iter_mut() {
+            x.2 = to_slot(x.2);
+        }
+        for x in rank_cand.iter_mut() {
+            x.1 = to_slot(x.1);
         }
         step_cand.sort_unstable();
         rank_cand.sort_unstable();
@@ -530,27 +564,9 @@ impl Graph {
         g.rank_off = (0..=n_ranks).map(|k| rank_cand.partition_point(|&(r, _)| (r as usize) < k) as u32).collect();
         g.rank_slot = rank_cand.iter().map(|x| x.1).collect();
         drop((pos, step_cand, rank_cand));
-        // What the fidelity takes of the ranks and units; then they go, before what is made next.
-        let tol = options.tolerance_ns;
-        let mut fid = Fidelity { ops: no, calls: nc, tolerance_ns: tol, ..Fidelity::default() };
-        for rank in &ranks {
-            fid.unresolved_syncs += rank.unresolved_syncs;
-            fid.recorded_stream_waits += rank.recorded_stream_waits;
-            fid.inferred_stream_waits += rank.inferred_stream_waits;
-            fid.recorded_syncs += rank.recorded_syncs;
-            fid.inferred_syncs += rank.inferred_syncs;
-        }
-        fid.launch_latency_ns = ranks.iter().map(|r| r.launch_latency).collect();
-        fid.return_latency_ns = ranks.iter().map(|r| r.return_latency).collect();
-        fid.blocking_min_duration_ns = ranks.iter().map(|r| r.min_duration).collect();
-        fid.dropped_dependencies = units.dropped.len();
-        g.op_members = units.member_op.iter().enumerate().map(|(m, &op)| (op, m as u32)).collect();
+        g.op_members = member_op.iter().enumerate().map(|(m, &op)| (op, m as u32)).collect();
         g.op_members.sort_unstable();
-        g.member_op = std::mem::take(&mut units.member_op);
-        g.inst_off = std::mem::take(&mut units.inst_off);
-        g.inst_member = std::mem::take(&mut units.inst_member);
-        drop(units);
-        drop(ranks);
+        g.member_op = member_op;
 
         // The calls whose gap has a segment: a bit per call where each names its own row, else a
         // table by segment (a segment's calls in their order).
@@ -620,11 +636,12 @@ impl Graph {
         Ok(g)
     }
 
-    /// The units and their edges laid out in `order`, in chunks of positions on every core. Within
-    /// a chunk, units are made rank by rank and kind by kind, each rank's calls and ops in their
+    /// The units and their edges laid out in `order`, in chunks of positions on every core, the
+    /// edges' sources as unit slots ([`place_sources`] puts them at their positions). Within a
+    /// chunk, units are made rank by rank and kind by kind, each rank's calls and ops in their
     /// order: what they read of their rank's tables is read in order. `counts`: each unit's edges
     /// (see [`Units::check`]), `other` by position.
-    fn lay_out(units: &Units, order: &[u32], pos: &[u32], counts: &EdgeCounts) -> Layout {
+    fn lay_out(units: &Units, order: &[u32], counts: &EdgeCounts) -> Layout {
         let n_units = units.n_units;
         let n_ranks = units.ranks.len();
         let n_chunks = n_units.div_ceil(CHUNK);
@@ -713,9 +730,7 @@ impl Graph {
                         for (j, e) in buf.iter().enumerate() {
                             let lag = e.lag.min(t - e.src_time);
                             reach = reach.max(e.src_time + lag);
-                            let src = 2 * pos[(e.src / 2) as usize] + (e.src & 1);
-                            w.sound &= (src as usize) < 2 * p;
-                            put(j, src, lag, e.kind);
+                            put(j, e.src, lag, e.kind);
                         }
                     }
                     let slack = t - reach;
@@ -741,7 +756,8 @@ impl Graph {
             kinds_out.set_len(n_edges);
         }
         // What makes the replay loop's unchecked reads sound, checked where each unit is laid out:
-        // every position but the first has an edge or more, and every edge reads an earlier slot.
+        // every position but the first has an edge or more (and every edge reads an earlier slot:
+        // checked where the sources are placed).
         assert!(laid.iter().all(|w| w.sound), "graph not in topological order");
         units_out.push(Unit { first: n_edges as u32, dur: 0, slack: 0 });
         let mut out = Layout {
@@ -765,6 +781,32 @@ impl Graph {
         }
         out
     }
+}
+
+/// The edges' sources, laid out as unit slots, put at their units' positions (`pos`), in chunks
+/// of positions on every core; whether every edge then reads an earlier slot than its own unit's
+/// (what makes the replay loop's unchecked reads sound). `units` ends with the end marker.
+fn place_sources(units: &[Unit], edges: &mut [Edge], pos: &[u32]) -> bool {
+    let n_units = units.len() - 1;
+    let mut chunks = Vec::with_capacity(n_units.div_ceil(CHUNK));
+    let mut rest = edges;
+    for p0 in (0..n_units).step_by(CHUNK) {
+        let p1 = n_units.min(p0 + CHUNK);
+        let (head, tail) = std::mem::take(&mut rest).split_at_mut((units[p1].first - units[p0].first) as usize);
+        chunks.push((p0, p1, head));
+        rest = tail;
+    }
+    chunks.into_par_iter().all(|(p0, p1, es)| {
+        let base = units[p0].first as usize;
+        let mut sound = true;
+        for p in p0..p1 {
+            for e in &mut es[units[p].first as usize - base..units[p + 1].first as usize - base] {
+                e.src = 2 * pos[(e.src / 2) as usize] + (e.src & 1);
+                sound &= (e.src as usize) < 2 * p;
+            }
+        }
+        sound
+    })
 }
 
 #[cfg(test)]

@@ -38,11 +38,17 @@ pub(crate) fn time_order(n: usize, span: (i64, i64), times: impl Fn(&mut dyn FnM
         keyed.into_iter().map(|(_, u)| u).collect()
     };
     debug_assert_eq!(by_time.len(), n);
-    let mut rank = vec![0u32; n];
-    for (p, &u) in by_time.iter().enumerate() {
-        rank[u as usize] = p as u32;
-    }
+    let rank = positions(&by_time);
     (by_time, rank)
+}
+
+/// Each unit's place in `order` (position -> unit): its inverse.
+pub(crate) fn positions(order: &[u32]) -> Vec<u32> {
+    let mut pos = vec![0u32; order.len()];
+    for (p, &u) in order.iter().enumerate() {
+        pos[u as usize] = p as u32;
+    }
+    pos
 }
 
 /// Whether a span of times and the index of one of n units fit in 64 bits together.
