@@ -6,7 +6,7 @@
 
 use super::by_rank::{RankTimes, Rows, Split};
 use super::fidelity::Fidelity;
-use super::graph::{narrow, Edge, EdgeKind, Graph, Segments, Unit, NONE, WIDE};
+use super::graph::{narrow, Edge, EdgeKind, Graph, Segments, Slacks, Unit, NONE, WIDE};
 use super::input::Job;
 use super::rank::{percentiles, End, RankEdges, RankView, END, OWN_SEGMENT, SEGMENT, START};
 use super::topo;
@@ -325,8 +325,8 @@ impl EdgeCounts {
     }
 }
 
-/// What a chunk of the layout returns: its wide values and its slack, and whether every edge it
-/// laid out leaves from an earlier unit.
+/// What a chunk of the layout returns: its wide values, its non-zero slacks and their sum, and
+/// whether every edge it laid out leaves from an earlier unit.
 #[derive(Default)]
 struct Laid {
     lag: Vec<(u32, i64)>,
@@ -341,14 +341,15 @@ const CHUNK: usize = 1 << 16;
 // `check` gives each chunk of units its own words of `EdgeCounts::one_edge`.
 const _: () = assert!(CHUNK.is_multiple_of(64));
 
-/// The graph's units, edges and edge kinds as laid out, their wide values and the sum of slack.
+/// The graph's units, edges and edge kinds as laid out, their wide values, slacks and the sum of
+/// slack.
 struct Layout {
     units: Vec<Unit>,
     edges: Vec<Edge>,
     edge_kind: Vec<EdgeKind>,
     wide_lag: Vec<(u32, i64)>,
     wide_dur: Vec<(u32, i64)>,
-    wide_slack: Vec<(u32, i64)>,
+    slacks: Slacks,
     slack_ns: i64,
 }
 
@@ -523,7 +524,7 @@ impl Graph {
             edge_kind: laid.edge_kind,
             wide_lag: laid.wide_lag,
             wide_dur: laid.wide_dur,
-            wide_slack: laid.wide_slack,
+            slacks: laid.slacks,
             unit: OnceLock::new(),
             starts: [u_call, u_op, u_cend, u_t, u_mend].map(|s| s as u32),
             op_start: (0..no).map(|i| slot(u_op + i)).collect(),
@@ -736,11 +737,11 @@ impl Graph {
                     let slack = t - reach;
                     debug_assert!(slack >= 0);
                     w.slack_ns += slack;
-                    let unit = Unit { first: first as u32, dur: narrow(dur), slack: narrow(slack) };
+                    let unit = Unit { first: first as u32, dur: narrow(dur) };
                     if unit.dur == WIDE {
                         w.dur.push((p as u32, dur));
                     }
-                    if unit.slack == WIDE {
+                    if slack != 0 {
                         w.slack.push((p as u32, slack));
                     }
                     us[i].write(unit);
@@ -759,27 +760,27 @@ impl Graph {
         // every position but the first has an edge or more (and every edge reads an earlier slot:
         // checked where the sources are placed).
         assert!(laid.iter().all(|w| w.sound), "graph not in topological order");
-        units_out.push(Unit { first: n_edges as u32, dur: 0, slack: 0 });
-        let mut out = Layout {
-            units: units_out,
-            edges: edges_out,
-            edge_kind: kinds_out,
-            wide_lag: Vec::new(),
-            wide_dur: Vec::new(),
-            wide_slack: Vec::new(),
-            slack_ns: 0,
-        };
+        units_out.push(Unit { first: n_edges as u32, dur: 0 });
+        let (mut wide_lag, mut wide_dur, mut slacks, mut slack_ns) = (Vec::new(), Vec::new(), Vec::new(), 0);
         for mut w in laid {
-            // A chunk's wide values come by rank and kind: in position (or edge) order again.
+            // A chunk's values come by rank and kind: in position (or edge) order again.
             w.lag.sort_unstable();
             w.dur.sort_unstable();
             w.slack.sort_unstable();
-            out.wide_lag.extend(w.lag);
-            out.wide_dur.extend(w.dur);
-            out.wide_slack.extend(w.slack);
-            out.slack_ns += w.slack_ns;
+            wide_lag.extend(w.lag);
+            wide_dur.extend(w.dur);
+            slacks.extend(w.slack);
+            slack_ns += w.slack_ns;
         }
-        out
+        Layout {
+            units: units_out,
+            edges: edges_out,
+            edge_kind: kinds_out,
+            wide_lag,
+            wide_dur,
+            slacks: Slacks::new(&slacks, n_units),
+            slack_ns,
+        }
     }
 }
 
@@ -817,11 +818,11 @@ mod tests {
 
     /// Everything a graph holds, as plain values.
     fn held(g: &Graph) -> String {
-        let units: Vec<(u32, i32, i32)> = g.units.iter().map(|u| (u.first, u.dur, u.slack)).collect();
+        let units: Vec<(u32, i32)> = g.units.iter().map(|u| (u.first, u.dur)).collect();
         let edges: Vec<(u32, i32, EdgeKind)> = g.edges.iter().zip(&g.edge_kind).map(|(e, &k)| (e.src, e.lag, k)).collect();
         format!(
             "{units:?} {edges:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
-            g.wide_lag, g.wide_dur, g.wide_slack, g.unit_order(), g.starts, g.op_start, g.call_start, g.transfer, g.blocking_call,
+            g.wide_lag, g.wide_dur, g.slacks, g.unit_order(), g.starts, g.op_start, g.call_start, g.transfer, g.blocking_call,
             g.blocking_end, g.member_op, g.member_end, g.member_x_edge, g.inst_off, g.inst_member, g.op_members, g.segments,
             g.step_off, g.step_slot, g.rank_off, g.rank_slot, g.n_ranks, g.n_steps, g.fidelity
         )

@@ -327,11 +327,15 @@ impl Graph {
 
     /// Units `from..to` with the graph's own lags, slacks and durations: the hot loop. A unit's
     /// first and last edges (the same one for a unit of one edge, as most have one or two) are read
-    /// without a branch; a loop takes those between.
+    /// without a branch; a loop takes those between. The few non-zero slacks are met in position
+    /// order: a cursor walks them.
     #[inline]
     fn plain<const ZERO_ALL: bool>(&self, time: &mut [i64], from: usize, to: usize) {
         let (units, edges) = (&self.units[..], &self.edges[..]);
         assert!(from >= 1 && to < units.len() && time.len() >= 2 * to && units[units.len() - 1].first as usize == edges.len());
+        let (slack_pos, slack) = (&self.slacks.pos[..], &self.slacks.value[..]);
+        let mut k = if ZERO_ALL { slack_pos.len() } else { self.slacks.first_from(from) };
+        let mut next_slack = slack_pos.get(k).map_or(usize::MAX, |&q| q as usize);
         for p in from..to {
             // SAFETY: `first` is non-decreasing and the sentinel unit's is `edges.len()` (asserted
             // above), p + 1 < units.len(), every position p >= 1 has an edge or more (so a < b, and
@@ -349,8 +353,10 @@ impl Graph {
                     let v = *time.get_unchecked(edge.src as usize) + self.edge_lag(edge, e);
                     t = if v > t { v } else { t };
                 }
-                if !ZERO_ALL {
-                    t += if u.slack != WIDE { u.slack as i64 } else { self.slack(p) };
+                if p == next_slack {
+                    t += slack[k];
+                    k += 1;
+                    next_slack = slack_pos.get(k).map_or(usize::MAX, |&q| q as usize);
                 }
                 *time.get_unchecked_mut(2 * p) = t;
                 *time.get_unchecked_mut(2 * p + 1) = t + if u.dur != WIDE { u.dur as i64 } else { self.dur(p) };
