@@ -51,8 +51,10 @@ struct Units<'v> {
     ranks: Vec<RankUnits<'v>>,
     /// Per blocking call end unit: (rank, index among the rank's blocking calls), by call row.
     blocking: Vec<(u32, u32)>,
-    /// Per op: its member row, or NONE.
-    op_member: Vec<u32>,
+    /// A bit per op: whether it is a collective's member (about 1 op in 100); then its member row
+    /// is found in `op_members`, (op, member row) by op (the graph's own table, made here).
+    is_member: Vec<u64>,
+    op_members: Vec<(u32, u32)>,
     member_op: Vec<u32>,
     member_inst: Vec<u32>,
     inst_off: Vec<u32>,
@@ -89,11 +91,21 @@ impl Units<'_> {
         2 * (self.u_op + g) as u32
     }
 
+    /// The member row of op row g, if it is a member.
+    #[inline]
+    fn member_of(&self, g: usize) -> Option<usize> {
+        if self.is_member[g / 64] >> (g % 64) & 1 == 0 {
+            return None;
+        }
+        let k = self.op_members.partition_point(|&(op, _)| (op as usize) < g);
+        Some(self.op_members[k].1 as usize)
+    }
+
     /// The end of op row g: the op's second slot, or a member's end unit.
     fn op_end_ref(&self, g: usize) -> u32 {
-        match self.op_member[g] {
-            NONE => self.op_start_ref(g) + 1,
-            m => 2 * (self.u_mend + m as usize) as u32,
+        match self.member_of(g) {
+            None => self.op_start_ref(g) + 1,
+            Some(m) => 2 * (self.u_mend + m) as u32,
         }
     }
 
@@ -184,7 +196,7 @@ impl Units<'_> {
                     let kind = if recorded { EdgeKind::CrossStream } else { EdgeKind::CrossStreamInferred };
                     put(self.op_end_ref(r.op_rows.global(a as usize)), r.o_end[a as usize], 0, kind);
                 }
-                let inline = self.op_member[u - self.u_op] == NONE;
+                let inline = self.member_of(u - self.u_op).is_none();
                 (start, if inline { r.o_end[k] - start } else { 0 })
             }
             Place::Other if u == 0 => (self.origin_time, 0),
@@ -402,9 +414,11 @@ impl Graph {
         let member_op: Vec<u32> = members.iter().map(|&(_, op)| op as u32).collect();
         let member_inst: Vec<u32> = members.iter().map(|&(inst, _)| inst as u32).collect();
         drop(members);
-        let mut op_member = vec![NONE; no];
-        for (row, &op) in member_op.iter().enumerate() {
-            op_member[op as usize] = row as u32;
+        let mut op_members: Vec<(u32, u32)> = member_op.iter().enumerate().map(|(m, &op)| (op, m as u32)).collect();
+        op_members.sort_unstable();
+        let mut is_member = vec![0u64; no.div_ceil(64)];
+        for &(op, _) in &op_members {
+            is_member[op as usize / 64] |= 1 << (op % 64);
         }
         let (inst_off, inst_member) = super::rows_by_key(&member_inst, n_inst);
         let op_time = |g: usize| {
@@ -443,7 +457,8 @@ impl Graph {
             ops: &ops,
             ranks: rank_units,
             blocking: blocking.iter().map(|&(_, r, b)| (r, b)).collect(),
-            op_member,
+            is_member,
+            op_members,
             member_op,
             member_inst,
             inst_off,
@@ -544,8 +559,7 @@ impl Graph {
         fid.return_latency_ns = ranks.iter().map(|r| r.return_latency).collect();
         fid.blocking_min_duration_ns = ranks.iter().map(|r| r.min_duration).collect();
         fid.dropped_dependencies = units.dropped.len();
-        g.op_members = units.member_op.iter().enumerate().map(|(m, &op)| (op, m as u32)).collect();
-        g.op_members.sort_unstable();
+        g.op_members = std::mem::take(&mut units.op_members);
         g.member_op = std::mem::take(&mut units.member_op);
         g.inst_off = std::mem::take(&mut units.inst_off);
         g.inst_member = std::mem::take(&mut units.inst_member);
