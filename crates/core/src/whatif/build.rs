@@ -8,7 +8,7 @@ use super::by_rank::{RankTimes, Rows, Split};
 use super::fidelity::Fidelity;
 use super::graph::{narrow, Edge, EdgeKind, Graph, Segments, Unit, NONE, WIDE};
 use super::input::Job;
-use super::rank::{percentiles, End, RankEdges, RankView, END, OWN_SEGMENT, SEGMENT, START};
+use super::rank::{percentiles, End, OpLaunch, RankEdges, RankView, END, OWN_SEGMENT, SEGMENT, START};
 use super::topo;
 use super::{input_error, Options, WhatIfError};
 use rayon::prelude::*;
@@ -30,6 +30,7 @@ struct RankUnits<'v> {
     c_end: RankTimes<'v>,
     o_start: &'v [i64],
     o_end: &'v [i64],
+    o_launch: OpLaunch<'v>,
     call_rows: &'v Rows<'v>,
     op_rows: &'v Rows<'v>,
     edges: &'v RankEdges,
@@ -182,9 +183,7 @@ impl Units<'_> {
                     put(self.op_end_ref(r.op_rows.global(prev as usize)), r.o_end[prev as usize], 0, EdgeKind::Stream);
                 }
                 let start = r.o_start[k];
-                let call = e.op_launch[k];
-                if call != NONE {
-                    let call = call as usize;
+                if let Some(call) = r.o_launch.call(k) {
                     let called_end = r.c_end.at(call);
                     if start >= called_end {
                         put(self.call_end_ref(r, call), called_end, e.launch_latency, EdgeKind::Launch);
@@ -440,6 +439,7 @@ impl Graph {
                 c_end: v.call_end(),
                 o_start: v.op_start(),
                 o_end: v.op_end(),
+                o_launch: v.op_launch(),
                 call_rows: &v.calls.rows,
                 op_rows: &v.ops.rows,
                 edges,
@@ -810,7 +810,7 @@ mod tests {
                 out.call(r, j.call_thread[i], j.call_start[i], j.call_end[i], j.call_correlation[i], opt(&j.call_blocking, i, 0) == 1, opt(&j.call_segment, i, -1));
             }
             for i in (0..j.op_rank.len()).filter(|&i| j.op_rank[i] == r) {
-                op_row[i] = out.op(r, j.op_stream[i], j.op_start[i], j.op_end[i], j.op_correlation[i], opt(&j.op_step, i, -1));
+                op_row[i] = out.op(r, j.op_stream[i], j.op_start[i], j.op_end[i], j.op_launch[i], opt(&j.op_step, i, -1));
             }
             for i in (0..j.sync_rank.len()).filter(|&i| j.sync_rank[i] == r) {
                 out.sync_rank.push(r);
@@ -838,7 +838,7 @@ mod tests {
         blocking: Vec<bool>,
         segment: Vec<i32>,
         stream: Vec<i16>,
-        op_correlation: Vec<u32>,
+        op_launch: Vec<i32>,
         step: Vec<i32>,
         /// Times in an unsigned width: the build reads them gathered.
         op_start: Vec<u64>,
@@ -934,7 +934,7 @@ mod tests {
                         blocking: j.call_blocking[c.clone()].iter().map(|&x| x == 1).collect(),
                         segment: j.call_segment[c].iter().map(|&x| x as i32).collect(),
                         stream: j.op_stream[o.clone()].iter().map(|&x| x as i16).collect(),
-                        op_correlation: j.op_correlation[o.clone()].iter().map(|&x| x as u32).collect(),
+                        op_launch: j.op_launch[o.clone()].iter().map(|&x| x as i32).collect(),
                         step: j.op_step[o.clone()].iter().map(|&x| x as i32).collect(),
                         op_start: j.op_start[o].iter().map(|&x| x as u64).collect(),
                     }
@@ -958,7 +958,7 @@ mod tests {
                     stream: Column::I16(&x.stream),
                     start: if r == 1 { Column::U64(&x.op_start) } else { ops.start.slice(o.clone()) },
                     end: ops.end.slice(o),
-                    correlation: Column::U32(&x.op_correlation),
+                    launch: Column::I32(&x.op_launch),
                     step: Column::I32(&x.step),
                 });
                 let (sy, ev) = (rows(&j.sync_rank, r), rows(&j.event_rank, r));

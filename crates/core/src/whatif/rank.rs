@@ -1,8 +1,9 @@
-//! What one rank's own records say: its host threads and GPU streams in order, which call launched
-//! each op, the cross-stream dependencies and blocking waits (recorded, else inferred) and its
-//! nominal latencies (see [`super::graph`] for the rules). Ranks depend on each other only through
-//! their collectives, so each rank is worked out alone, on its own rows (numbered within the rank,
-//! in the job's order); the job's graph is laid out from these.
+//! What one rank's own records say: its host threads and GPU streams in order, the cross-stream
+//! dependencies and blocking waits (recorded, else inferred) and its nominal latencies (see
+//! [`super::graph`] for the rules); each op's launching call is the input's own (`Ops::launch`).
+//! Ranks depend on each other only through their collectives, so each rank is worked out alone, on
+//! its own rows (numbered within the rank, in the job's order); the job's graph is laid out from
+//! these.
 
 use super::by_rank::{RankColumn, RankTable, RankTimes};
 use super::graph::NONE;
@@ -24,12 +25,13 @@ pub(crate) const END: usize = 3;
 const THREAD: usize = 1;
 const STREAM: usize = 1;
 const CORRELATION: usize = 4;
+const LAUNCH: usize = 4;
 const BLOCKING: usize = 5;
 pub(crate) const SEGMENT: usize = 6;
 pub(crate) const OWN_SEGMENT: usize = 7;
 const STEP: usize = 5;
 
-impl RankView<'_> {
+impl<'v> RankView<'v> {
     pub(crate) fn call_start(&self) -> RankTimes<'_> {
         self.calls.times(START)
     }
@@ -44,6 +46,23 @@ impl RankView<'_> {
 
     pub(crate) fn op_end(&self) -> &[i64] {
         self.ops.flat_times(END)
+    }
+
+    pub(crate) fn op_launch(&self) -> OpLaunch<'v> {
+        OpLaunch(self.ops.column(LAUNCH))
+    }
+}
+
+/// The ops' launching calls, as the input names them (rows among the rank's calls; negative:
+/// unknown): read where they lie, not held again.
+#[derive(Clone, Copy)]
+pub(crate) struct OpLaunch<'v>(RankColumn<'v>);
+
+impl OpLaunch<'_> {
+    /// The call that launched op k, if known.
+    #[inline]
+    pub(crate) fn call(&self, k: usize) -> Option<usize> {
+        usize::try_from(self.0.get(k)).ok()
     }
 }
 
@@ -66,9 +85,8 @@ pub(crate) struct RankEdges {
     pub(crate) blocking: Vec<u32>,
     pub(crate) wait_off: Vec<u32>,
     pub(crate) waits: Vec<(u32, bool)>,
-    /// Per op: the previous op on its stream, and the call that launched it (NONE: none).
+    /// Per op: the previous op on its stream (NONE: none).
     pub(crate) op_prev: Vec<u32>,
-    pub(crate) op_launch: Vec<u32>,
     /// Per op: whether it has cross-stream dependencies; they are `cross` (dependent op, op it
     /// depends on, recorded), by dependent op (a dependent's recorded ones first, by op).
     pub(crate) has_cross: Vec<bool>,
@@ -193,8 +211,9 @@ pub(crate) fn percentiles<const N: usize>(zeros: usize, rest: &mut [i64], ps: [f
     }))
 }
 
-/// The rank's calls by correlation id: a table indexed by id where the ids are dense (the runtime
-/// numbers its calls in order), else the sorted (id, call) pairs.
+/// The rank's calls by correlation id (what sync and event records name them by): a table indexed
+/// by id where the ids are dense (the runtime numbers its calls in order), else the sorted (id,
+/// call) pairs.
 enum CorrIndex {
     Dense { base: i64, row: Vec<u32> },
     Sorted(Vec<(i64, u32)>),
@@ -302,7 +321,6 @@ impl RankEdges {
             call_prev: Vec::with_capacity(n_calls),
             is_blocking: Vec::with_capacity(n_calls),
             op_prev: Vec::with_capacity(n_ops),
-            op_launch: Vec::with_capacity(n_ops),
             has_cross: Vec::with_capacity(n_ops),
             ..RankEdges::default()
         }
@@ -331,10 +349,7 @@ impl RankEdges {
         drop(call_order);
         let corr = CorrIndex::new(v.calls.column(CORRELATION), nc);
 
-        // Launches.
-        let op_corr = v.ops.column(CORRELATION);
-        let mut op_launch = std::mem::take(&mut out.op_launch);
-        op_launch.extend((0..no).map(|i| corr.find(op_corr.get(i)).unwrap_or(NONE)));
+        let launch = v.op_launch();
 
         // GPU streams.
         let stream = v.ops.column(STREAM);
@@ -344,7 +359,7 @@ impl RankEdges {
             for s in 0..key.len() {
                 for p in begin[s] as usize..begin[s + 1] as usize {
                     let i = order[p] as usize;
-                    let queued = if op_launch[i] != NONE { c_start.at(op_launch[i] as usize) } else { o_start[i] };
+                    let queued = launch.call(i).map_or(o_start[i], |call| c_start.at(call));
                     enq.push(if p == begin[s] as usize { queued } else { queued.max(enq[p - 1]) });
                 }
             }
@@ -363,11 +378,9 @@ impl RankEdges {
         // predecessor ends, however late: a rank whose host runs far ahead of a GPU waiting on
         // receives (a later pipeline stage) would otherwise get a latency of milliseconds.
         let mut samples = Vec::new();
-        for (i, &call) in op_launch.iter().enumerate() {
-            if call == NONE {
-                continue;
-            }
-            let called = c_start.at(call as usize);
+        for i in 0..no {
+            let Some(call) = launch.call(i) else { continue };
+            let called = c_start.at(call);
             let idle = op_prev[i] == NONE || o_end[op_prev[i] as usize] <= called;
             if idle && o_start[i] > called {
                 samples.push(o_start[i] - called);
@@ -509,7 +522,7 @@ impl RankEdges {
             needs_own[call as usize] = false;
         }
         let mut own: Vec<(u32, u32)> =
-            op_launch.iter().enumerate().filter(|&(_, &call)| call != NONE && needs_own[call as usize]).map(|(op, &call)| (call, op as u32)).collect();
+            (0..no).filter_map(|op| launch.call(op).filter(|&call| needs_own[call]).map(|call| (call as u32, op as u32))).collect();
         own.sort_unstable();
         for call in 0..nc {
             if !needs_own[call] {
@@ -545,8 +558,7 @@ impl RankEdges {
             if op_prev[i] != NONE {
                 at = o_end[op_prev[i] as usize];
             }
-            if op_launch[i] != NONE {
-                let call = op_launch[i] as usize;
+            if let Some(call) = launch.call(i) {
                 let from = if o_start[i] >= c_end.at(call) { c_end.at(call) } else { c_start.at(call) };
                 at = at.max((from.saturating_add(out.launch_latency)).min(o_start[i]));
             }
@@ -642,7 +654,6 @@ impl RankEdges {
         out.wait_off = wait_off;
         out.waits = waits.into_iter().map(|(_, op, recorded)| (op, recorded)).collect();
         out.op_prev = op_prev;
-        out.op_launch = op_launch;
         out.has_cross = has_cross;
         out.cross = cross;
         out

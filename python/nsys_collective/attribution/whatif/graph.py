@@ -71,8 +71,9 @@ def rank_tables(job: Job, rank: int, dense: int, step_index: dict[str, int]) -> 
     op_step = steps_of(job, rank, np.where(launch_utc >= 0, launch_utc, trace.gpu.start), step_index)
     if not step_index:
         op_step[:] = 0  # no steps marked: the capture is one step
+    # Each op's launching call: its row in the rank's calls, found in the map (-1 unknown).
     ops = {"rank": dense, "stream": work.stream, "start": work.start, "end": work.end,
-           "correlation": trace.gpu.correlation, "step": op_step}
+           "launch": trace.gpu.launch_call, "step": op_step}
     # Each gap inside a range is a segment of its own, named by its call's row (own_segment): a
     # host cause cuts the gaps it chooses (host.HostTime.change).
     calls = [{"rank": dense, "thread": c.tid, "correlation": c.correlation, "blocking": c.blocking,
