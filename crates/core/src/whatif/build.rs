@@ -167,20 +167,18 @@ impl Units<'_> {
         let time = match place {
             Place::Call(r, k) => {
                 let (r, k) = (&self.ranks[r as usize], k as usize);
-                let prev = r.edges.call_prev[k];
                 let start = r.c_start.at(k);
-                if prev != NONE {
-                    let end = r.c_end.at(prev as usize);
-                    put(self.call_end_ref(r, prev as usize), end, start - end, EdgeKind::HostGap);
+                if let Some(prev) = r.edges.call_prev.get(k) {
+                    let end = r.c_end.at(prev);
+                    put(self.call_end_ref(r, prev), end, start - end, EdgeKind::HostGap);
                 }
                 (start, if r.edges.is_blocking[k] { 0 } else { r.c_end.at(k) - start })
             }
             Place::Op(r, k) => {
                 let (r, k) = (&self.ranks[r as usize], k as usize);
                 let e = r.edges;
-                let prev = e.op_prev[k];
-                if prev != NONE {
-                    put(self.op_end_ref(r.op_rows.global(prev as usize)), r.o_end[prev as usize], 0, EdgeKind::Stream);
+                if let Some(prev) = e.op_prev.get(k) {
+                    put(self.op_end_ref(r.op_rows.global(prev)), r.o_end[prev], 0, EdgeKind::Stream);
                 }
                 let start = r.o_start[k];
                 if let Some(call) = r.o_launch.call(k) {

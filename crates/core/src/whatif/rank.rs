@@ -73,11 +73,55 @@ pub(crate) enum End {
     Call(u32),
 }
 
+/// Per row, the row before it in its order (a thread's calls, a stream's ops), if any. Rows come in
+/// time order, so that row is mostly a few rows back: held as the distance back in 16 bits (half a
+/// row number), the few further back (or ahead: a thread's anchor comes last) listed.
+#[derive(Default)]
+pub(crate) struct Prev {
+    /// Per row: 0 none, [`FAR`] listed in `far`, else the distance back.
+    back: Vec<u16>,
+    /// (row, previous row), by row.
+    far: Vec<(u32, u32)>,
+}
+
+const FAR: u16 = u16::MAX;
+
+impl Prev {
+    /// Room for n rows, none with a previous row yet.
+    fn with_rows(mut back: Vec<u16>, n: usize) -> Prev {
+        back.resize(n, 0);
+        Prev { back, far: Vec::new() }
+    }
+
+    fn set(&mut self, row: usize, prev: usize) {
+        match row.checked_sub(prev) {
+            Some(d) if d > 0 && d < FAR as usize => self.back[row] = d as u16,
+            _ => {
+                self.back[row] = FAR;
+                self.far.push((row as u32, prev as u32));
+            }
+        }
+    }
+
+    /// The row before row k.
+    #[inline]
+    pub(crate) fn get(&self, k: usize) -> Option<usize> {
+        match self.back[k] {
+            0 => None,
+            FAR => {
+                let i = self.far.partition_point(|x| (x.0 as usize) < k);
+                Some(self.far[i].1 as usize)
+            }
+            d => Some(k - d as usize),
+        }
+    }
+}
+
 /// What the graph takes from one rank (rows within the rank).
 #[derive(Default)]
 pub(crate) struct RankEdges {
-    /// Per call: the previous call on its thread (NONE: its first).
-    pub(crate) call_prev: Vec<u32>,
+    /// Per call: the previous call on its thread (none: its first).
+    pub(crate) call_prev: Prev,
     /// Per call: whether it is blocking (its end waits for GPU work: a unit of its own).
     pub(crate) is_blocking: Vec<bool>,
     /// The blocking calls, in order, and the ops each waits for (`waits[wait_off[b]..wait_off[b+1]]`:
@@ -85,8 +129,8 @@ pub(crate) struct RankEdges {
     pub(crate) blocking: Vec<u32>,
     pub(crate) wait_off: Vec<u32>,
     pub(crate) waits: Vec<(u32, bool)>,
-    /// Per op: the previous op on its stream (NONE: none).
-    pub(crate) op_prev: Vec<u32>,
+    /// Per op: the previous op on its stream.
+    pub(crate) op_prev: Prev,
     /// Per op: whether it has cross-stream dependencies; they are `cross` (dependent op, op it
     /// depends on, recorded), by dependent op (a dependent's recorded ones first, by op).
     pub(crate) has_cross: Vec<bool>,
@@ -318,9 +362,9 @@ impl RankEdges {
     /// worker's heap when freed.
     pub(crate) fn for_rows(n_calls: usize, n_ops: usize) -> RankEdges {
         RankEdges {
-            call_prev: Vec::with_capacity(n_calls),
+            call_prev: Prev { back: Vec::with_capacity(n_calls), far: Vec::new() },
             is_blocking: Vec::with_capacity(n_calls),
-            op_prev: Vec::with_capacity(n_ops),
+            op_prev: Prev { back: Vec::with_capacity(n_ops), far: Vec::new() },
             has_cross: Vec::with_capacity(n_ops),
             ..RankEdges::default()
         }
@@ -336,16 +380,16 @@ impl RankEdges {
         // Host threads: calls in order, each with its predecessor.
         let (thread, within) = (v.calls.column(THREAD), |i: usize| (c_start.at(i), c_end.at(i)));
         let (call_order, _, bounds) = grouped(nc, thread, within);
-        let mut call_prev = std::mem::take(&mut out.call_prev);
-        call_prev.resize(nc, NONE);
+        let mut call_prev = Prev::with_rows(std::mem::take(&mut out.call_prev.back), nc);
         let mut call_next = vec![NONE; nc];
         for w in bounds.windows(2) {
             for p in w[0] as usize + 1..w[1] as usize {
                 let (a, b) = (call_order[p - 1], call_order[p]);
-                call_prev[b as usize] = a;
+                call_prev.set(b as usize, a as usize);
                 call_next[a as usize] = b;
             }
         }
+        call_prev.far.sort_unstable();
         drop(call_order);
         let corr = CorrIndex::new(v.calls.column(CORRELATION), nc);
 
@@ -365,13 +409,13 @@ impl RankEdges {
             }
             Streams { order, key, begin, enq }
         };
-        let mut op_prev = std::mem::take(&mut out.op_prev);
-        op_prev.resize(no, NONE);
+        let mut op_prev = Prev::with_rows(std::mem::take(&mut out.op_prev.back), no);
         for s in 0..streams.key.len() {
             for p in streams.range(s).skip(1) {
-                op_prev[streams.order[p] as usize] = streams.order[p - 1];
+                op_prev.set(streams.order[p] as usize, streams.order[p - 1] as usize);
             }
         }
+        op_prev.far.sort_unstable();
 
         // The nominal launch latency: from the ops whose stream was idle when they were launched
         // (its previous op had ended by the launch call's start). Queued ops start when their
@@ -381,7 +425,7 @@ impl RankEdges {
         for i in 0..no {
             let Some(call) = launch.call(i) else { continue };
             let called = c_start.at(call);
-            let idle = op_prev[i] == NONE || o_end[op_prev[i] as usize] <= called;
+            let idle = op_prev.get(i).is_none_or(|prev| o_end[prev] <= called);
             if idle && o_start[i] > called {
                 samples.push(o_start[i] - called);
             }
@@ -555,8 +599,8 @@ impl RankEdges {
         let mut explained_at = vec![i64::MIN; no];
         for i in 0..no {
             let mut at = i64::MIN;
-            if op_prev[i] != NONE {
-                at = o_end[op_prev[i] as usize];
+            if let Some(prev) = op_prev.get(i) {
+                at = o_end[prev];
             }
             if let Some(call) = launch.call(i) {
                 let from = if o_start[i] >= c_end.at(call) { c_end.at(call) } else { c_start.at(call) };
@@ -680,6 +724,35 @@ mod tests {
         let mut above: Vec<i64> = w.iter().copied().filter(|&x| x > 0).collect();
         assert_eq!(percentiles(1, &mut above, [0.0, 0.001, 0.002, 0.5]), Some([0, 0, 1, 499]));
         assert_eq!(percentiles(5, &mut [], [0.5]), Some([0]));
+    }
+
+    #[test]
+    fn previous_rows_near_far_ahead_and_none_read_back_as_set() {
+        let mut rng = fastrand::Rng::with_seed(3);
+        for n in [0usize, 1, 70_000, 200_000] {
+            // Each row's previous row: none, a few back, up to 2^16 back and beyond, or ahead.
+            let want: Vec<Option<usize>> = (0..n)
+                .map(|k| match rng.u8(0..5) {
+                    0 => None,
+                    1 => k.checked_sub(1 + rng.usize(0..4)),
+                    2 => k.checked_sub(FAR as usize - 1 + rng.usize(0..3)),
+                    3 => k.checked_sub(1 + rng.usize(0..3 * FAR as usize)),
+                    _ => Some(k + 1 + rng.usize(0..5)).filter(|&j| j < n),
+                })
+                .collect();
+            let mut prev = Prev::with_rows(Vec::new(), n);
+            // Set in any order, as a thread's or stream's rows come.
+            let mut rows: Vec<usize> = (0..n).collect();
+            rng.shuffle(&mut rows);
+            for &k in &rows {
+                if let Some(p) = want[k] {
+                    prev.set(k, p);
+                }
+            }
+            prev.far.sort_unstable();
+            assert_eq!((0..n).map(|k| prev.get(k)).collect::<Vec<_>>(), want, "{n} rows");
+            assert!(n < FAR as usize || !prev.far.is_empty());
+        }
     }
 
     #[test]
