@@ -8,7 +8,7 @@ use super::by_rank::{RankTimes, Rows, Split};
 use super::fidelity::Fidelity;
 use super::graph::{narrow, Edge, EdgeKind, Graph, Segments, Unit, NONE, WIDE};
 use super::input::Job;
-use super::rank::{percentiles, End, OpLaunch, RankEdges, RankView, END, OWN_SEGMENT, SEGMENT, START};
+use super::rank::{percentiles, End, OpLaunch, RankEdges, RankView, RowBits, END, OWN_SEGMENT, SEGMENT, START};
 use super::topo;
 use super::{input_error, Options, WhatIfError};
 use rayon::prelude::*;
@@ -54,7 +54,7 @@ struct Units<'v> {
     blocking: Vec<(u32, u32)>,
     /// A bit per op: whether it is a collective's member (about 1 op in 100); then its member row
     /// is found in `op_members`, (op, member row) by op (the graph's own table, made here).
-    is_member: Vec<u64>,
+    is_member: RowBits,
     op_members: Vec<(u32, u32)>,
     member_op: Vec<u32>,
     member_inst: Vec<u32>,
@@ -95,7 +95,7 @@ impl Units<'_> {
     /// The member row of op row g, if it is a member.
     #[inline]
     fn member_of(&self, g: usize) -> Option<usize> {
-        if self.is_member[g / 64] >> (g % 64) & 1 == 0 {
+        if !self.is_member.get(g) {
             return None;
         }
         let k = self.op_members.partition_point(|&(op, _)| (op as usize) < g);
@@ -172,7 +172,7 @@ impl Units<'_> {
                     let end = r.c_end.at(prev);
                     put(self.call_end_ref(r, prev), end, start - end, EdgeKind::HostGap);
                 }
-                (start, if r.edges.is_blocking[k] { 0 } else { r.c_end.at(k) - start })
+                (start, if r.edges.is_blocking.get(k) { 0 } else { r.c_end.at(k) - start })
             }
             Place::Op(r, k) => {
                 let (r, k) = (&self.ranks[r as usize], k as usize);
@@ -413,9 +413,9 @@ impl Graph {
         drop(members);
         let mut op_members: Vec<(u32, u32)> = member_op.iter().enumerate().map(|(m, &op)| (op, m as u32)).collect();
         op_members.sort_unstable();
-        let mut is_member = vec![0u64; no.div_ceil(64)];
+        let mut is_member = RowBits::with_rows(Vec::new(), no);
         for &(op, _) in &op_members {
-            is_member[op as usize / 64] |= 1 << (op % 64);
+            is_member.set(op as usize);
         }
         let (inst_off, inst_member) = super::rows_by_key(&member_inst, n_inst);
         let op_time = |g: usize| {

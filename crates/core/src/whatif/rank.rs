@@ -73,6 +73,27 @@ pub(crate) enum End {
     Call(u32),
 }
 
+/// A bit per row (a flag that holds for few rows: a blocking call, an op with cross-stream edges).
+#[derive(Default)]
+pub(crate) struct RowBits(Vec<u64>);
+
+impl RowBits {
+    /// n rows, none set; `words` the room for them.
+    pub(crate) fn with_rows(mut words: Vec<u64>, n: usize) -> RowBits {
+        words.resize(n.div_ceil(64), 0);
+        RowBits(words)
+    }
+
+    pub(crate) fn set(&mut self, k: usize) {
+        self.0[k / 64] |= 1 << (k % 64);
+    }
+
+    #[inline]
+    pub(crate) fn get(&self, k: usize) -> bool {
+        self.0[k / 64] >> (k % 64) & 1 == 1
+    }
+}
+
 /// Per row, the row before it in its order (a thread's calls, a stream's ops), if any. Rows come in
 /// time order, so that row is mostly a few rows back: held as the distance back in 16 bits (half a
 /// row number), the few further back (or ahead: a thread's anchor comes last) listed.
@@ -123,7 +144,7 @@ pub(crate) struct RankEdges {
     /// Per call: the previous call on its thread (none: its first).
     pub(crate) call_prev: Prev,
     /// Per call: whether it is blocking (its end waits for GPU work: a unit of its own).
-    pub(crate) is_blocking: Vec<bool>,
+    pub(crate) is_blocking: RowBits,
     /// The blocking calls, in order, and the ops each waits for (`waits[wait_off[b]..wait_off[b+1]]`:
     /// (op, recorded), by op).
     pub(crate) blocking: Vec<u32>,
@@ -133,7 +154,7 @@ pub(crate) struct RankEdges {
     pub(crate) op_prev: Prev,
     /// Per op: whether it has cross-stream dependencies; they are `cross` (dependent op, op it
     /// depends on, recorded), by dependent op (a dependent's recorded ones first, by op).
-    pub(crate) has_cross: Vec<bool>,
+    pub(crate) has_cross: RowBits,
     pub(crate) cross: Vec<(u32, u32, bool)>,
     pub(crate) launch_latency: i64,
     pub(crate) return_latency: i64,
@@ -153,7 +174,7 @@ impl RankEdges {
     /// The blocking call index (into `blocking`) of call k, if it is one.
     #[inline]
     pub(crate) fn blocking_index(&self, k: usize) -> Option<usize> {
-        if self.is_blocking[k] {
+        if self.is_blocking.get(k) {
             self.blocking.binary_search(&(k as u32)).ok()
         } else {
             None
@@ -163,7 +184,7 @@ impl RankEdges {
     /// The ops with cross-stream dependencies into op k: (op, recorded).
     #[inline]
     pub(crate) fn cross_into(&self, k: usize) -> &[(u32, u32, bool)] {
-        if !self.has_cross[k] {
+        if !self.has_cross.get(k) {
             return &[];
         }
         let a = self.cross.partition_point(|x| (x.0 as usize) < k);
@@ -363,9 +384,9 @@ impl RankEdges {
     pub(crate) fn for_rows(n_calls: usize, n_ops: usize) -> RankEdges {
         RankEdges {
             call_prev: Prev { back: Vec::with_capacity(n_calls), far: Vec::new() },
-            is_blocking: Vec::with_capacity(n_calls),
+            is_blocking: RowBits(Vec::with_capacity(n_calls.div_ceil(64))),
             op_prev: Prev { back: Vec::with_capacity(n_ops), far: Vec::new() },
-            has_cross: Vec::with_capacity(n_ops),
+            has_cross: RowBits(Vec::with_capacity(n_ops.div_ceil(64))),
             ..RankEdges::default()
         }
     }
@@ -628,24 +649,22 @@ impl RankEdges {
         // By dependent op (stable: each one's recorded dependencies, by op, then the inferred one).
         let mut cross: Vec<(u32, u32, bool)> = cross.into_iter().map(|(a, b, recorded)| (b, a, recorded)).collect();
         cross.sort_by_key(|x| x.0);
-        let mut has_cross = std::mem::take(&mut out.has_cross);
-        has_cross.resize(no, false);
+        let mut has_cross = RowBits::with_rows(std::mem::take(&mut out.has_cross.0), no);
         for x in &cross {
-            has_cross[x.0 as usize] = true;
+            has_cross.set(x.0 as usize);
         }
 
         // Blocking calls: those with waits. Their nominal minimum duration and return latency.
         let mut blocking: Vec<u32> = waits.iter().map(|w| w.0).collect();
         blocking.dedup();
-        let mut is_blocking = std::mem::take(&mut out.is_blocking);
-        is_blocking.resize(nc, false);
+        let mut is_blocking = RowBits::with_rows(std::mem::take(&mut out.is_blocking.0), nc);
         let mut wait_off = Vec::with_capacity(blocking.len() + 1);
         let mut ret_samples = Vec::with_capacity(blocking.len());
         {
             let mut k = 0;
             for &call in &blocking {
                 let i = call as usize;
-                is_blocking[i] = true;
+                is_blocking.set(i);
                 wait_off.push(k as u32);
                 let mut ret = i64::MAX;
                 while k < waits.len() && waits[k].0 == call {
