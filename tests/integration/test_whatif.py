@@ -157,12 +157,24 @@ def test_replaying_the_unchanged_trace_gives_every_measured_time_back():
     assert np.array_equal(replayed["wait"], job.timing.wait_cost)
 
 
+def _first_call_of_correlation(call_correlation: np.ndarray, op_correlation: np.ndarray) -> np.ndarray:
+    """Per op, the first call (in row order) with its correlation id; -1 where none is, or the id is
+    negative (unknown)."""
+    by_id = np.argsort(call_correlation, kind="stable")
+    ids = call_correlation[by_id]
+    k = np.minimum(np.searchsorted(ids, op_correlation), len(ids) - 1)
+    found = (ids[k] == op_correlation) & (op_correlation >= 0)
+    return np.where(found, by_id[k], -1)
+
+
 @pytest.mark.parametrize("drift", [False, True])
 def test_the_graph_borrowing_the_ranks_call_columns_is_the_graph_of_their_aligned_copies(drift):
     """build_graph gives each rank's call columns as its trace holds them (times with the rank's
     clock shift, the threads' anchors a part of their own, own_segment): the graph is the one the
     joined, aligned copies made (the demo: ranks 2 and 3, the second host, off the reference clock;
-    with `drift`, that clock drifting, their call times copied and aligned)."""
+    with `drift`, that clock drifting, their call times copied and aligned). Each op's launching
+    call, found in the map (GpuItems.launch_call), is the one the graph found by correlation before:
+    the rank's first call with the op's correlation id."""
     import dataclasses
 
     from conftest import FIXTURES
@@ -199,7 +211,9 @@ def test_the_graph_borrowing_the_ranks_call_columns_is_the_graph_of_their_aligne
                        "blocking": np.concatenate([c.blocking, np.zeros(n_early, bool)]),
                        "segment": np.concatenate([np.where(c.gap_range >= 0, rows, -1), np.full(n_early, -1)])})
         t = rank_tables(job, rank, dense, step_index)
-        ops.append(t["ops"])
+        by_correlation = _first_call_of_correlation(c.correlation, job.traces[rank].gpu.correlation)
+        assert np.array_equal(t["ops"]["launch"], by_correlation)
+        ops.append({**t["ops"], "launch": by_correlation})
         syncs += t["syncs"]
         events += t["events"]
     members = {"instance": job.collectives.obs_instance, "op": g.member_rows}

@@ -192,7 +192,7 @@ def test_gpu_idle_nothing_explains_is_the_graphs_slack():
     # Rank 0: an op launched at 12 that waits for nothing recorded starts at 80, 50 after its
     # stream went idle; the collective's member runs on a stream of its own.
     calls = {"rank": a(0, 0), "thread": a(1, 1), "start": a(0, 12), "end": a(10, 14), "correlation": a(1, 2)}
-    ops = {"rank": a(0, 0, 0), "stream": a(7, 7, 9), "start": a(20, 80, 90), "end": a(30, 100, 95), "correlation": a(1, 2, -1)}
+    ops = {"rank": a(0, 0, 0), "stream": a(7, 7, 9), "start": a(20, 80, 90), "end": a(30, 100, 95), "launch": a(0, 1, -1)}
     native = _native.ReplayGraph(calls, ops, {"instance": a(0), "op": a(2)}, tolerance_ns=5)
     built = Future()
     built.set_result(native)

@@ -17,15 +17,16 @@ def i64(values) -> np.ndarray:
 def late_kernel_job():
     """3 ranks, one stream each: kernel K (launched at [0, 5], starting 10) then NCCL kernel N
     (launched at [6, 8]). K runs 100 ns, 150 on rank 2. N arrives at K's end: 110, 110, 160;
-    T = 160; every N ends at 180 (x = 20). Wait W = 50 + 50 + 0 = 100."""
+    T = 160; every N ends at 180 (x = 20). Wait W = 50 + 50 + 0 = 100. Each op names its call by
+    the call's row among its rank's calls (its correlation id too)."""
     calls = {"rank": [], "thread": [], "start": [], "end": [], "correlation": []}
-    ops = {"rank": [], "stream": [], "start": [], "end": [], "correlation": [], "step": []}
+    ops = {"rank": [], "stream": [], "start": [], "end": [], "launch": [], "step": []}
     members = {"instance": [], "op": []}
     for rank, k in [(0, 100), (1, 100), (2, 150)]:
-        for corr, (call, op) in enumerate([((0, 5), (10, 10 + k)), ((6, 8), (10 + k, 180))]):
-            for key, v in zip(calls, [rank, 0, *call, corr]):
+        for row, (call, op) in enumerate([((0, 5), (10, 10 + k)), ((6, 8), (10 + k, 180))]):
+            for key, v in zip(calls, [rank, 0, *call, row]):
                 calls[key].append(v)
-            for key, v in zip(ops, [rank, 1, *op, corr, 0]):
+            for key, v in zip(ops, [rank, 1, *op, row, 0]):
                 ops[key].append(v)
         members["instance"].append(0)
         members["op"].append(len(ops["rank"]) - 1)
@@ -89,6 +90,8 @@ def test_bad_input_raises_input_error_naming_the_fault():
         _native.ReplayGraph({**calls, "strat": calls["start"]}, ops, members)
     with pytest.raises(InputError, match="integers is needed"):
         _native.ReplayGraph({**calls, "start": calls["start"].astype(np.float64)}, ops, members)
+    with pytest.raises(InputError, match=r"ops row 1: launch 2 out of range \(rank 0 has 2 calls\)"):
+        _native.ReplayGraph(calls, {**ops, "launch": np.where(np.arange(6) == 1, 2, ops["launch"])}, members)
     g = _native.ReplayGraph(calls, ops, members)
     with pytest.raises(InputError, match="op row 99 out of range"):
         g.replay({"op": [99], "op_ns": [0]})

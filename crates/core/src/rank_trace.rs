@@ -202,42 +202,44 @@ pub struct Copies<'a> {
     pub label: i64,
 }
 
-/// The runtime call of process `pid` with each correlation id: its (thread, start); the first such
-/// call in table order where several share one. Correlation ids are mostly dense and ascending:
-/// a table indexed by id then, else the ids sorted and searched (a hash map of a quarter million
-/// calls was 5x slower: every probe a cache miss).
+/// The call (its row in the rank's calls, `calls_by_start`) with each correlation id: the first such
+/// call by start where several share one (Kineto's runtime and driver calls: the outer one), a
+/// negative id unknown; what the what-if graph reads as each op's launch. Correlation ids are mostly
+/// dense and ascending: a table indexed by id then, else the ids sorted and searched (a hash map of
+/// a quarter million calls was 5x slower: every probe a cache miss).
 enum Launches {
     Dense { lo: i64, at: Vec<u32> },
-    Sorted { ids: Vec<i64>, rows: Vec<u32> },
+    Sorted { ids: Vec<i64>, calls: Vec<u32> },
 }
 
 const NONE: u32 = u32::MAX;
 
 impl Launches {
-    fn new(runtime: &Runtime, pid: i64) -> Launches {
-        let mine = || (0..runtime.pid.len()).filter(|&i| runtime.pid[i] == pid);
-        let (count, lo, hi) =
-            mine().fold((0usize, i64::MAX, i64::MIN), |(n, lo, hi), i| (n + 1, lo.min(runtime.correlation[i]), hi.max(runtime.correlation[i])));
+    /// `calls`: the process's runtime rows by start.
+    fn new(runtime: &Runtime, calls: &[u32]) -> Launches {
+        let id = |k: usize| runtime.correlation[calls[k] as usize];
+        let known = || (0..calls.len()).filter(|&k| id(k) >= 0);
+        let (count, lo, hi) = known().fold((0usize, i64::MAX, i64::MIN), |(n, lo, hi), k| (n + 1, lo.min(id(k)), hi.max(id(k))));
         let span = hi.wrapping_sub(lo) as u64;
         if count > 0 && span < 4 * count as u64 + 4096 {
             let mut at = vec![NONE; span as usize + 1];
-            for i in mine() {
-                let slot = &mut at[(runtime.correlation[i] - lo) as usize];
+            for k in known() {
+                let slot = &mut at[(id(k) - lo) as usize];
                 if *slot == NONE {
-                    *slot = i as u32;
+                    *slot = k as u32;
                 }
             }
             return Launches::Dense { lo, at };
         }
-        let mut by_id: Vec<usize> = mine().collect();
-        by_id.sort_by_key(|&i| runtime.correlation[i]); // stable: the first in table order leads
-        by_id.dedup_by_key(|i| runtime.correlation[*i]);
-        Launches::Sorted { ids: by_id.iter().map(|&i| runtime.correlation[i]).collect(), rows: by_id.iter().map(|&i| i as u32).collect() }
+        let mut by_id: Vec<usize> = known().collect();
+        by_id.sort_by_key(|&k| id(k)); // stable: the first by start leads
+        by_id.dedup_by_key(|k| id(*k));
+        Launches::Sorted { ids: by_id.iter().map(|&k| id(k)).collect(), calls: by_id.iter().map(|&k| k as u32).collect() }
     }
 
-    /// The runtime row of a correlation id, if any.
-    fn row(&self, correlation: i64) -> Option<usize> {
-        let row = match self {
+    /// The call of a correlation id, if any.
+    fn call(&self, correlation: i64) -> Option<usize> {
+        let call = match self {
             Launches::Dense { lo, at } => {
                 let k = correlation.wrapping_sub(*lo);
                 if k < 0 || k as usize >= at.len() {
@@ -246,9 +248,9 @@ impl Launches {
                     at[k as usize]
                 }
             }
-            Launches::Sorted { ids, rows } => ids.binary_search(&correlation).map_or(NONE, |k| rows[k]),
+            Launches::Sorted { ids, calls } => ids.binary_search(&correlation).map_or(NONE, |k| calls[k]),
         };
-        (row != NONE).then_some(row as usize)
+        (call != NONE).then_some(call as usize)
     }
 }
 
@@ -293,12 +295,8 @@ fn gpu_items(
     let kernel_or_label = |of: &[i64]| -> Vec<i32> {
         items.iter().map(|&(t, r)| string_id(if t == 0 { of[r as usize] } else { copies[t as usize - 1].label })).collect()
     };
-    let launched = Launches::new(runtime, pid);
-    let mut call_of_row = vec![NONE; runtime.start.len()];
-    for (k, &row) in calls.iter().enumerate() {
-        call_of_row[row as usize] = k as u32;
-    }
-    let launch_call = |k: usize| launched.row(value(&correlations, k)).map_or(-1, |row| call_of_row[row] as i64);
+    let launched = Launches::new(runtime, calls);
+    let launch_call = |k: usize| launched.call(value(&correlations, k)).map_or(-1, |call| call as i64);
     let out = GpuItems {
         start: (0..n).map(|k| value(&starts, k)).collect(),
         end: (0..n).map(|k| value(&ends, k)).collect(),
@@ -591,12 +589,15 @@ mod tests {
 
     #[test]
     fn launches_found_densely_or_by_search() {
-        // Correlation ids 0..3 (dense) and ids far apart (searched): the first call of an id wins.
-        for ids in [[2, 0, 2, 1], [2_000_000_000, 0, 2_000_000_000, -7]] {
-            let runtime = Runtime { pid: &[1, 1, 1, 1], tid: &[1, 2, 3, 4], start: &[0; 4], end: &[0; 4], correlation: &ids, name: &[0; 4] };
-            let found = Launches::new(&runtime, 1);
-            assert_eq!([ids[0], ids[1], ids[3], 5, i64::MIN].map(|c| found.row(c)), [Some(0), Some(1), Some(3), None, None]);
-            assert_eq!(Launches::new(&runtime, 2).row(ids[0]), None);
+        // Correlation ids 0..3 (dense) and ids far apart (searched); the calls by start are the
+        // table's rows 3, 0, 1, 2: the first call of an id by start wins, a negative id is unknown.
+        for (ids, last) in [([2, 0, 2, 1], Some(0)), ([2_000_000_000, 0, 2_000_000_000, -7], None)] {
+            let runtime = Runtime { pid: &[1, 1, 1, 1], tid: &[1, 2, 3, 4], start: &[1, 2, 3, 0], end: &[4; 4], correlation: &ids, name: &[0; 4] };
+            let calls = calls_by_start(&runtime, 1).unwrap();
+            assert_eq!(calls, [3, 0, 1, 2]);
+            let found = Launches::new(&runtime, &calls);
+            assert_eq!([ids[0], ids[1], ids[3], 5, i64::MIN].map(|c| found.call(c)), [Some(1), Some(2), last, None, None]);
+            assert_eq!(Launches::new(&runtime, &calls_by_start(&runtime, 2).unwrap()).call(ids[0]), None);
         }
     }
 
@@ -688,9 +689,9 @@ mod tests {
         assert_eq!(items.is_kernel, [true, true, false]);
         assert_eq!(items.is_nccl, [true, false, false]);
         assert_eq!(items.ctas, Ints::I32(vec![8, 6, 0]));
-        // The first call of correlation 11 in table order wins (row 1, the calls' third by start);
+        // The first call of correlation 11 by start wins (row 2, the calls' second, before row 1);
         // 13 has none.
-        assert_eq!(items.launch_call, Ints::I32(vec![0, 2, -1]));
+        assert_eq!(items.launch_call, Ints::I32(vec![0, 1, -1]));
         assert_eq!(
             counts,
             GpuCounts { kernels: 2, nccl_kernels: 1, nccl_time_ns: 10, compute_overlap_ns: 5, first_ns: Some(0), last_ns: Some(20) }

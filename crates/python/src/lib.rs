@@ -321,8 +321,9 @@ fn node_kind(name: &str) -> PyResult<NodeKind> {
 ///   for the GPU: synchronize calls, synchronous memcpy; default 0), segment (the host-work
 ///   segment of the gap before the call on its thread, e.g. an NVTX range id; default -1) and
 ///   own_segment (where >= 0 the gap is a segment of its own, named by the call's row; default -1).
-/// - ops (kernels, memcpys, memsets): rank, stream, start, end, correlation (the launching call's;
-///   many ops may share one: a CUDA graph); optional step (dense 0..n_steps, default -1).
+/// - ops (kernels, memcpys, memsets): rank, stream, start, end, launch (the launching call's row
+///   among the rank's calls, from 0, -1 unknown; many ops may share one: a CUDA graph); optional
+///   step (dense 0..n_steps, default -1).
 /// - members (collective instances): instance (dense 0..n_instances, each with a member), op (the
 ///   member's op row: its NCCL kernel or the first op of its copy-engine chain). A point-to-point
 ///   pair is an instance of two members; a rank absent from an instance has no row in it.
@@ -1238,7 +1239,7 @@ impl ReplayJob {
             ["rank", "thread", "start", "end", "correlation", "blocking", "segment", "own_segment"],
             &[("blocking", 0), ("segment", -1), ("own_segment", -1)],
         )?;
-        let ops = kept.parts("ops", &table_parts("ops", Some(ops))?, ["rank", "stream", "start", "end", "correlation", "step"], &[("step", -1)])?;
+        let ops = kept.parts("ops", &table_parts("ops", Some(ops))?, ["rank", "stream", "start", "end", "launch", "step"], &[("step", -1)])?;
         let members = kept.parts("members", &table_parts("members", Some(members))?, ["instance", "op"], &[])?;
         let syncs = kept.parts(
             "syncs",
@@ -1261,7 +1262,7 @@ impl ReplayJob {
                     own_segment,
                 })
                 .collect(),
-            ops: ops.into_iter().map(|[rank, stream, start, end, correlation, step]| whatif::Ops { rank, stream, start, end, correlation, step }).collect(),
+            ops: ops.into_iter().map(|[rank, stream, start, end, launch, step]| whatif::Ops { rank, stream, start, end, launch, step }).collect(),
             syncs: syncs
                 .into_iter()
                 .map(|[rank, kind, stream, event, correlation, record_correlation, inferred]| whatif::SyncRecords {

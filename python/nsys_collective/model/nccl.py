@@ -122,11 +122,14 @@ def _ranges(export: Export, pid: int, wanted, domain: str | None, values: np.nda
 
 def launches(export: Export, pid: int, correlation: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(thread, UTC time) of the runtime call that launched each correlation id of process pid,
-    -1 where the export has no such call (same process, same correlation id). The rank traces get
-    their launches from the core (GpuItems.launch); this reads them straight from an export, for
-    scripts/compare_hta.py and as the definition tests/unit/test_rank_trace.py holds the core to."""
+    -1 where the export has no such call (same process, same correlation id; a negative id is
+    unknown); the first by start where several share one. The rank traces get their launches from
+    the core (GpuItems.launch); this reads them straight from an export, for scripts/compare_hta.py
+    and as the definition tests/unit/test_rank_trace.py holds the core to."""
     rt = export.runtime
     mine = np.flatnonzero(rt["pid"] == pid)
+    mine = mine[np.argsort(rt["start"][mine], kind="stable")]
+    mine = mine[rt["correlation"][mine] >= 0]
     order = mine[np.argsort(rt["correlation"][mine], kind="stable")]
     if len(order) == 0:
         return np.full(len(correlation), -1), np.full(len(correlation), -1)

@@ -8,7 +8,7 @@ use super::by_rank::{RankTimes, Rows, Split};
 use super::fidelity::Fidelity;
 use super::graph::{narrow, Edge, EdgeKind, Graph, Segments, Slacks, Unit, NONE, WIDE};
 use super::input::Job;
-use super::rank::{percentiles, End, RankEdges, RankView, END, OWN_SEGMENT, SEGMENT, START};
+use super::rank::{percentiles, End, OpLaunch, RankEdges, RankView, RowBits, END, OWN_SEGMENT, SEGMENT, START};
 use super::topo;
 use super::{input_error, Options, WhatIfError};
 use rayon::prelude::*;
@@ -30,6 +30,7 @@ struct RankUnits<'v> {
     c_end: RankTimes<'v>,
     o_start: RankTimes<'v>,
     o_end: RankTimes<'v>,
+    o_launch: OpLaunch<'v>,
     call_rows: &'v Rows<'v>,
     op_rows: &'v Rows<'v>,
     edges: &'v RankEdges,
@@ -51,8 +52,10 @@ struct Units<'v> {
     ranks: Vec<RankUnits<'v>>,
     /// Per blocking call end unit: (rank, index among the rank's blocking calls), by call row.
     blocking: Vec<(u32, u32)>,
-    /// Per op: its member row, or NONE.
-    op_member: Vec<u32>,
+    /// A bit per op: whether it is a collective's member (about 1 op in 100); then its member row
+    /// is found in `op_members`, (op, member row) by op (the graph's own table, made here).
+    is_member: RowBits,
+    op_members: Vec<(u32, u32)>,
     member_op: Vec<u32>,
     member_inst: Vec<u32>,
     inst_off: Vec<u32>,
@@ -89,11 +92,21 @@ impl Units<'_> {
         2 * (self.u_op + g) as u32
     }
 
+    /// The member row of op row g, if it is a member.
+    #[inline]
+    fn member_of(&self, g: usize) -> Option<usize> {
+        if !self.is_member.get(g) {
+            return None;
+        }
+        let k = self.op_members.partition_point(|&(op, _)| (op as usize) < g);
+        Some(self.op_members[k].1 as usize)
+    }
+
     /// The end of op row g: the op's second slot, or a member's end unit.
     fn op_end_ref(&self, g: usize) -> u32 {
-        match self.op_member[g] {
-            NONE => self.op_start_ref(g) + 1,
-            m => 2 * (self.u_mend + m as usize) as u32,
+        match self.member_of(g) {
+            None => self.op_start_ref(g) + 1,
+            Some(m) => 2 * (self.u_mend + m) as u32,
         }
     }
 
@@ -154,25 +167,21 @@ impl Units<'_> {
         let time = match place {
             Place::Call(r, k) => {
                 let (r, k) = (&self.ranks[r as usize], k as usize);
-                let prev = r.edges.call_prev[k];
                 let start = r.c_start.at(k);
-                if prev != NONE {
-                    let end = r.c_end.at(prev as usize);
-                    put(self.call_end_ref(r, prev as usize), end, start - end, EdgeKind::HostGap);
+                if let Some(prev) = r.edges.call_prev.get(k) {
+                    let end = r.c_end.at(prev);
+                    put(self.call_end_ref(r, prev), end, start - end, EdgeKind::HostGap);
                 }
-                (start, if r.edges.is_blocking[k] { 0 } else { r.c_end.at(k) - start })
+                (start, if r.edges.is_blocking.get(k) { 0 } else { r.c_end.at(k) - start })
             }
             Place::Op(r, k) => {
                 let (r, k) = (&self.ranks[r as usize], k as usize);
                 let e = r.edges;
-                let prev = e.op_prev[k];
-                if prev != NONE {
-                    put(self.op_end_ref(r.op_rows.global(prev as usize)), r.o_end.at(prev as usize), 0, EdgeKind::Stream);
+                if let Some(prev) = e.op_prev.get(k) {
+                    put(self.op_end_ref(r.op_rows.global(prev)), r.o_end.at(prev), 0, EdgeKind::Stream);
                 }
                 let start = r.o_start.at(k);
-                let call = e.op_launch[k];
-                if call != NONE {
-                    let call = call as usize;
+                if let Some(call) = r.o_launch.call(k) {
                     let called_end = r.c_end.at(call);
                     if start >= called_end {
                         put(self.call_end_ref(r, call), called_end, e.launch_latency, EdgeKind::Launch);
@@ -184,7 +193,7 @@ impl Units<'_> {
                     let kind = if recorded { EdgeKind::CrossStream } else { EdgeKind::CrossStreamInferred };
                     put(self.op_end_ref(r.op_rows.global(a as usize)), r.o_end.at(a as usize), 0, kind);
                 }
-                let inline = self.op_member[u - self.u_op] == NONE;
+                let inline = self.member_of(u - self.u_op).is_none();
                 (start, if inline { r.o_end.at(k) - start } else { 0 })
             }
             Place::Other if u == 0 => (self.origin_time, 0),
@@ -403,9 +412,11 @@ impl Graph {
         let member_op: Vec<u32> = members.iter().map(|&(_, op)| op as u32).collect();
         let member_inst: Vec<u32> = members.iter().map(|&(inst, _)| inst as u32).collect();
         drop(members);
-        let mut op_member = vec![NONE; no];
-        for (row, &op) in member_op.iter().enumerate() {
-            op_member[op as usize] = row as u32;
+        let mut op_members: Vec<(u32, u32)> = member_op.iter().enumerate().map(|(m, &op)| (op, m as u32)).collect();
+        op_members.sort_unstable();
+        let mut is_member = RowBits::with_rows(Vec::new(), no);
+        for &(op, _) in &op_members {
+            is_member.set(op as usize);
         }
         let (inst_off, inst_member) = super::rows_by_key(&member_inst, n_inst);
         let op_time = |g: usize| {
@@ -427,6 +438,7 @@ impl Graph {
                 c_end: v.call_end(),
                 o_start: v.op_start(),
                 o_end: v.op_end(),
+                o_launch: v.op_launch(),
                 call_rows: &v.calls.rows,
                 op_rows: &v.ops.rows,
                 edges,
@@ -444,7 +456,8 @@ impl Graph {
             ops: &ops,
             ranks: rank_units,
             blocking: blocking.iter().map(|&(_, r, b)| (r, b)).collect(),
-            op_member,
+            is_member,
+            op_members,
             member_op,
             member_inst,
             inst_off,
@@ -506,6 +519,7 @@ impl Graph {
         fid.return_latency_ns = ranks.iter().map(|r| r.return_latency).collect();
         fid.blocking_min_duration_ns = ranks.iter().map(|r| r.min_duration).collect();
         fid.dropped_dependencies = units.dropped.len();
+        let op_members = std::mem::take(&mut units.op_members);
         let member_op = std::mem::take(&mut units.member_op);
         let inst_off = std::mem::take(&mut units.inst_off);
         let inst_member = std::mem::take(&mut units.inst_member);
@@ -537,7 +551,7 @@ impl Graph {
             member_x_edge: Vec::new(),
             inst_off,
             inst_member,
-            op_members: Vec::new(),
+            op_members,
             segments: Segments::CallRows(Vec::new()),
             step_off: Vec::new(),
             step_slot: Vec::new(),
@@ -565,8 +579,6 @@ impl Graph {
         g.rank_off = (0..=n_ranks).map(|k| rank_cand.partition_point(|&(r, _)| (r as usize) < k) as u32).collect();
         g.rank_slot = rank_cand.iter().map(|x| x.1).collect();
         drop((pos, step_cand, rank_cand));
-        g.op_members = member_op.iter().enumerate().map(|(m, &op)| (op, m as u32)).collect();
-        g.op_members.sort_unstable();
         g.member_op = member_op;
 
         // The calls whose gap has a segment: a bit per call where each names its own row, else a
@@ -839,7 +851,7 @@ mod tests {
                 out.call(r, j.call_thread[i], j.call_start[i], j.call_end[i], j.call_correlation[i], opt(&j.call_blocking, i, 0) == 1, opt(&j.call_segment, i, -1));
             }
             for i in (0..j.op_rank.len()).filter(|&i| j.op_rank[i] == r) {
-                op_row[i] = out.op(r, j.op_stream[i], j.op_start[i], j.op_end[i], j.op_correlation[i], opt(&j.op_step, i, -1));
+                op_row[i] = out.op(r, j.op_stream[i], j.op_start[i], j.op_end[i], j.op_launch[i], opt(&j.op_step, i, -1));
             }
             for i in (0..j.sync_rank.len()).filter(|&i| j.sync_rank[i] == r) {
                 out.sync_rank.push(r);
@@ -867,7 +879,7 @@ mod tests {
         blocking: Vec<bool>,
         segment: Vec<i32>,
         stream: Vec<i16>,
-        op_correlation: Vec<u32>,
+        op_launch: Vec<i32>,
         step: Vec<i32>,
         /// Times in an unsigned width: the build reads them gathered.
         op_start: Vec<u64>,
@@ -963,7 +975,7 @@ mod tests {
                         blocking: j.call_blocking[c.clone()].iter().map(|&x| x == 1).collect(),
                         segment: j.call_segment[c].iter().map(|&x| x as i32).collect(),
                         stream: j.op_stream[o.clone()].iter().map(|&x| x as i16).collect(),
-                        op_correlation: j.op_correlation[o.clone()].iter().map(|&x| x as u32).collect(),
+                        op_launch: j.op_launch[o.clone()].iter().map(|&x| x as i32).collect(),
                         step: j.op_step[o.clone()].iter().map(|&x| x as i32).collect(),
                         op_start: j.op_start[o].iter().map(|&x| x as u64).collect(),
                     }
@@ -987,7 +999,7 @@ mod tests {
                     stream: Column::I16(&x.stream),
                     start: if r == 1 { Column::U64(&x.op_start) } else { ops.start.slice(o.clone()) },
                     end: ops.end.slice(o),
-                    correlation: Column::U32(&x.op_correlation),
+                    launch: Column::I32(&x.op_launch),
                     step: Column::I32(&x.step),
                 });
                 let (sy, ev) = (rows(&j.sync_rank, r), rows(&j.event_rank, r));

@@ -6,8 +6,10 @@
 //! with no copy of the job (a column may also be one value for every row, a part's rank say). An
 //! optional column left out is [`Column::All`] of its default. Ranks are dense `0..n_ranks`; a rank
 //! is one process on one GPU (its ops are that device's, its calls that process's). Correlation ids
-//! are per rank (`KERNEL.correlationId = RUNTIME.correlationId` within one process); a negative
-//! correlation means unknown.
+//! are per rank (`RUNTIME.correlationId` of a call, matched by sync and event records within one
+//! process); a negative correlation means unknown. An op names its launching call by the call's row
+//! among its rank's calls (the caller matches `KERNEL.correlationId` to the call once, as it reads
+//! the trace).
 
 use super::{input_error, WhatIfError};
 
@@ -148,8 +150,9 @@ pub struct Ops<'a> {
     pub stream: Column<'a>,
     pub start: Column<'a>,
     pub end: Column<'a>,
-    /// The launching call's correlation id; many ops may share one (a `cudaGraphLaunch`).
-    pub correlation: Column<'a>,
+    /// The launching call: its row among the rank's calls (the rank's rows of [`Calls`], in order,
+    /// from 0), negative where unknown; many ops may share one (a `cudaGraphLaunch`).
+    pub launch: Column<'a>,
     /// Optional (default -1: none). The training step the op belongs to, dense `0..n_steps`.
     pub step: Column<'a>,
 }
@@ -232,10 +235,10 @@ impl<'a> Part<'a, 8> for Calls<'a> {
 
 impl<'a> Part<'a, 6> for Ops<'a> {
     const TABLE: &'static str = "ops";
-    const NAMES: [&'static str; 6] = ["rank", "stream", "start", "end", "correlation", "step"];
+    const NAMES: [&'static str; 6] = ["rank", "stream", "start", "end", "launch", "step"];
     const REQUIRED: usize = 5;
     fn columns(&self) -> [Column<'a>; 6] {
-        [self.rank, self.stream, self.start, self.end, self.correlation, self.step]
+        [self.rank, self.stream, self.start, self.end, self.launch, self.step]
     }
 }
 
@@ -420,6 +423,27 @@ impl<'a> Job<'a> {
             return Err(input_error(format!("ops row {row}: step {s} (-1 or a dense step index)")));
         }
         let n_steps = self.ops.iter().zip(&ops).map(|(p, &n)| p.step.top(n)).max().unwrap_or(0);
+        // Each op's launching call is one of its rank's.
+        let mut rank_calls = vec![0i64; n_ranks];
+        for (part, &n) in self.calls.iter().zip(&calls) {
+            match part.rank {
+                Column::All(_) if n == 0 => {}
+                Column::All(r) => rank_calls[r as usize] += n as i64,
+                rank => (0..n).for_each(|i| rank_calls[rank.get(i) as usize] += 1),
+            }
+        }
+        let mut base = 0;
+        for (part, &n) in self.ops.iter().zip(&ops) {
+            let bad = match part.rank {
+                Column::All(r) => part.launch.find_bad(n, |call| call < rank_calls[r as usize]),
+                rank => (0..n).find(|&i| part.launch.get(i) >= rank_calls[rank.get(i) as usize]),
+            };
+            if let Some(i) = bad {
+                let (r, call) = (part.rank.get(i), part.launch.get(i));
+                return Err(input_error(format!("ops row {}: launch {call} out of range (rank {r} has {} calls)", base + i, rank_calls[r as usize])));
+            }
+            base += n;
+        }
 
         let mut seen = vec![false; n_ops];
         let mut n_instances = 0usize;
@@ -472,7 +496,8 @@ pub struct JobData {
     pub op_stream: Vec<i64>,
     pub op_start: Vec<i64>,
     pub op_end: Vec<i64>,
-    pub op_correlation: Vec<i64>,
+    /// The launching call's row among the rank's calls (see [`Ops::launch`]), -1 unknown.
+    pub op_launch: Vec<i64>,
     pub op_step: Vec<i64>,
     pub sync_rank: Vec<i64>,
     pub sync_kind: Vec<i64>,
@@ -518,7 +543,7 @@ impl JobData {
                 stream: c(&self.op_stream),
                 start: c(&self.op_start),
                 end: c(&self.op_end),
-                correlation: c(&self.op_correlation),
+                launch: c(&self.op_launch),
                 step: or(&self.op_step, -1),
             }],
             syncs: vec![SyncRecords {
@@ -553,13 +578,19 @@ impl JobData {
         self.call_rank.len() - 1
     }
 
-    /// Adds an op; returns its row.
-    pub fn op(&mut self, rank: i64, stream: i64, start: i64, end: i64, correlation: i64, step: i64) -> usize {
+    /// How many calls rank `rank` has so far: the row among its calls (an op's `launch`) of the
+    /// next call added to it.
+    pub fn calls_of(&self, rank: i64) -> i64 {
+        self.call_rank.iter().filter(|&&r| r == rank).count() as i64
+    }
+
+    /// Adds an op launched by the rank's call row `launch` (-1: unknown); returns its row.
+    pub fn op(&mut self, rank: i64, stream: i64, start: i64, end: i64, launch: i64, step: i64) -> usize {
         self.op_rank.push(rank);
         self.op_stream.push(stream);
         self.op_start.push(start);
         self.op_end.push(end);
-        self.op_correlation.push(correlation);
+        self.op_launch.push(launch);
         self.op_step.push(step);
         self.op_rank.len() - 1
     }

@@ -483,7 +483,7 @@ impl JobData {
             let part = &mut out[self.op_rank[i] as usize];
             op_local[i] = part.ops.len();
             part.ops.push(i);
-            part.job.op(0, self.op_stream[i], self.op_start[i], self.op_end[i], self.op_correlation[i], opt(&self.op_step, i, -1));
+            part.job.op(0, self.op_stream[i], self.op_start[i], self.op_end[i], self.op_launch[i], opt(&self.op_step, i, -1)); // rows among the rank's calls: its own
         }
         for i in 0..self.sync_rank.len() {
             let j = &mut out[self.sync_rank[i] as usize].job;

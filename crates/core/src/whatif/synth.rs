@@ -176,6 +176,8 @@ struct RankSim {
     pending: [i64; 3],
     /// Per event id: the end of the work it recorded.
     event_done: Vec<i64>,
+    /// The next call's correlation id: ids count the rank's calls from 1, so a call's row among
+    /// them (what its ops name it by) is its id - 1.
     next_corr: i64,
     /// Added to the next call's gap (the data loader), of which `plant_gap` planted.
     extra_gap: i64,
@@ -216,7 +218,7 @@ impl RankSim {
         self.stream_end[stream].max(self.pending[stream])
     }
 
-    /// An op launched at `launch` (its call's start); returns (row, start). `end` None: a member,
+    /// An op launched at `launch` (its call's start) by the call of id `corr`; returns (row, start). `end` None: a member,
     /// whose end the collective sets.
     #[allow(clippy::too_many_arguments)]
     fn op(&mut self, job: &mut JobData, spec: &Spec, stream: usize, launch: i64, corr: i64, dur: Option<i64>, step: usize, d: &Draws) -> (usize, i64) {
@@ -225,7 +227,7 @@ impl RankSim {
             .max(std::mem::replace(&mut self.pending[stream], i64::MIN));
         let end = start + dur.unwrap_or(0);
         self.stream_end[stream] = end;
-        (job.op(self.rank, STREAM_ID[stream], start, end, corr, step as i64), start)
+        (job.op(self.rank, STREAM_ID[stream], start, end, corr - 1, step as i64), start)
     }
 
     /// A blocking call started at `start` returning when `done` (the waited work) is done.

@@ -28,9 +28,9 @@ fn base(g: &Graph) -> Outcome {
 /// A launch: the call [call_start, call_end] on thread 0 and its op [start, end] on `stream`.
 /// Returns (call row, op row). Correlation ids: the call row (unique within the job).
 fn launch(job: &mut JobData, rank: i64, call: (i64, i64), stream: i64, op: (i64, i64), step: i64) -> (usize, usize) {
-    let corr = job.call_rank.len() as i64;
+    let (corr, launch) = (job.call_rank.len() as i64, job.calls_of(rank));
     let c = job.call(rank, 0, call.0, call.1, corr, false, -1);
-    let o = job.op(rank, stream, op.0, op.1, corr, step);
+    let o = job.op(rank, stream, op.0, op.1, launch, step);
     (c, o)
 }
 
@@ -135,9 +135,9 @@ fn fixing_one_rank_of_a_late_host_saves_only_the_gap_to_the_next_latest() {
     let mut job = JobData::default();
     for (r, g) in [(0, 0), (1, 50), (2, 40)] {
         call(&mut job, r, (0, 1), false);
-        let corr = job.call_rank.len() as i64;
+        let (corr, call) = (job.call_rank.len() as i64, job.calls_of(r));
         job.call(r, 0, 1 + g, 3 + g, corr, false, 100 + r);
-        job.op(r, 1, 11 + g, 111 + g, corr, 0);
+        job.op(r, 1, 11 + g, 111 + g, call, 0);
         let (_, n) = launch(&mut job, r, (4 + g, 6 + g), 1, (111 + g, 181), 0);
         job.member(0, n);
     }
@@ -162,10 +162,10 @@ fn a_host_gap_costs_only_while_the_gpu_starves() {
     let mut job = JobData::default();
     for (r, a) in [(0, 1000), (1, 50)] {
         launch(&mut job, r, (0, 2), 1, (10, 10 + a), 0);
-        let corr = job.call_rank.len() as i64;
+        let (corr, call) = (job.call_rank.len() as i64, job.calls_of(r));
         job.call(r, 0, 202, 204, corr, false, 10 + r);
         let b_start = (10 + a).max(212);
-        job.op(r, 1, b_start, b_start + 10, corr, 0);
+        job.op(r, 1, b_start, b_start + 10, call, 0);
     }
     let g = build(&job);
     let b = base(&g);
@@ -300,14 +300,13 @@ fn a_point_to_point_pair_waits_only_for_its_two_ranks() {
 
 #[test]
 fn a_cuda_graph_launch_releases_many_ops() {
-    // One call [0, 2] launches three kernels (one correlation id): each starts at 10 or after its
-    // predecessor. Shortening the first moves the other two.
+    // One call [0, 2] launches three kernels (one correlation id, so one launching call): each
+    // starts at 10 or after its predecessor. Shortening the first moves the other two.
     let mut job = JobData::default();
-    let corr = 5;
-    job.call(0, 0, 0, 2, corr, false, -1);
-    let a = job.op(0, 1, 10, 30, corr, 0);
-    job.op(0, 1, 30, 40, corr, 0);
-    job.op(0, 1, 40, 45, corr, 0);
+    job.call(0, 0, 0, 2, 5, false, -1);
+    let a = job.op(0, 1, 10, 30, 0, 0);
+    job.op(0, 1, 30, 40, 0, 0);
+    job.op(0, 1, 40, 45, 0, 0);
     let g = build(&job);
     assert_eq!(g.fidelity().explained_op_starts, 3);
     let r = replay(&g, &Change { op_durations: vec![(a, 5)], ..Change::default() });
@@ -539,6 +538,11 @@ fn bad_input_and_bad_changes_are_refused_with_a_reason() {
     let mut gap = job.clone();
     gap.member_instance[0] = 5;
     assert!(err(&gap).contains("has no members"));
+    // An op launched by a call its rank lacks (rows among the rank's calls, not the job's).
+    let mut other_rank = job.clone();
+    let last = other_rank.op_rank.len() - 1;
+    other_rank.op_launch[last] = job.calls_of(job.op_rank[last]);
+    assert!(err(&other_rank).contains(&format!("ops row {last}: launch {} out of range", other_rank.op_launch[last])));
 
     let g = build(&job);
     let mut ws = g.workspace();

@@ -71,9 +71,10 @@ def rank_tables(job: Job, rank: int, dense: int, step_index: dict[str, int]) -> 
     op_step = steps_of(job, rank, np.where(launch_utc >= 0, launch_utc, trace.gpu.start), step_index)
     if not step_index:
         op_step[:] = 0  # no steps marked: the capture is one step
-    ops = {"rank": dense, "stream": work.stream, "correlation": trace.gpu.correlation, "step": op_step,
-           # The trace's own times with the shift, not the timeline's aligned copies: those are let
-           # go while the graph is built (whatif.replay.analyze).
+    # Each op's launching call: its row in the rank's calls, found in the map (-1 unknown). Its
+    # times: the trace's own with the shift, not the timeline's aligned copies, which are let go
+    # while the graph is built (whatif.replay.analyze).
+    ops = {"rank": dense, "stream": work.stream, "launch": trace.gpu.launch_call, "step": op_step,
            "start": work.start if shift is None else (trace.gpu.start, shift),
            "end": work.end if shift is None else (trace.gpu.end, shift)}
     # Each gap inside a range is a segment of its own, named by its call's row (own_segment): a
