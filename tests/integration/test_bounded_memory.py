@@ -47,3 +47,26 @@ def test_few_exports_alive_and_the_same_result_whatever_the_chunk(tmp_path, monk
 def test_the_committed_demo_reads_one_export_at_a_time(monkeypatch):
     most, _ = most_alive_while_mapping(FIXTURES / "demo-4rank-2host", 1, monkeypatch)
     assert most == 1
+
+
+@pytest.mark.parametrize("command", [["analyze", "{demo}", "--json"], ["batch", "{root}", "--db", "sqlite:///{db}"]])
+def test_a_command_shares_one_heap_before_it_starts_any_thread(command, monkeypatch, tmp_path):
+    """analyze and batch make their threads allocate from the main heap (memory.one_heap), whose
+    free top malloc_trim returns, before any thread of theirs starts (the limit binds only threads
+    that have not allocated yet)."""
+    import shutil
+    import threading
+
+    from typer.testing import CliRunner
+
+    from nsys_collective import memory
+    from nsys_collective.cli import app
+
+    shutil.copytree(FIXTURES / "demo-4rank-2host", tmp_path / "jobs" / "demo")
+    before = set(threading.enumerate())
+    seen = []
+    monkeypatch.setattr(memory, "one_heap", lambda: seen.append(set(threading.enumerate()) - before))
+    args = [a.format(demo=tmp_path / "jobs" / "demo", root=tmp_path / "jobs", db=tmp_path / "runs.db") for a in command]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert seen == [set()]  # called once, no thread of the command's started before it

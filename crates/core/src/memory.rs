@@ -1,7 +1,8 @@
 //! Allocations sized by what a file holds (rows, events) are fallible: running out of memory is a
 //! `ReadError::OutOfMemory`, never an abort (a failed infallible allocation aborts the process,
 //! and with it the Python interpreter that called the reader). And [`release`]: freed memory handed
-//! back to the system between the stages of a long computation.
+//! back to the system between the stages of a long computation, all of it where the process's
+//! threads share one heap ([`one_heap`]).
 
 use std::collections::TryReserveError;
 
@@ -55,6 +56,25 @@ pub fn release() {
         // SAFETY: malloc_trim only returns free pages of the allocator's own heaps.
         unsafe {
             malloc_trim(0);
+        }
+    }
+}
+
+/// Makes the threads started from now on allocate from the main heap, not from heaps of their own
+/// (glibc's `M_ARENA_MAX` 1; elsewhere nothing). `malloc_trim` returns the free pages inside every
+/// heap but the free top of the main heap only: a thread's heap (a reader's, the graph build's, a
+/// worker's, reused by the threads after it) keeps its freed top resident, up to its trim threshold
+/// (which rises to 64 MiB as large blocks are freed). Called before any thread starts.
+pub fn one_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        const M_ARENA_MAX: std::ffi::c_int = -8;
+        extern "C" {
+            fn mallopt(param: std::ffi::c_int, value: std::ffi::c_int) -> std::ffi::c_int;
+        }
+        // SAFETY: mallopt only sets a limit the allocator reads when a thread first allocates.
+        unsafe {
+            mallopt(M_ARENA_MAX, 1);
         }
     }
 }

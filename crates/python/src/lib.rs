@@ -647,6 +647,7 @@ fn native_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gap_starts, m)?)?;
     m.add_function(wrap_pyfunction!(run_references, m)?)?;
     m.add_function(wrap_pyfunction!(release_memory, m)?)?;
+    m.add_function(wrap_pyfunction!(share_one_heap, m)?)?;
     Ok(())
 }
 
@@ -656,6 +657,13 @@ fn native_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
 #[pyfunction]
 fn release_memory(py: Python<'_>) {
     py.detach(collectivetrace_core::memory::release)
+}
+
+/// The threads started from now on allocate from the main heap (glibc's M_ARENA_MAX 1; elsewhere
+/// nothing): python/nsys_collective/memory.py, before a command starts any thread.
+#[pyfunction]
+fn share_one_heap() {
+    collectivetrace_core::memory::one_heap()
 }
 
 // Grouping of rows by integer keys (crates/core/src/grouping.rs): model/grouping.py's primitives.

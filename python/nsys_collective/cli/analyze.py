@@ -55,7 +55,9 @@ def analyze(
 ) -> None:
     """Analyze the NCCL collectives of a job: one export or report per rank, or one with many ranks."""
     with error_edge():
-        from nsys_collective import outputs, pipeline
+        from nsys_collective import memory, outputs, pipeline
+
+        memory.one_heap()  # before any thread
         from nsys_collective.ingest.discover import discover
         from nsys_collective.model.job import Filters
 

@@ -47,11 +47,13 @@ def batch(
 
     Exit status: 0 when every job has results, 1 when some job failed (named on stderr, recorded in the store), 2 for an unusable ROOT or store.
     """
+    from nsys_collective import memory
     from nsys_collective.batch import run_batch
 
     if scheduler and executor is not Executor.dask:
         raise typer.BadParameter("--scheduler needs --executor dask", param_hint="--scheduler")
     with error_edge():
+        memory.one_heap()  # before any thread
         summary = run_batch(root, db, pattern, executor.value, scheduler, progress=stderr if sys.stderr.isatty() else None,
                             nsys=nsys, cache_dir=cache_dir, retry_failed=retry_failed,
                             limits=Limits(max_trace_bytes, max_gzip_ratio), export_timeout=export_timeout)
