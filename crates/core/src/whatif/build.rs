@@ -335,7 +335,8 @@ impl EdgeCounts {
 }
 
 /// What a chunk of the layout returns: its wide values, its non-zero slacks and their sum, and
-/// whether every edge it laid out leaves from an earlier unit.
+/// whether every position but the first has an edge (that each edge leaves from an earlier slot is
+/// checked where the sources are placed, [`place_sources`]).
 #[derive(Default)]
 struct Laid {
     lag: Vec<(u32, i64)>,
@@ -350,8 +351,8 @@ const CHUNK: usize = 1 << 16;
 // `check` gives each chunk of units its own words of `EdgeCounts::one_edge`.
 const _: () = assert!(CHUNK.is_multiple_of(64));
 
-/// The graph's units, edges and edge kinds as laid out, their wide values, slacks and the sum of
-/// slack.
+/// The graph's units, edges and edge kinds as laid out (the edges' sources unit slots, not yet
+/// placed: [`place_sources`]), their wide values, slacks and the sum of slack.
 struct Layout {
     units: Vec<Unit>,
     edges: Vec<Edge>,
@@ -771,7 +772,7 @@ impl Graph {
         // What makes the replay loop's unchecked reads sound, checked where each unit is laid out:
         // every position but the first has an edge or more (and every edge reads an earlier slot:
         // checked where the sources are placed).
-        assert!(laid.iter().all(|w| w.sound), "graph not in topological order");
+        assert!(laid.iter().all(|w| w.sound), "a unit of the graph without an edge");
         units_out.push(Unit { first: n_edges as u32, dur: 0 });
         let (mut wide_lag, mut wide_dur, mut slacks, mut slack_ns) = (Vec::new(), Vec::new(), Vec::new(), 0);
         for mut w in laid {

@@ -137,7 +137,6 @@ impl<'v, const K: usize> RankTable<'v, K> {
             _ => unreachable!("time columns are i64 in a rank's view"),
         }
     }
-
 }
 
 /// A table split by rank: where each rank's rows are, what had to be gathered, and how to find a

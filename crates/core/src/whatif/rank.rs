@@ -381,7 +381,8 @@ impl Streams {
 impl RankEdges {
     /// Room for the tables of a rank of `n_calls` calls and `n_ops` ops: made by the thread that
     /// keeps them, while a worker fills them ([`RankEdges::new`]), so that they are not left in a
-    /// worker's heap when freed.
+    /// worker's heap when freed (where the threads have heaps of their own: a library caller's;
+    /// the commands share one, python/nsys_collective/memory.py).
     pub(crate) fn for_rows(n_calls: usize, n_ops: usize) -> RankEdges {
         RankEdges {
             call_prev: Prev { back: Vec::with_capacity(n_calls), far: Vec::new() },
