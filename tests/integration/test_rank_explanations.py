@@ -98,7 +98,7 @@ def test_the_idle_split_of_hand_made_gaps():
     stream, start, end, launch = (np.array(c) for c in zip(*ops))
     names = ["cudaStreamWaitEvent_v3020", "cudaLaunchKernel_v7000"]
     gpu = SimpleNamespace(start=start, end=end, launch=launch, stream=stream, is_kernel=np.ones(5, bool),
-                          is_nccl=np.array([False, False, True, False, False]), correlation=np.arange(5))
+                          is_nccl=np.array([False, False, True, False, False]))
     calls = SimpleNamespace(start=np.array([145]), end=np.array([146]), correlation=np.array([99]), name=np.array([0]),
                             tid=np.array([1]))
     syncs = {"kind": np.array([2]), "stream": np.array([9]), "event": np.array([1]), "correlation": np.array([99]),

@@ -100,8 +100,7 @@ def _trace(steps, lost_at=()):
     launches = [5] + list(lost_at)
     calls = SimpleNamespace(start=np.array(launches), kind=cuda_api.kinds(np.full(len(launches), len(steps)), names),
                             correlation=np.arange(len(launches)))
-    gpu = SimpleNamespace(correlation=np.array([0]))
-    return SimpleNamespace(ranges=ranges, lost_launches=lost_launches(calls, gpu), strings=tuple(names),
+    return SimpleNamespace(ranges=ranges, lost_launches=lost_launches(calls, np.array([0])), strings=tuple(names),
                            names=lambda ids: np.array([names[i] for i in ids], dtype=object))
 
 

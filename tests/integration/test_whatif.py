@@ -175,16 +175,17 @@ def _op_correlation(trace) -> np.ndarray:
 
     (export,) = read_exports([trace.report])
     export, _ = screen_gpu_work(export, trace.report, [])
-    [(gpu, *_)], _ = trace_ranks(export, [(trace.pid, trace.device)], nccl_kernel_mask(export))
-    return gpu.correlation
+    [(*_, correlation)], _ = trace_ranks(export, [(trace.pid, trace.device)], nccl_kernel_mask(export))
+    return correlation
 
 
 @pytest.mark.parametrize("drift", [False, True])
 def test_the_graph_borrowing_the_ranks_call_columns_is_the_graph_of_their_aligned_copies(drift):
     """build_graph gives each rank's call columns as its trace holds them (times with the rank's
     clock shift, the threads' anchors a part of their own, own_segment): the graph is the one the
-    joined, aligned copies made (the demo: ranks 2 and 3, the second host, off the reference clock;
-    with `drift`, that clock drifting, their call times copied and aligned). Each op's launching
+    joined, aligned copies made, their op times the timeline's aligned copies (the demo: ranks 2 and
+    3, the second host, off the reference clock; with `drift`, that clock drifting, their call and
+    op times copied and aligned). Each op's launching
     call, found in the map (GpuItems.launch_call), is the one the graph found by correlation before:
     the rank's first call with the op's correlation id."""
     import dataclasses
@@ -193,6 +194,7 @@ def test_the_graph_borrowing_the_ranks_call_columns_is_the_graph_of_their_aligne
     from conftest import analyzed as model_of
     from nsys_collective import _native
     from nsys_collective.attribution.whatif.graph import _first_of_thread, build_graph, rank_tables
+    from nsys_collective.model.timeline import Timeline
     from tests.unit.test_whatif_replay_job import fingerprint, plain
 
     job, _ = model_of(sorted((FIXTURES / "demo-4rank-2host").glob("*.sqlite")))
@@ -200,7 +202,13 @@ def test_the_graph_borrowing_the_ranks_call_columns_is_the_graph_of_their_aligne
         a = job.alignment
         drift_ppm = a.drift_ppm.copy()
         drift_ppm[a.clock_of_rank[3]] = 3.7
-        job = dataclasses.replace(job, alignment=dataclasses.replace(a, drift_ppm=drift_ppm))
+        drifting = dataclasses.replace(a, drift_ppm=drift_ppm)
+        col, start, end = job.collectives, job.aligned_start.copy(), job.aligned_end.copy()
+        for r in range(4):  # the members on the drifting clock too, as the model aligns them
+            rows = col.obs_rank == r
+            start[rows], end[rows] = drifting.correct_rank(r, col.obs_start[rows]), drifting.correct_rank(r, col.obs_end[rows])
+        job = dataclasses.replace(job, alignment=drifting, timeline=Timeline(job.traces, drifting),
+                                  aligned_start=start, aligned_end=end)
     shifts = [job.alignment.rank_shift_ns(r) for r in range(4)]
     assert shifts == [0, 0, None, None] if drift else shifts[:2] == [0, 0] and shifts[2] == shifts[3] != 0
     g = build_graph(job, 10_000)
@@ -225,7 +233,8 @@ def test_the_graph_borrowing_the_ranks_call_columns_is_the_graph_of_their_aligne
         t = rank_tables(job, rank, dense, step_index)
         by_correlation = _first_call_of_correlation(c.correlation, _op_correlation(job.traces[rank]))
         assert np.array_equal(t["ops"]["launch"], by_correlation)
-        ops.append({**t["ops"], "launch": by_correlation})
+        work = job.timeline[rank]  # the aligned copies, where the graph took (column, shift)
+        ops.append({**t["ops"], "start": work.start, "end": work.end, "launch": by_correlation})
         syncs += t["syncs"]
         events += t["events"]
     members = {"instance": job.collectives.obs_instance, "op": g.member_rows}

@@ -166,11 +166,12 @@ NARROWED = {"launch_tid", "ctas", "stream", "correlation", "tid", "gap_range"}
 def test_gpu_items_and_counts_equal_the_numpy_version(seed):
     export, is_nccl = random_export(seed)
     traced, _, local, exported = _traced(export, is_nccl)
-    for (pid, device), (items, counts, _, _) in zip(KEYS, traced):
+    for (pid, device), (items, counts, _, _, correlation) in zip(KEYS, traced):
         want = reference_gpu_items(export, pid, device, is_nccl)
         for column, values in want.items():
             names = (local, exported) if column in ("name", "short_name") else None
-            _same(getattr(items, column), values, (seed, pid, device, column), names)
+            got = correlation if column == "correlation" else getattr(items, column)  # returned beside, not held
+            _same(got, values, (seed, pid, device, column), names)
         assert counts == reference_counts(export, pid, device, is_nccl), (seed, pid, device)
 
 
@@ -178,7 +179,7 @@ def test_gpu_items_and_counts_equal_the_numpy_version(seed):
 def test_host_ranges_and_calls_equal_the_numpy_version(seed):
     export, is_nccl = random_export(seed)
     traced, _, local, exported = _traced(export, is_nccl)
-    for (pid, device), (_, _, ranges, calls) in zip(KEYS, traced):
+    for (pid, device), (_, _, ranges, calls, _) in zip(KEYS, traced):
         want_ranges = trace._host_ranges(export, pid)
         for column in ("start", "end", "tid"):
             assert np.array_equal(getattr(ranges, column), getattr(want_ranges, column)), (seed, pid, column)
@@ -193,7 +194,7 @@ def test_calls_that_are_the_whole_runtime_table_keep_its_times():
     rt = export.runtime
     order = np.argsort(rt["start"], kind="stable")
     export.runtime = {c: (np.ones_like(v) if c == "pid" else v[order]) for c, v in rt.items()}  # one process, by start
-    [(_, _, ranges, calls)], _ = trace_ranks(export, [(1, 0)], is_nccl)
+    [(_, _, ranges, calls, _)], _ = trace_ranks(export, [(1, 0)], is_nccl)
     assert calls.start is export.runtime["start"] and calls.end is export.runtime["end"]
     for column, values in reference_host_calls(export, 1, trace._host_ranges(export, 1)).items():
         assert np.array_equal(calls.gap_start() if column == "gap_start" else getattr(calls, column), values), column
@@ -218,9 +219,9 @@ def test_ids_past_int32_stay_int64():
     export.kernels["correlation"] = export.kernels["correlation"] + 2**31
     export.runtime["tid"] = export.runtime["tid"] + 2**40
     traced, _ = trace_ranks(export, KEYS, is_nccl)
-    for (pid, device), (items, _, _, calls) in zip(KEYS, traced):
+    for (pid, device), (_, _, _, calls, correlation) in zip(KEYS, traced):
         want = reference_gpu_items(export, pid, device, is_nccl)
-        assert items.correlation.dtype == np.int64 and np.array_equal(items.correlation, want["correlation"])
+        assert correlation.dtype == np.int64 and np.array_equal(correlation, want["correlation"])
         assert calls.tid.dtype == np.int64 and calls.correlation.dtype == np.int32
 
 

@@ -29,7 +29,7 @@ def trace(rng, strings, key) -> RankTrace:
                               short_name=rng.integers(-1, len(strings), n).astype(np.int32),
                               launch_call=np.full(n, -1, np.int32), calls=None,
                               is_nccl=is_kernel & (rng.random(n) < 0.3), is_kernel=is_kernel, ctas=np.ones(n, np.int32),
-                              stream=np.full(n, 7, np.int32), correlation=np.arange(n, dtype=np.int32))
+                              stream=np.full(n, 7, np.int32))
     return RankTrace(index=0, report="r", host="h", pid=1, device=0, env_rank=None, file_rank=None, counts={},
                      strings=tuple(strings), ops=None, gpu=gpu, ranges=None, calls=None, sm_count=None, key=key)
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import secrets
 from dataclasses import dataclass, field
-from functools import cached_property
 
 import re
 
@@ -107,11 +106,9 @@ class GpuItems(GpuNames):
     launch_call: np.ndarray
     ctas: np.ndarray  # thread blocks (grid x*y*z) of kernels, 0 for copies
     stream: np.ndarray
-    # The launching call's correlation id (several ops share one under a CUDA graph): read in the
-    # map (the lost launches), None in the rank's trace after it (7.6 MB at 1.9M kernels).
-    correlation: np.ndarray | None
-    # launch_call, ctas, stream and correlation are int32 where their values fit: held for every
-    # rank until the analysis ends, they are only compared, searched, indexed or divided.
+    # launch_call, ctas and stream are int32 where their values fit: held for every rank until the
+    # analysis ends, they are only compared, searched, indexed or divided. The launching call's
+    # correlation id is not held: the map's lost launches are its only reader (trace_ranks).
     # short_name held per name; is_nccl, is_kernel and is_compute read off kind (GpuNames).
     short_name_by_name: PerName
     kind: np.ndarray
@@ -153,25 +150,26 @@ class HostCalls:
     # The innermost host range (index into the rank's HostRanges) on the call's thread that covers
     # the middle of the gap before the call: what the host was doing meanwhile; -1 where none.
     gap_range: np.ndarray
+    # Where the calls begin (the first call's start; None where there are none): kept when the
+    # columns go (release).
+    first_start: int | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.first_start = int(self.start[0]) if len(self.start) else None
 
     @property
     def blocking(self) -> np.ndarray:
         """bool: the call returns only once GPU work it waits for has ended."""
         return cuda_api.of_kind(self.kind, cuda_api.BLOCKING)
 
-    @cached_property
-    def first_start(self) -> int | None:
-        """Where the calls begin (the first call's start), None where there are none."""
-        return int(self.start[0]) if len(self.start) else None
-
     def release(self) -> None:
         """Let go of the calls, keeping where they begin (`first_start`): after the what-if's host
         pickers nothing reads more of them (65 MB at 1.9M kernels, held under the kernel pickers
         and the replays otherwise). In place, since the rank's trace and its GPU items share this
         object; a column read later is None, so that a late reader fails instead of reading none."""
-        self.first_start  # kept: found before the columns go
         for column in dataclasses.fields(self):
-            setattr(self, column.name, None)
+            if column.name != "first_start":
+                setattr(self, column.name, None)
 
     def gap_start(self) -> np.ndarray:
         """Where the host work before each call began: the previous call's end on its thread, for
@@ -233,12 +231,13 @@ class RankTrace:
         return table[np.where(string_ids >= 0, string_ids, len(self.strings))]
 
 
-def lost_launches(calls: HostCalls | None, gpu: GpuItems | None) -> np.ndarray:
-    """Start times of the kernel launch calls whose GPU work is not in the capture."""
+def lost_launches(calls: HostCalls | None, op_correlation: np.ndarray | None) -> np.ndarray:
+    """Start times of the kernel launch calls whose GPU work is not in the capture (none of the
+    ops, `op_correlation` their launching calls' ids, has their id)."""
     if calls is None or not len(calls.start):
         return np.zeros(0, dtype=np.int64)
     launch = np.flatnonzero(cuda_api.of_kind(calls.kind, cuda_api.LAUNCH))
-    ran = np.isin(calls.correlation[launch], gpu.correlation) if gpu is not None else np.zeros(len(launch), bool)
+    ran = np.isin(calls.correlation[launch], op_correlation) if op_correlation is not None else np.zeros(len(launch), bool)
     return calls.start[launch[~ran]]
 
 
@@ -372,11 +371,12 @@ def screen_gpu_work(export: Export, report: str, warnings: list[str]) -> tuple[E
 
 
 def trace_ranks(export: Export, keys: list[tuple[int, int]], is_nccl: np.ndarray
-                ) -> tuple[list[tuple[GpuItems, dict, HostRanges, HostCalls]], tuple[str, ...]]:
+                ) -> tuple[list[tuple[GpuItems, dict, HostRanges, HostCalls, np.ndarray]], tuple[str, ...]]:
     """Per rank (pid, device) of a screened export: its GPU work sorted by start (copies named by
     two labels past the export's strings) and its counts (kernels, NCCL's, the time NCCL kernels
     cover and how much of it compute kernels cover too, its first start and last end), its host
-    ranges, and its calls by start with the gap before each; their names ids into one string table
+    ranges, its calls by start with the gap before each, and its ops' launching calls' correlation
+    ids (read by the lost launches, not held by the ops); their names ids into one string table
     of only the names the ranks use, in export order, returned beside them. One pass per table
     and rank in the core, each column made in the type it is held in (crates/core/src/rank_trace.rs);
     tests/unit/test_rank_trace.py keeps the numpy version."""
@@ -401,7 +401,9 @@ def trace_ranks(export: Export, keys: list[tuple[int, int]], is_nccl: np.ndarray
             "last_ns": last,
         }
         calls = HostCalls(**calls, kind=cuda_api.kinds(calls["name"], strings))
-        out.append((GpuItems.of_columns(**gpu, calls=calls), counts, dataclasses.replace(r, name=range_name, tid=_int32_where_it_fits(r.tid)), calls))
+        correlation = gpu.pop("correlation")
+        out.append((GpuItems.of_columns(**gpu, calls=calls), counts, dataclasses.replace(r, name=range_name, tid=_int32_where_it_fits(r.tid)),
+                    calls, correlation))
     return out, strings
 
 
@@ -415,7 +417,7 @@ def trace_export(export: Export, index: int, report: str, key: int | None = None
     traced, strings = trace_ranks(export, keys, is_nccl)
     if not keys:
         warnings.append(f"{report}: no CUDA kernels or copies captured; counted as a rank with zero kernels")
-        keys, traced = [(None, None)], [(None, _no_gpu_counts(), None, None)]
+        keys, traced = [(None, None)], [(None, _no_gpu_counts(), None, None, None)]
     env = rank_from_environment(export) if len(keys) == 1 else None
     file = rank_from_file_name(report) if len(keys) == 1 else None
     metrics = _metric_samples(export) if len(export.gpu_metrics["start"]) else None
@@ -423,11 +425,8 @@ def trace_export(export: Export, index: int, report: str, key: int | None = None
     traces = []
     # Unique per export, across chunks and processes: id() is reused once an export is released.
     key = secrets.randbits(63) if key is None else key
-    for (pid, device), (gpu, counts, ranges, calls) in zip(keys, traced):
+    for (pid, device), (gpu, counts, ranges, calls, op_correlation) in zip(keys, traced):
         ops, waits = None, (None, None)
-        lost = lost_launches(calls, gpu)
-        if gpu is not None:
-            gpu = dataclasses.replace(gpu, correlation=None)  # read by the lost launches only
         if pid is not None:
             ops = nccl_ops(export, pid, gpu, strings)
             waits = _sync_records(export, pid, device, own_process=sum(p == pid for p, _ in keys) == 1)
@@ -438,7 +437,7 @@ def trace_export(export: Export, index: int, report: str, key: int | None = None
             counts=counts, strings=strings, ops=ops, gpu=gpu, ranges=ranges, calls=calls,
             sm_count=sm_count(export, device) if pid is not None else None,
             metrics=metrics, metrics_shared=len(devices) > 1, stream_waits=waits,
-            lost_launches=lost, synchronize_calls=synchronize_calls(calls), key=key,
+            lost_launches=lost_launches(calls, op_correlation), synchronize_calls=synchronize_calls(calls), key=key,
             gpu_name=gpu_name(export, device) if pid is not None else None))
     facts = InputFacts(report=report, export=shown(export.path), session=export.session, warnings=tuple(warnings))
     return facts, traces
