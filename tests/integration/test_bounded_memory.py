@@ -49,11 +49,13 @@ def test_the_committed_demo_reads_one_export_at_a_time(monkeypatch):
     assert most == 1
 
 
-@pytest.mark.parametrize("command", [["analyze", "{demo}", "--json"], ["batch", "{root}", "--db", "sqlite:///{db}"]])
+@pytest.mark.parametrize("command", [["analyze", "{demo}", "--json"], ["batch", "{root}", "--db", "sqlite:///{db}"],
+                                     ["compare", "{demo}", "{demo}"]])
 def test_a_command_shares_one_heap_before_it_starts_any_thread(command, monkeypatch, tmp_path):
-    """analyze and batch make their threads allocate from the main heap (memory.one_heap), whose
-    free top malloc_trim returns, before any thread of theirs starts (the limit binds only threads
-    that have not allocated yet)."""
+    """The commands that analyze make their threads allocate from the main heap (memory.one_heap),
+    whose free top malloc_trim returns, before any Python thread of theirs starts (the limit binds
+    only threads that have not allocated yet). The core's worker threads start on its first
+    parallel call, after; threads started on import (none of ours) this cannot see."""
     import shutil
     import threading
 

@@ -23,9 +23,10 @@ def compare(
     """Compare two runs: blocking causes, waits and transfers per operation, stragglers and clock
     alignment, A against B. An integer that names no file is a run id in the store."""
     with error_edge():
-        from nsys_collective import outputs
+        from nsys_collective import memory, outputs
         from nsys_collective.render.outdir import input_paths
 
+        memory.one_heap()  # before any thread: a run given as reports is analyzed
         run_a = load(parse_source(a), db=db, nsys=nsys)
         run_b = load(parse_source(b), db=db, nsys=nsys)
         protect = [*input_paths(run_a), *input_paths(run_b)]
