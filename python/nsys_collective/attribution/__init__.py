@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nsys_collective import memory
 from nsys_collective.attribution import blocking, contention, whatif
 from nsys_collective.attribution.findings import findings
 from nsys_collective.attribution.host_sync import host_sync
@@ -50,7 +49,6 @@ def attribute(job: Job, step_pattern: str | None = None, consume: bool = False) 
     graph = whatif.graph.build_graph(job, tolerance, step_pattern)
     ct = contention.attribute(job)
     ranks, same_stream = explain_ranks(job)
-    memory.release()  # the fit's temporaries, before the candidates (the what-if waits for its graph)
     w = whatif.analyze(job, graph, ct.kind, tolerance, step_pattern, ct, consume=consume)
     del graph  # the replays are done: the graph and its replays' buffers (260 MB at 1.9M) go before the rest
     for j, (wait_saved, step_saved) in (w.compute.items() if w else ()):

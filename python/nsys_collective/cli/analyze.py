@@ -56,10 +56,10 @@ def analyze(
     """Analyze the NCCL collectives of a job: one export or report per rank, or one with many ranks."""
     with error_edge():
         from nsys_collective import memory, outputs, pipeline
-
-        memory.one_heap()  # before any thread
         from nsys_collective.ingest.discover import discover
         from nsys_collective.model.job import Filters
+
+        memory.one_heap()  # before any thread
 
         try:
             filters = Filters.parse(ranks=ranks, hosts=hosts, window=window, steps=steps, keep_all=keep_all)

@@ -193,7 +193,8 @@ def analyze(job: Job, g: JobGraph | None, kind: np.ndarray, tolerance_ns: int, s
                   min_excess=min_excess, step_pattern=pattern, contention=contention)
     # The ranks' aligned GPU work (the timeline's copies, 15 MB at 1.9M kernels) is not held beside
     # the graph's last build step (the graph takes the traces' own times) nor under the host
-    # pickers: built again by the kernel pickers, their first reader after these.
+    # pickers: built again by the kernel pickers, their first reader after these. Given back with
+    # the contention fit's and the explanations' temporaries.
     job.timeline.release()
     memory.release()
     # Every replayed kind's candidates, in registry order (ties in excess keep it), picked a group
