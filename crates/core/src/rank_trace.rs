@@ -7,7 +7,7 @@
 //! masked, sorted, searched, narrowed and remapped whole columns several times per rank
 //! (tests/unit/test_rank_trace.py keeps it).
 
-use crate::ids::Ids;
+use crate::ids::{FirstRow, Ids};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 /// Why the columns given cannot be traced: the caller's bug.
@@ -202,58 +202,6 @@ pub struct Copies<'a> {
     pub label: i64,
 }
 
-/// The call (its row in the rank's calls, `calls_by_start`) with each correlation id: the first such
-/// call by start where several share one (Kineto's runtime and driver calls: the outer one), a
-/// negative id unknown; what the what-if graph reads as each op's launch. Correlation ids are mostly
-/// dense and ascending: a table indexed by id then, else the ids sorted and searched (a hash map of
-/// a quarter million calls was 5x slower: every probe a cache miss).
-enum Launches {
-    Dense { lo: i64, at: Vec<u32> },
-    Sorted { ids: Vec<i64>, calls: Vec<u32> },
-}
-
-const NONE: u32 = u32::MAX;
-
-impl Launches {
-    /// `calls`: the process's runtime rows by start.
-    fn new(runtime: &Runtime, calls: &[u32]) -> Launches {
-        let id = |k: usize| runtime.correlation[calls[k] as usize];
-        let known = || (0..calls.len()).filter(|&k| id(k) >= 0);
-        let (count, lo, hi) = known().fold((0usize, i64::MAX, i64::MIN), |(n, lo, hi), k| (n + 1, lo.min(id(k)), hi.max(id(k))));
-        let span = hi.wrapping_sub(lo) as u64;
-        if count > 0 && span < 4 * count as u64 + 4096 {
-            let mut at = vec![NONE; span as usize + 1];
-            for k in known() {
-                let slot = &mut at[(id(k) - lo) as usize];
-                if *slot == NONE {
-                    *slot = k as u32;
-                }
-            }
-            return Launches::Dense { lo, at };
-        }
-        let mut by_id: Vec<usize> = known().collect();
-        by_id.sort_by_key(|&k| id(k)); // stable: the first by start leads
-        by_id.dedup_by_key(|k| id(*k));
-        Launches::Sorted { ids: by_id.iter().map(|&k| id(k)).collect(), calls: by_id.iter().map(|&k| k as u32).collect() }
-    }
-
-    /// The call of a correlation id, if any.
-    fn call(&self, correlation: i64) -> Option<usize> {
-        let call = match self {
-            Launches::Dense { lo, at } => {
-                let k = correlation.wrapping_sub(*lo);
-                if k < 0 || k as usize >= at.len() {
-                    NONE
-                } else {
-                    at[k as usize]
-                }
-            }
-            Launches::Sorted { ids, calls } => ids.binary_search(&correlation).map_or(NONE, |k| calls[k]),
-        };
-        (call != NONE).then_some(call as usize)
-    }
-}
-
 /// The GPU work of rank (pid, device) and its counts. `calls`: its process's calls (runtime rows,
 /// `calls_by_start`), which the launching calls are named by.
 fn gpu_items(
@@ -295,8 +243,10 @@ fn gpu_items(
     let kernel_or_label = |of: &[i64]| -> Vec<i32> {
         items.iter().map(|&(t, r)| string_id(if t == 0 { of[r as usize] } else { copies[t as usize - 1].label })).collect()
     };
-    let launched = Launches::new(runtime, calls);
-    let launch_call = |k: usize| launched.call(value(&correlations, k)).map_or(-1, |call| call as i64);
+    // Each item's launching call: the first of its process's calls by start with its correlation
+    // id (Kineto's runtime and driver calls share one: the outer one), a negative id unknown.
+    let launched = FirstRow::new(calls.len(), |k| runtime.correlation[calls[k] as usize]);
+    let launch_call = |k: usize| launched.find(value(&correlations, k)).map_or(-1, |call| call as i64);
     let out = GpuItems {
         start: (0..n).map(|k| value(&starts, k)).collect(),
         end: (0..n).map(|k| value(&ends, k)).collect(),
@@ -595,9 +545,11 @@ mod tests {
             let runtime = Runtime { pid: &[1, 1, 1, 1], tid: &[1, 2, 3, 4], start: &[1, 2, 3, 0], end: &[4; 4], correlation: &ids, name: &[0; 4] };
             let calls = calls_by_start(&runtime, 1).unwrap();
             assert_eq!(calls, [3, 0, 1, 2]);
-            let found = Launches::new(&runtime, &calls);
-            assert_eq!([ids[0], ids[1], ids[3], 5, i64::MIN].map(|c| found.call(c)), [Some(1), Some(2), last, None, None]);
-            assert_eq!(Launches::new(&runtime, &calls_by_start(&runtime, 2).unwrap()).call(ids[0]), None);
+            // As gpu_items finds them.
+            let launches = |calls: &[u32]| FirstRow::new(calls.len(), |k| runtime.correlation[calls[k] as usize]);
+            let found = launches(&calls);
+            assert_eq!([ids[0], ids[1], ids[3], 5, i64::MIN].map(|c| found.find(c)), [Some(1), Some(2), last, None, None]);
+            assert_eq!(launches(&calls_by_start(&runtime, 2).unwrap()).find(ids[0]), None);
         }
     }
 

@@ -6,6 +6,7 @@
 //! these.
 
 use super::by_rank::{RankColumn, RankTable, RankTimes};
+use crate::ids::FirstRow;
 use super::graph::NONE;
 use super::input::SyncType;
 use super::Options;
@@ -277,65 +278,6 @@ pub(crate) fn percentiles<const N: usize>(zeros: usize, rest: &mut [i64], ps: [f
     }))
 }
 
-/// The rank's calls by correlation id (what sync and event records name them by): a table indexed
-/// by id where the ids are dense (the runtime numbers its calls in order), else the sorted (id,
-/// call) pairs.
-enum CorrIndex {
-    Dense { base: i64, row: Vec<u32> },
-    Sorted(Vec<(i64, u32)>),
-}
-
-impl CorrIndex {
-    /// The index of the first n rows of `corr`.
-    fn new(corr: RankColumn, n: usize) -> CorrIndex {
-        let (mut lo, mut hi, mut count) = (i64::MAX, i64::MIN, 0usize);
-        for k in (0..n).map(|i| corr.get(i)).filter(|&k| k >= 0) {
-            (lo, hi, count) = (lo.min(k), hi.max(k), count + 1);
-        }
-        let mut index = match count {
-            0 => CorrIndex::Sorted(Vec::new()),
-            n if ((hi - lo) as u64) < 4 * n as u64 + 1024 => CorrIndex::Dense { base: lo, row: vec![NONE; (hi - lo + 1) as usize] },
-            n => CorrIndex::Sorted(Vec::with_capacity(n)),
-        };
-        for i in 0..n {
-            let k = corr.get(i);
-            if k < 0 {
-                continue;
-            }
-            match &mut index {
-                CorrIndex::Dense { base, row } => {
-                    let slot = &mut row[(k - *base) as usize];
-                    if *slot == NONE {
-                        *slot = i as u32; // the first row with this id
-                    }
-                }
-                CorrIndex::Sorted(v) => v.push((k, i as u32)),
-            }
-        }
-        if let CorrIndex::Sorted(v) = &mut index {
-            v.sort_unstable();
-        }
-        index
-    }
-
-    /// The first call with this correlation id.
-    fn find(&self, corr: i64) -> Option<u32> {
-        if corr < 0 {
-            return None;
-        }
-        match self {
-            CorrIndex::Dense { base, row } => {
-                let k = usize::try_from(corr - base).ok()?;
-                row.get(k).copied().filter(|&i| i != NONE)
-            }
-            CorrIndex::Sorted(v) => {
-                let k = v.partition_point(|&(c, _)| c < corr);
-                v.get(k).filter(|&&(c, _)| c == corr).map(|&(_, i)| i)
-            }
-        }
-    }
-}
-
 /// The rank's ops by stream, in stream order, with enqueue times for "enqueued before t".
 struct Streams {
     /// Ops by (stream, start, end, op).
@@ -414,7 +356,7 @@ impl RankEdges {
         }
         call_prev.far.sort_unstable();
         drop(call_order);
-        let corr = CorrIndex::new(v.calls.column(CORRELATION), nc);
+        let corr = FirstRow::new(nc, |i| v.calls.column(CORRELATION).get(i)); // the rank's calls by correlation id
 
         let launch = v.op_launch();
 
